@@ -1,0 +1,301 @@
+"""Record batch header scan, validation and in-place edits; pure twin of ``pyx/record_batch.pyx``.
+
+The byte layouts (magic 2 batches and legacy magic 0/1 entries) are documented in
+``broker/protocol/records/batch_info.py``. Magic-2 record layout (inside ``records``; varints are zigzag)::
+
+    length varint | attributes int8 | timestampDelta varlong | offsetDelta varint |
+    keyLength varint (-1 = null) | key | valueLength varint (-1 = null) | value |
+    headerCount varint | headers: (keyLength varint | key utf-8 | valueLength varint (-1 = null) | value)*
+
+Error policy (both twins must raise the same class for the same input):
+``CorruptRecordError`` for lengths, truncation, magic, CRC, codec and malformed record framing;
+``InvalidRecordError`` for a negative record count, a record count that does not match the records,
+offset deltas that are not 0..n-1 and a lastOffsetDelta that is not n-1.
+"""
+from __future__ import annotations
+
+import struct
+import zlib
+from typing import Any
+
+from broker._pure.crc32c import crc32c
+from broker._pure.varint import decode_varint
+from broker.protocol.records.batch_info import (
+    COMPRESSION_MASK,
+    TIMESTAMP_TYPE_MASK,
+    BatchInfo,
+    Record,
+)
+from broker.protocol.records.errors import CorruptRecordError, InvalidRecordError
+
+LOG_OVERHEAD = 12
+RECORD_BATCH_OVERHEAD = 61
+BATCH_LENGTH_MIN = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+MAX_TIMESTAMP_OFFSET = 35
+MAGIC_OFFSET = 16
+LEGACY_V0_MESSAGE_MIN = 14  # crc 4 + magic 1 + attributes 1 + key len 4 + value len 4
+LEGACY_V1_MESSAGE_MIN = 22  # + timestamp 8
+MAX_CODEC = 4
+
+_HEADER = struct.Struct(">qiiBIhiqqqhii")
+_PREFIX = struct.Struct(">qiiB")
+_LEGACY = struct.Struct(">qiIBb")
+_I64 = struct.Struct(">q")
+_I32 = struct.Struct(">i")
+_U32 = struct.Struct(">I")
+_I16 = struct.Struct(">h")
+
+
+def _batch_crc(buf: Any, position: int, end: int) -> int:
+    return crc32c(memoryview(buf)[position + ATTRIBUTES_OFFSET:end])
+
+
+def _varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
+    try:
+        value, new_pos = decode_varint(buf, pos)
+    except ValueError as e:
+        raise CorruptRecordError("malformed record: %s" % e) from None
+    if new_pos > end:
+        raise CorruptRecordError("malformed record: varint crosses the record end")
+    return value, new_pos
+
+
+def _walk_records(buf: Any, pos: int, end: int, record_count: int) -> None:
+    """Check the framing of ``record_count`` records filling exactly buf[pos:end]."""
+    for i in range(record_count):
+        if pos >= end:
+            raise InvalidRecordError("batch holds fewer records than its record count %d" % record_count)
+        length, pos = _varint(buf, pos, end)
+        if length < 0 or length > end - pos:
+            raise CorruptRecordError("malformed record: bad record length %d" % length)
+        rend = pos + length
+        if pos >= rend:
+            raise CorruptRecordError("malformed record: missing attributes")
+        pos += 1  # attributes (unused)
+        _, pos = _varint(buf, pos, rend)  # timestampDelta
+        offset_delta, pos = _varint(buf, pos, rend)
+        key_len, pos = _varint(buf, pos, rend)
+        if key_len < -1 or key_len > rend - pos:
+            raise CorruptRecordError("malformed record: bad key length %d" % key_len)
+        if key_len > 0:
+            pos += key_len
+        value_len, pos = _varint(buf, pos, rend)
+        if value_len < -1 or value_len > rend - pos:
+            raise CorruptRecordError("malformed record: bad value length %d" % value_len)
+        if value_len > 0:
+            pos += value_len
+        header_count, pos = _varint(buf, pos, rend)
+        if header_count < 0 or header_count > rend - pos:
+            raise CorruptRecordError("malformed record: bad header count %d" % header_count)
+        for _ in range(header_count):
+            hk_len, pos = _varint(buf, pos, rend)
+            if hk_len < 0 or hk_len > rend - pos:
+                raise CorruptRecordError("malformed record: bad header key length %d" % hk_len)
+            pos += hk_len
+            hv_len, pos = _varint(buf, pos, rend)
+            if hv_len < -1 or hv_len > rend - pos:
+                raise CorruptRecordError("malformed record: bad header value length %d" % hv_len)
+            if hv_len > 0:
+                pos += hv_len
+        if pos != rend:
+            raise CorruptRecordError("malformed record: record length does not match its fields")
+        if offset_delta != i:
+            raise InvalidRecordError("record offset delta %d, expected %d" % (offset_delta, i))
+    if pos != end:
+        raise InvalidRecordError("batch holds more data than its record count %d" % record_count)
+
+
+def validate_records(records_bytes: Any, record_count: int) -> None:
+    """Check the framing of decompressed record bytes holding exactly ``record_count`` records."""
+    if record_count < 0:
+        raise InvalidRecordError("negative record count %d" % record_count)
+    _walk_records(records_bytes, 0, len(records_bytes), record_count)
+
+
+def _info(buf: Any, position: int) -> BatchInfo:
+    (base_offset, length, ple, magic, crc, attributes, lod, base_ts, max_ts, pid, pepoch, bseq,
+     count) = _HEADER.unpack_from(buf, position)
+    return BatchInfo(position, length + LOG_OVERHEAD, base_offset, lod, ple, magic, crc, attributes, base_ts,
+                     max_ts, pid, pepoch, bseq, count)
+
+
+def validate_batches(buf: Any, check_crc: bool = True) -> list[BatchInfo]:
+    """Check that ``buf`` is a sequence of complete, valid magic-2 batches and describe them."""
+    n = len(buf)
+    pos = 0
+    infos: list[BatchInfo] = []
+    while pos < n:
+        if n - pos < LOG_OVERHEAD:
+            raise CorruptRecordError("truncated batch header at %d" % pos)
+        length = _I32.unpack_from(buf, pos + 8)[0]
+        if length < BATCH_LENGTH_MIN:
+            raise CorruptRecordError("batch length %d below the minimum %d" % (length, BATCH_LENGTH_MIN))
+        end = pos + LOG_OVERHEAD + length
+        if end > n:
+            raise CorruptRecordError("truncated batch at %d" % pos)
+        info = _info(buf, pos)
+        if info.magic != 2:
+            raise CorruptRecordError("unsupported magic %d" % info.magic)
+        if check_crc and _batch_crc(buf, pos, end) != info.crc:
+            raise CorruptRecordError("batch CRC mismatch at %d" % pos)
+        if info.record_count < 0:
+            raise InvalidRecordError("negative record count %d" % info.record_count)
+        codec = info.attributes & COMPRESSION_MASK
+        if codec > MAX_CODEC:
+            raise CorruptRecordError("unknown compression codec %d" % codec)
+        if codec == 0:
+            _walk_records(buf, pos + RECORD_BATCH_OVERHEAD, end, info.record_count)
+        if info.record_count > 0 and info.last_offset_delta != info.record_count - 1:
+            raise InvalidRecordError("lastOffsetDelta %d does not match record count %d"
+                                     % (info.last_offset_delta, info.record_count))
+        infos.append(info)
+        pos = end
+    return infos
+
+
+def _legacy_info(buf: Any, pos: int, size: int, check_crc: bool) -> BatchInfo | None:
+    """Describe the magic 0/1 entry at ``pos`` (its size already checked to fit), or None if invalid."""
+    magic = buf[pos + MAGIC_OFFSET]
+    if size - LOG_OVERHEAD < (LEGACY_V1_MESSAGE_MIN if magic == 1 else LEGACY_V0_MESSAGE_MIN):
+        return None
+    offset, _, crc, magic, attributes = _LEGACY.unpack_from(buf, pos)
+    if check_crc and zlib.crc32(memoryview(buf)[pos + MAGIC_OFFSET:pos + size]) != crc:
+        return None
+    ts = _I64.unpack_from(buf, pos + 18)[0] if magic == 1 else -1
+    return BatchInfo(pos, size, offset, 0, -1, magic, crc, attributes, ts, ts, -1, -1, -1, 1)
+
+
+def scan_batches(buf: Any, pos: int = 0, end: int = -1,
+                 check_crc: bool = False) -> tuple[list[BatchInfo], int]:
+    """Read headers of consecutive batches in buf[pos:end] until the first incomplete or invalid one.
+
+    Returns the infos and the position where the valid prefix ends (the torn tail, if any, starts there).
+    Magic 0/1 entries are reported as one-record batches.
+    """
+    n = len(buf)
+    if end < 0 or end > n:
+        end = n
+    if pos < 0:
+        raise ValueError("negative position")
+    infos: list[BatchInfo] = []
+    while end - pos >= MAGIC_OFFSET + 1:
+        length = _I32.unpack_from(buf, pos + 8)[0]
+        magic = buf[pos + MAGIC_OFFSET]
+        if length < 0:
+            break
+        size = LOG_OVERHEAD + length
+        if size > end - pos:
+            break
+        if magic == 2:
+            if length < BATCH_LENGTH_MIN:
+                break
+            info = _info(buf, pos)
+            if check_crc and _batch_crc(buf, pos, pos + size) != info.crc:
+                break
+        elif magic < 2:
+            legacy = _legacy_info(buf, pos, size, check_crc)
+            if legacy is None:
+                break
+            info = legacy
+        else:
+            break
+        infos.append(info)
+        pos += size
+    return infos, pos
+
+
+def _check_header(buf: Any, position: int) -> int:
+    """Bounds and magic check before an in-place edit; returns the batch end."""
+    if position < 0 or position + RECORD_BATCH_OVERHEAD > len(buf):
+        raise ValueError("no batch header at position %d" % position)
+    if buf[position + MAGIC_OFFSET] != 2:
+        raise ValueError("not a magic 2 batch at position %d" % position)
+    end = position + LOG_OVERHEAD + _I32.unpack_from(buf, position + 8)[0]
+    if end < position + RECORD_BATCH_OVERHEAD or end > len(buf):
+        raise ValueError("batch at position %d exceeds the buffer" % position)
+    return end
+
+
+def stamp_base_offset(buf: Any, position: int, base_offset: int) -> None:
+    """Write baseOffset of the batch at ``position`` (outside the CRC)."""
+    _check_header(buf, position)
+    _I64.pack_into(buf, position, base_offset)
+
+
+def stamp_partition_leader_epoch(buf: Any, position: int, epoch: int) -> None:
+    """Write partitionLeaderEpoch of the batch at ``position`` (outside the CRC)."""
+    _check_header(buf, position)
+    _I32.pack_into(buf, position + 12, epoch)
+
+
+def set_log_append_time(buf: Any, position: int, timestamp_ms: int) -> None:
+    """Make the batch LogAppendTime with maxTimestamp = ``timestamp_ms`` and recompute its CRC."""
+    end = _check_header(buf, position)
+    _I64.pack_into(buf, position + MAX_TIMESTAMP_OFFSET, timestamp_ms)
+    attributes = _I16.unpack_from(buf, position + ATTRIBUTES_OFFSET)[0] | TIMESTAMP_TYPE_MASK
+    _I16.pack_into(buf, position + ATTRIBUTES_OFFSET, attributes)
+    _U32.pack_into(buf, position + CRC_OFFSET, _batch_crc(buf, position, end))
+
+
+def _read_records(data: Any, count: int, info: BatchInfo) -> list[Record]:
+    records: list[Record] = []
+    pos = 0
+    end = len(data)
+    log_append = bool(info.attributes & TIMESTAMP_TYPE_MASK)
+    for _ in range(count):
+        length, pos = _varint(data, pos, end)
+        rend = pos + length
+        attributes = data[pos]
+        pos += 1
+        ts_delta, pos = _varint(data, pos, rend)
+        offset_delta, pos = _varint(data, pos, rend)
+        key_len, pos = _varint(data, pos, rend)
+        key = None
+        if key_len >= 0:
+            key = bytes(data[pos:pos + key_len])
+            pos += key_len
+        value_len, pos = _varint(data, pos, rend)
+        value = None
+        if value_len >= 0:
+            value = bytes(data[pos:pos + value_len])
+            pos += value_len
+        header_count, pos = _varint(data, pos, rend)
+        headers = []
+        for _h in range(header_count):
+            hk_len, pos = _varint(data, pos, rend)
+            try:
+                hkey = bytes(data[pos:pos + hk_len]).decode("utf-8")
+            except UnicodeDecodeError:
+                raise CorruptRecordError("malformed record: header key is not UTF-8") from None
+            pos += hk_len
+            hv_len, pos = _varint(data, pos, rend)
+            hval = None
+            if hv_len >= 0:
+                hval = bytes(data[pos:pos + hv_len])
+                pos += hv_len
+            headers.append((hkey, hval))
+        seq = -1
+        if info.base_sequence >= 0:
+            seq = (info.base_sequence + offset_delta) & 0x7FFFFFFF
+        timestamp = info.max_timestamp if log_append else info.base_timestamp + ts_delta
+        records.append(Record(info.base_offset + offset_delta, timestamp, key, value, headers, attributes, seq))
+        pos = rend
+    return records
+
+
+def iter_records(batch: Any) -> list[Record]:
+    """All records of ONE whole magic-2 batch (validated first; decompressed as needed)."""
+    from broker.protocol.records.compression import decompress
+
+    infos = validate_batches(batch, check_crc=True)
+    if len(infos) != 1:
+        raise CorruptRecordError("expected exactly one batch, found %d" % len(infos))
+    info = infos[0]
+    data: Any = memoryview(batch)[RECORD_BATCH_OVERHEAD:info.size]
+    codec = info.attributes & COMPRESSION_MASK
+    if codec:
+        data = decompress(codec, data)
+        validate_records(data, info.record_count)
+    return _read_records(data, info.record_count, info)

@@ -1,0 +1,233 @@
+"""DescribeConfigs, AlterConfigs and IncrementalAlterConfigs for topic and broker resources.
+
+Topic overrides live in ``/config/topics/<t>``; dynamic broker configs in
+``/config/brokers/<id>`` (per broker) and ``/config/brokers/<default>`` (cluster-wide).
+"""
+from __future__ import annotations
+
+import logging
+from typing import Any, Dict, List, Optional, Tuple
+
+from broker.config.defs import BROKER_CONFIGS
+from broker.config.topic_defs import TOPIC_CONFIGS, describe_broker_config, describe_topic_config, \
+    validate_topic_configs
+from broker.config.types import ConfigError, ConfigSource, ConfigType, Dynamic, InvalidConfigError
+from broker.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+DESCRIBE_MIN, DESCRIBE_MAX = 0, 4
+ALTER_MIN, ALTER_MAX = 0, 2
+INCREMENTAL_MIN, INCREMENTAL_MAX = 0, 1
+DEFAULT_ENTITY = "<default>"
+
+
+def _entry_dict(e: Any, version: int, include_synonyms: bool, include_docs: bool) -> dict:
+    return {
+        "name": e.name, "value": None if e.is_sensitive else e.value, "read_only": e.read_only,
+        "is_default": e.source == ConfigSource.DEFAULT_CONFIG, "config_source": int(e.source),
+        "is_sensitive": e.is_sensitive,
+        "synonyms": [{"name": s.name, "value": None if e.is_sensitive else s.value, "source": int(s.source)}
+                     for s in e.synonyms] if include_synonyms else [],
+        "config_type": int(e.config_type), "documentation": e.documentation if include_docs else None,
+    }
+
+
+def _broker_entity(broker: Any, name: str) -> Tuple[int, Optional[str], Optional[str]]:
+    """(error, message, zk entity name) for a BROKER resource name."""
+    if name == "":
+        return 0, None, DEFAULT_ENTITY
+    if name == str(broker.broker_id):
+        return 0, None, name
+    return (ErrorCode.INVALID_REQUEST,
+            f"Unexpected broker id, expected {broker.broker_id} or empty string, but received {name}", None)
+
+
+async def describe(broker: Any, ctx: Any, request: Any) -> dict:
+    version = ctx.api_version
+    include_syn = bool(getattr(request, "include_synonyms", False)) or version == 0
+    include_docs = bool(getattr(request, "include_documentation", False))
+    results = []
+    for r in request.resources:
+        res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
+               "resource_name": r.resource_name, "configs": []}
+        entries: List[Any] = []
+        if r.resource_type == TOPIC:
+            if broker.metadata.topic(r.resource_name) is None:
+                res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                           error_message=f"Topic {r.resource_name} does not exist.")
+            else:
+                overrides = await broker.admin.topic_overrides(r.resource_name)
+                entries = describe_topic_config(broker.config, overrides)
+        elif r.resource_type == BROKER:
+            err, msg, entity = _broker_entity(broker, r.resource_name)
+            if err:
+                res.update(error_code=err, error_message=msg)
+            else:
+                entries = describe_broker_config(broker.config)
+                if entity == DEFAULT_ENTITY:
+                    entries = [e for e in entries if e.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+        elif r.resource_type == BROKER_LOGGER:
+            err, msg, _ = _broker_entity(broker, r.resource_name)
+            if err or r.resource_name == "":
+                res.update(error_code=ErrorCode.INVALID_REQUEST, error_message=msg or "Broker id must be given")
+            else:
+                entries = _logger_entries()
+        else:
+            res.update(error_code=ErrorCode.INVALID_REQUEST,
+                       error_message=f"Unsupported resource type {r.resource_type}")
+        keys = r.configuration_keys
+        if keys is not None and len(keys) > 0:
+            wanted = set(keys)
+            entries = [e for e in entries if e.name in wanted]
+        res["configs"] = [_entry_dict(e, version, include_syn and version >= 1, include_docs) for e in entries]
+        results.append(res)
+    return {"throttle_time_ms": 0, "results": results}
+
+
+def _logger_entries() -> list:
+    from broker.config.types import ConfigEntry
+    names = ["root"] + sorted(n for n in logging.root.manager.loggerDict if n.startswith("broker"))
+    out = []
+    for n in names:
+        lg = logging.getLogger() if n == "root" else logging.getLogger(n)
+        out.append(ConfigEntry(n, logging.getLevelName(lg.getEffectiveLevel()),
+                               ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, False, False, ConfigType.STRING, [], None))
+    return out
+
+
+# --- altering ---------------------------------------------------------------------------
+def _apply_ops(current: Dict[str, str], ops: List[Any], list_keys: set) -> Dict[str, str]:
+    new = dict(current)
+    for op in ops:
+        kind = op.config_operation
+        if kind == SET:
+            if op.value is None:
+                raise InvalidConfigError(f"Null value not supported for : {op.name}")
+            new[op.name] = op.value
+        elif kind == DELETE:
+            new.pop(op.name, None)
+        elif kind in (APPEND, SUBTRACT):
+            if op.name not in list_keys:
+                verb = "append" if kind == APPEND else "subtract"
+                raise InvalidConfigError(f"Config value {verb} is not allowed for config key: {op.name}")
+            items = [x for x in new.get(op.name, "").split(",") if x]
+            vals = [x.strip() for x in (op.value or "").split(",") if x.strip()]
+            if kind == APPEND:
+                items += [v for v in vals if v not in items]
+            else:
+                items = [x for x in items if x not in vals]
+            new[op.name] = ",".join(items)
+        else:
+            raise InvalidConfigError(f"Unknown config operation {kind}")
+    return new
+
+
+async def _alter_topic(broker: Any, name: str, new: Dict[str, str], validate_only: bool) -> Tuple[int, Optional[str]]:
+    if broker.metadata.topic(name) is None:
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
+    try:
+        validate_topic_configs(new)
+    except InvalidConfigError as exc:
+        return ErrorCode.INVALID_CONFIG, str(exc)
+    if not validate_only:
+        await broker.admin.set_topic_overrides(name, new)
+    return 0, None
+
+
+async def _alter_broker(broker: Any, name: str, new: Dict[str, str], validate_only: bool,
+                        current: Dict[str, str]) -> Tuple[int, Optional[str]]:
+    err, msg, entity = _broker_entity(broker, name)
+    if err:
+        return err, msg
+    changed = {k for k in set(new) | set(current) if new.get(k) != current.get(k)}
+    unknown = sorted(k for k in changed if k not in BROKER_CONFIGS)
+    if unknown:
+        return ErrorCode.INVALID_CONFIG, f"Unknown broker configs: {', '.join(unknown)}"
+    static_only = sorted(k for k in changed if BROKER_CONFIGS[k].dynamic == Dynamic.READ_ONLY or
+                         (entity == DEFAULT_ENTITY and BROKER_CONFIGS[k].dynamic == Dynamic.PER_BROKER))
+    if static_only:
+        return ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {set(static_only)}"
+    try:
+        if entity == DEFAULT_ENTITY:
+            candidate = broker.config.with_dynamic(cluster_default=new)
+        else:
+            candidate = broker.config.with_dynamic(per_broker=new)
+    except ConfigError as exc:
+        return ErrorCode.INVALID_CONFIG, str(exc)
+    if not validate_only:
+        await broker.replica_manager.run_io(broker.zk.set_entity_config, "brokers", entity, new)
+        broker.apply_config(candidate)
+    return 0, None
+
+
+async def _current_broker(broker: Any, name: str) -> Dict[str, str]:
+    _, _, entity = _broker_entity(broker, name)
+    if entity is None:
+        return {}
+    return dict(await broker.replica_manager.run_io(broker.zk.get_entity_config, "brokers", entity) or {})
+
+
+async def alter(broker: Any, ctx: Any, request: Any) -> dict:
+    out = []
+    for r in request.resources:
+        new = {c.name: c.value for c in r.configs if c.value is not None}
+        if r.resource_type == TOPIC:
+            code, msg = await _alter_topic(broker, r.resource_name, new, request.validate_only)
+        elif r.resource_type == BROKER:
+            current = await _current_broker(broker, r.resource_name)
+            code, msg = await _alter_broker(broker, r.resource_name, new, request.validate_only, current)
+        else:
+            code, msg = ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}"
+        out.append({"error_code": code, "error_message": msg, "resource_type": r.resource_type,
+                    "resource_name": r.resource_name})
+    return {"throttle_time_ms": 0, "responses": out}
+
+
+async def incremental_alter(broker: Any, ctx: Any, request: Any) -> dict:
+    out = []
+    for r in request.resources:
+        try:
+            if r.resource_type == TOPIC:
+                if broker.metadata.topic(r.resource_name) is None:
+                    code, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {r.resource_name} does not exist."
+                else:
+                    current = await broker.admin.topic_overrides(r.resource_name)
+                    lists = {k for k, d in TOPIC_CONFIGS.items() if d.type == ConfigType.LIST}
+                    new = _apply_ops(current, list(r.configs), lists)
+                    code, msg = await _alter_topic(broker, r.resource_name, new, request.validate_only)
+            elif r.resource_type == BROKER:
+                current = await _current_broker(broker, r.resource_name)
+                lists = {k for k, d in BROKER_CONFIGS.items() if d.type == ConfigType.LIST}
+                new = _apply_ops(current, list(r.configs), lists)
+                code, msg = await _alter_broker(broker, r.resource_name, new, request.validate_only, current)
+            elif r.resource_type == BROKER_LOGGER:
+                code, msg = _alter_loggers(broker, r, request.validate_only)
+            else:
+                code, msg = ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}"
+        except InvalidConfigError as exc:
+            code, msg = ErrorCode.INVALID_CONFIG, str(exc)
+        out.append({"error_code": code, "error_message": msg, "resource_type": r.resource_type,
+                    "resource_name": r.resource_name})
+    return {"throttle_time_ms": 0, "responses": out}
+
+
+def _alter_loggers(broker: Any, r: Any, validate_only: bool) -> Tuple[int, Optional[str]]:
+    err, msg, _ = _broker_entity(broker, r.resource_name)
+    if err:
+        return err, msg
+    levels = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,
+              "ERROR": logging.ERROR, "FATAL": logging.CRITICAL, "OFF": logging.CRITICAL + 10}
+    for c in r.configs:
+        if c.config_operation == SET:
+            if (c.value or "").upper() not in levels:
+                return ErrorCode.INVALID_CONFIG, f"Cannot set the log level of {c.name} to {c.value}"
+        elif c.config_operation != DELETE:
+            return ErrorCode.INVALID_REQUEST, f"{c.name}: only SET and DELETE apply to loggers"
+    if not validate_only:
+        for c in r.configs:
+            lg = logging.getLogger() if c.name == "root" else logging.getLogger(c.name)
+            lg.setLevel(levels[c.value.upper()] if c.config_operation == SET else logging.NOTSET)
+    return 0, None

@@ -1,0 +1,44 @@
+"""CreateTopics: validate, assign replicas, write ZooKeeper; describe the result's configs (v5+)."""
+from __future__ import annotations
+
+from typing import Any, Dict
+
+from broker.config.topic_defs import describe_topic_config
+from broker.errors import ErrorCode
+
+MIN_VERSION, MAX_VERSION = 0, 7
+
+
+def _config_entries(broker: Any, overrides: Dict[str, str]) -> list:
+    out = []
+    for e in describe_topic_config(broker.config, overrides):
+        out.append({"name": e.name, "value": None if e.is_sensitive else e.value, "read_only": e.read_only,
+                    "config_source": int(e.source), "is_sensitive": e.is_sensitive})
+    return out
+
+
+async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+    version = ctx.api_version
+    seen: Dict[str, int] = {}
+    for t in request.topics:
+        seen[t.name] = seen.get(t.name, 0) + 1
+    results = []
+    for t in request.topics:
+        if seen[t.name] > 1:
+            results.append({"name": t.name, "error_code": ErrorCode.INVALID_REQUEST,
+                            "error_message": f"Create topics request from client `{ctx.client_id}` contains "
+                                             f"multiple entries for the following topics: {t.name}",
+                            "num_partitions": -1, "replication_factor": -1, "configs": None})
+            continue
+        configs = {c.name: c.value for c in t.configs}
+        assignments = [(a.partition_index, list(a.broker_ids)) for a in t.assignments]
+        r = await broker.admin.create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
+                                            bool(getattr(request, "validate_only", False)))
+        entry = {"name": t.name, "topic_id": r.topic_id, "error_code": r.error_code,
+                 "error_message": r.error_message if version >= 1 else None,
+                 "num_partitions": -1, "replication_factor": -1, "configs": None}
+        if r.error_code == 0 and version >= 5:
+            entry.update(num_partitions=r.num_partitions, replication_factor=r.replication_factor,
+                         configs=_config_entries(broker, {k: v for k, v in configs.items() if v is not None}))
+        results.append(entry)
+    return {"throttle_time_ms": 0, "topics": results}

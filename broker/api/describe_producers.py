@@ -1,0 +1,34 @@
+"""DescribeProducers: the idempotent/transactional producers active on a partition."""
+from __future__ import annotations
+
+from typing import Any
+
+from broker.errors import ErrorCode
+
+MIN_VERSION, MAX_VERSION = 0, 0
+
+
+async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+    rm = broker.replica_manager
+    topics = []
+    for t in request.topics:
+        parts = []
+        for idx in t.partition_indexes:
+            p = rm.get_partition((t.name, idx))
+            if p is None:
+                parts.append({"partition_index": idx, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                              "active_producers": []})
+                continue
+            if p.leader_id != broker.broker_id:
+                parts.append({"partition_index": idx, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                              "active_producers": []})
+                continue
+            producers = await rm.run_io(p.log.active_producers)
+            parts.append({"partition_index": idx, "error_code": 0, "active_producers": [
+                {"producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
+                 "last_sequence": s.last_sequence, "last_timestamp": s.last_timestamp,
+                 "coordinator_epoch": getattr(s, "coordinator_epoch", -1),
+                 "current_txn_start_offset": getattr(s, "current_txn_start_offset", -1)}
+                for s in producers]})
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}

@@ -1,0 +1,93 @@
+"""From a request frame to response parts: header, version check, decode, handler, encode.
+
+This is where Kafka's ``KafkaApis.handle`` sits. Errors become wire codes here and in the
+handlers, exactly once. A peer's protocol violation (unknown API key, unsupported version
+of an API other than ApiVersions, a body that does not parse) closes the connection, as
+Kafka does; an unexpected exception in a handler also closes it, with a logged traceback.
+"""
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any, List, Optional, Union
+
+from broker.api.registry import ApiRegistry
+from broker.protocol import api as proto
+from broker.util.file_slice import FileSlice
+
+if TYPE_CHECKING:
+    from broker.network.connection import ConnectionContext
+
+log = logging.getLogger(__name__)
+request_log = logging.getLogger("broker.request")
+
+Parts = List[Union[bytes, FileSlice]]
+
+
+class RequestContext:
+    """Everything a handler knows about the request besides its body."""
+
+    __slots__ = ("connection", "api_key", "api_version", "correlation_id", "client_id", "received_ns")
+
+    def __init__(self, connection: "ConnectionContext", header: Any) -> None:
+        self.connection = connection
+        self.api_key: int = header.request_api_key
+        self.api_version: int = header.request_api_version
+        self.correlation_id: int = header.correlation_id
+        self.client_id: Optional[str] = header.client_id
+        self.received_ns = time.monotonic_ns()
+
+    @property
+    def listener_name(self) -> str:
+        return self.connection.listener_name
+
+
+class RequestDispatcher:
+    """Routes frames to the registered handler of their API."""
+
+    #: returned by :meth:`handle` when the connection must be closed
+    CLOSE = object()
+
+    def __init__(self, registry: ApiRegistry) -> None:
+        self._registry = registry
+
+    async def handle(self, connection: "ConnectionContext", frame: memoryview) -> Union[Parts, None, object]:
+        try:
+            header, body_offset = proto.decode_request_header(frame)
+        except proto.MalformedMessageError as exc:
+            log.warning("Closing %s: unreadable request header (%s)", connection.connection_id, exc)
+            return self.CLOSE
+        api_key = header.request_api_key
+        version = header.request_api_version
+        entry = self._registry.get(api_key)
+        if entry is None:
+            log.warning("Closing %s: unknown or unsupported API key %d (client %s)", connection.connection_id,
+                        api_key, header.client_id)
+            return self.CLOSE
+        if not entry.min_version <= version <= entry.max_version:
+            if api_key == proto.ApiKey.API_VERSIONS:
+                # KIP-511: answer with a v0 response carrying UNSUPPORTED_VERSION and our ranges.
+                return proto.encode_response(api_key, 0, header.correlation_id,
+                                             self._registry.api_versions_body(error_code=35))
+            log.warning("Closing %s: unsupported version %d of API %s (client %s)", connection.connection_id,
+                        version, entry.name, header.client_id)
+            return self.CLOSE
+        try:
+            request = proto.decode_request(api_key, version, frame, body_offset)
+        except proto.MalformedMessageError as exc:
+            log.warning("Closing %s: malformed %s v%d request (%s)", connection.connection_id, entry.name, version,
+                        exc)
+            return self.CLOSE
+        ctx = RequestContext(connection, header)
+        if request_log.isEnabledFor(logging.DEBUG):
+            request_log.debug("%s v%d correlation %d from %s (%s)", entry.name, version, header.correlation_id,
+                              header.client_id, connection.connection_id)
+        try:
+            response = await entry.handler(ctx, request)
+        except Exception:
+            log.exception("Unexpected error handling %s v%d from %s; closing the connection", entry.name, version,
+                          connection.connection_id)
+            return self.CLOSE
+        if response is None or response is self.CLOSE:
+            return response
+        return proto.encode_response(api_key, version, header.correlation_id, response)

@@ -1,0 +1,113 @@
+"""Fetch: consumer reads with long polling, fetch sessions, and zero-copy record slices.
+
+Records come back from storage as ``FileSlice`` parts; the encoder passes them through so
+the network layer can ``sendfile`` them.
+"""
+from __future__ import annotations
+
+import time
+import uuid
+from typing import Any, Dict, List, Tuple
+
+from broker.api.fetch_session import CachedPartition
+from broker.errors import ErrorCode
+
+MIN_VERSION, MAX_VERSION = 4, 17
+ZERO_UUID = uuid.UUID(int=0)
+TopicPartition = Tuple[str, int]
+
+
+def _partition_entry(index: int, error: int, res: Any = None) -> dict:
+    if res is None:
+        return {"partition_index": index, "error_code": error, "high_watermark": -1, "last_stable_offset": -1,
+                "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1,
+                "records": b""}
+    return {"partition_index": index, "error_code": error or res.error_code, "high_watermark": res.high_watermark,
+            "last_stable_offset": res.last_stable_offset, "log_start_offset": res.log_start_offset,
+            "aborted_transactions": [] if res.last_stable_offset >= 0 else None, "preferred_read_replica": -1,
+            "records": res.records if res.records is not None else b""}
+
+
+async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+    version = ctx.api_version
+    uses_ids = version >= 13
+    meta = broker.metadata
+    # 1. Requested partitions, in request order; unknown topic ids are answered directly.
+    requested: List[Tuple[TopicPartition, CachedPartition]] = []
+    id_of: Dict[str, uuid.UUID] = {}
+    unknown: List[Tuple[Any, int, int]] = []  # (topic key, partition, error)
+    for t in request.topics:
+        if uses_ids:
+            name = meta.topic_name(t.topic_id)
+            if name is None:
+                for p in t.partitions:
+                    unknown.append((t.topic_id, p.partition, ErrorCode.UNKNOWN_TOPIC_ID))
+                continue
+            id_of[name] = t.topic_id
+        else:
+            name = t.topic
+        for p in t.partitions:
+            requested.append(((name, p.partition),
+                              CachedPartition(p.fetch_offset, p.partition_max_bytes,
+                                              getattr(p, "current_leader_epoch", -1))))
+    forgotten: List[TopicPartition] = []
+    for f in getattr(request, "forgotten_topics_data", None) or []:
+        name = meta.topic_name(f.topic_id) if uses_ids else f.topic
+        if name is not None:
+            forgotten.extend((name, p) for p in f.partitions)
+
+    # 2. Session resolution.
+    now_ms = int(time.time() * 1000)
+    session_id = getattr(request, "session_id", 0)
+    epoch = getattr(request, "session_epoch", -1)
+    err, session, to_read = broker.fetch_sessions.begin(session_id, epoch, uses_ids, requested, forgotten, now_ms)
+    if err:
+        return {"throttle_time_ms": 0, "error_code": err, "session_id": 0, "responses": []}
+    incremental = session is not None and epoch > 0
+
+    # 3. Leader-epoch checks, then the read (long-polled).
+    rm = broker.replica_manager
+    reads: List[Tuple[TopicPartition, int, int]] = []
+    pre_errors: Dict[TopicPartition, int] = {}
+    for tp, cp in to_read:
+        p = rm.get_partition(tp)
+        if p is not None and cp.current_leader_epoch >= 0:
+            e = rm.check_leader_epoch(p, cp.current_leader_epoch)
+            if e:
+                pre_errors[tp] = e
+                continue
+        reads.append((tp, cp.fetch_offset, cp.max_bytes))
+    max_bytes = getattr(request, "max_bytes", 0x7FFFFFFF)
+    max_wait = request.max_wait_ms
+    min_bytes = request.min_bytes
+    if pre_errors:
+        max_wait = 0
+    isolation = getattr(request, "isolation_level", 0)
+    results = await rm.fetch_messages(reads, max_bytes, min_bytes, max_wait, isolation) if reads else {}
+
+    # 4. Response, grouped by topic in read order; incremental sessions report only changes.
+    by_topic: Dict[str, List[dict]] = {}
+    cached = session.partitions if session is not None else {}
+    for tp, cp in to_read:
+        if tp in pre_errors:
+            entry = _partition_entry(tp[1], pre_errors[tp])
+        else:
+            res = results[tp]
+            entry = _partition_entry(tp[1], 0, res)
+            c = cached.get(tp)
+            if c is not None:
+                changed = (res.records is not None or res.error_code != 0 or c.high_watermark != res.high_watermark
+                           or c.log_start_offset != res.log_start_offset
+                           or c.last_stable_offset != res.last_stable_offset)
+                c.high_watermark = res.high_watermark
+                c.log_start_offset = res.log_start_offset
+                c.last_stable_offset = res.last_stable_offset
+                if incremental and not changed:
+                    continue
+        by_topic.setdefault(tp[0], []).append(entry)
+    responses = [{"topic": name, "topic_id": id_of.get(name) or meta.topic_id(name) or ZERO_UUID,
+                  "partitions": parts} for name, parts in by_topic.items()]
+    for key, part, e in unknown:
+        responses.append({"topic": "", "topic_id": key, "partitions": [_partition_entry(part, e)]})
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": session.session_id if session else 0,
+            "responses": responses}

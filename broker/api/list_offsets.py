@@ -1,0 +1,39 @@
+"""ListOffsets: earliest, latest (high watermark), max timestamp, and offset-for-time lookups."""
+from __future__ import annotations
+
+from typing import Any
+
+from broker.errors import ErrorCode
+
+MIN_VERSION, MAX_VERSION = 0, 9
+EARLIEST_TIERED = -5
+
+
+async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+    version = ctx.api_version
+    rm = broker.replica_manager
+    isolation = getattr(request, "isolation_level", 0)
+    topics = []
+    for t in request.topics:
+        parts = []
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            entry = {"partition_index": p.partition_index, "error_code": 0, "old_style_offsets": [],
+                     "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            part = rm.get_partition(tp)
+            cle = getattr(p, "current_leader_epoch", -1)
+            if part is not None and cle >= 0 and rm.check_leader_epoch(part, cle):
+                entry["error_code"] = rm.check_leader_epoch(part, cle)
+            elif p.timestamp == EARLIEST_TIERED:
+                # No tiered storage: Kafka answers offset -1 for the earliest tiered offset.
+                entry["error_code"] = 0 if part is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                code, ts, offset, epoch = await rm.list_offset(tp, p.timestamp, isolation)
+                entry["error_code"] = code
+                if code == 0:
+                    if version == 0:
+                        entry["old_style_offsets"] = [offset] if offset >= 0 else []
+                    entry.update(timestamp=ts, offset=offset, leader_epoch=epoch)
+            parts.append(entry)
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}

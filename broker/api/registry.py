@@ -1,0 +1,47 @@
+"""Which APIs this broker serves, at which versions; the source of the ApiVersions answer.
+
+Only APIs registered here are advertised, so ApiVersions never promises something that
+does not work. Each handler module declares its own version range.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Dict, Iterator, Optional
+
+Handler = Callable[[Any, Any], Awaitable[Any]]
+
+
+@dataclass(frozen=True)
+class ApiEntry:
+    api_key: int
+    name: str
+    min_version: int
+    max_version: int
+    handler: Handler
+
+
+class ApiRegistry:
+    """api_key -> handler with its supported version range."""
+
+    def __init__(self) -> None:
+        self._entries: Dict[int, ApiEntry] = {}
+
+    def register(self, api_key: int, name: str, min_version: int, max_version: int, handler: Handler) -> None:
+        if api_key in self._entries:
+            raise ValueError(f"API {name} ({api_key}) registered twice")
+        self._entries[int(api_key)] = ApiEntry(int(api_key), name, min_version, max_version, handler)
+
+    def get(self, api_key: int) -> Optional[ApiEntry]:
+        return self._entries.get(api_key)
+
+    def __iter__(self) -> Iterator[ApiEntry]:
+        return iter(sorted(self._entries.values(), key=lambda e: e.api_key))
+
+    def api_versions_body(self, error_code: int = 0, throttle_time_ms: int = 0) -> dict:
+        """The ApiVersions response body (any version: absent fields are dropped by the encoder)."""
+        return {
+            "error_code": error_code,
+            "api_keys": [{"api_key": e.api_key, "min_version": e.min_version, "max_version": e.max_version}
+                         for e in self],
+            "throttle_time_ms": throttle_time_ms,
+        }

@@ -1,0 +1,198 @@
+"""Topic administration: create, delete, add partitions, alter configs (Kafka's ZkAdminManager role).
+
+Writes go to ZooKeeper in Kafka's layout; the broker's own view then follows from
+:class:`broker.cluster.zk_sync.ClusterSync`, which this module pokes so a client that
+created a topic sees it at once. All ZooKeeper calls run on worker threads.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional, Tuple
+
+from broker.api.topic_names import invalid_topic_reason
+from broker.cluster.assignment import assign_replicas
+from broker.config.topic_defs import validate_topic_configs
+from broker.config.types import InvalidConfigError
+from broker.errors import ErrorCode
+
+log = logging.getLogger(__name__)
+
+
+def uuid_to_base64(u: uuid.UUID) -> str:
+    """Kafka's textual topic id: base64url without padding."""
+    import base64
+    return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode("ascii")
+
+
+@dataclass
+class TopicResult:
+    name: str
+    error_code: int = 0
+    error_message: Optional[str] = None
+    topic_id: Optional[uuid.UUID] = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: Dict[str, Optional[str]] = field(default_factory=dict)
+
+
+class AdminManager:
+    def __init__(self, server: Any) -> None:
+        self.server = server
+
+    @property
+    def zk(self) -> Any:
+        return self.server.zk
+
+    async def _zk(self, fn: Any, *args: Any) -> Any:
+        return await self.server.replica_manager.run_io(fn, *args)
+
+    # --- create ----------------------------------------------------------------------
+    def _plan(self, name: str, num_partitions: int, replication_factor: int,
+              assignments: List[Tuple[int, List[int]]], configs: Dict[str, Optional[str]]) -> TopicResult:
+        cfg = self.server.config
+        reason = invalid_topic_reason(name)
+        if reason:
+            return TopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        if self.server.metadata.topic(name) is not None:
+            return TopicResult(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        live = sorted(self.server.metadata.live_broker_ids())
+        if assignments:
+            if num_partitions != -1 or replication_factor != -1:
+                return TopicResult(name, ErrorCode.INVALID_REQUEST,
+                                   "Both numPartitions or replicationFactor and replicasAssignments were set. "
+                                   "Both cannot be used at the same time.")
+            plan = {p: list(b) for p, b in assignments}
+            if sorted(plan) != list(range(len(plan))):
+                return TopicResult(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                   "Partitions should be a consecutive 0-based integer sequence")
+            sizes = {len(b) for b in plan.values()}
+            for p, b in plan.items():
+                if not b or len(set(b)) != len(b):
+                    return TopicResult(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                       f"Duplicate or empty replica assignment for partition {p}: {b}")
+                missing = [x for x in b if x not in live]
+                if missing:
+                    return TopicResult(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                       f"Unknown broker(s) {missing} in replica assignment {b}.")
+            if len(sizes) != 1:
+                return TopicResult(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                   "All partitions should have the same number of replicas")
+            num_partitions, replication_factor = len(plan), sizes.pop()
+        else:
+            if num_partitions == -1:
+                num_partitions = cfg.get("num.partitions")
+            if replication_factor == -1:
+                replication_factor = cfg.get("default.replication.factor")
+            if num_partitions <= 0:
+                return TopicResult(name, ErrorCode.INVALID_PARTITIONS,
+                                   "Number of partitions was set to an invalid non-positive value.")
+            if replication_factor <= 0:
+                return TopicResult(name, ErrorCode.INVALID_REPLICATION_FACTOR,
+                                   "Replication factor must be larger than 0, or -1 to use the default value.")
+            if replication_factor > len(live):
+                return TopicResult(name, ErrorCode.INVALID_REPLICATION_FACTOR,
+                                   f"Replication factor: {replication_factor} larger than available brokers: "
+                                   f"{len(live)}.")
+            plan = assign_replicas(live, num_partitions, replication_factor)
+        try:
+            validate_topic_configs(configs)
+        except InvalidConfigError as exc:
+            return TopicResult(name, ErrorCode.INVALID_CONFIG, str(exc))
+        r = TopicResult(name, 0, None, None, num_partitions, replication_factor, dict(configs))
+        r.plan = plan  # type: ignore[attr-defined]
+        return r
+
+    async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           assignments: List[Tuple[int, List[int]]], configs: Dict[str, Optional[str]],
+                           validate_only: bool) -> TopicResult:
+        r = self._plan(name, num_partitions, replication_factor, assignments, configs)
+        if r.error_code or validate_only:
+            return r
+        topic_id = uuid.uuid4()
+        while uuid_to_base64(topic_id).startswith("-"):  # Kafka never issues such ids
+            topic_id = uuid.uuid4()
+        clean = {k: v for k, v in configs.items() if v is not None}
+        try:
+            await self._zk(self.zk.create_topic, name, r.plan, clean, uuid_to_base64(topic_id))  # type: ignore
+        except Exception as exc:
+            if type(exc).__name__ in ("TopicExistsError", "NodeExistsError"):
+                return TopicResult(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+            log.exception("Creating topic %s failed", name)
+            return TopicResult(name, ErrorCode.UNKNOWN_SERVER_ERROR, str(exc))
+        r.topic_id = topic_id
+        log.info("Created topic %s with %d partitions, replication factor %d, configs %s", name,
+                 r.num_partitions, r.replication_factor, clean)
+        await self.server.sync.refresh_topic(name)
+        return r
+
+    async def auto_create_topic(self, name: str) -> int:
+        """Create ``name`` with the broker defaults; 0 or an error code (Metadata auto-create)."""
+        r = await self.create_topic(name, -1, -1, [], {}, False)
+        if r.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            await self.server.sync.refresh_topic(name)
+            return 0
+        if r.error_code == ErrorCode.INVALID_REPLICATION_FACTOR:
+            return ErrorCode.LEADER_NOT_AVAILABLE
+        return r.error_code
+
+    # --- delete ----------------------------------------------------------------------
+    async def delete_topic(self, name: str, timeout_ms: int) -> Tuple[int, Optional[str]]:
+        if not self.server.config.get("delete.topic.enable"):
+            return ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."
+        if self.server.metadata.topic(name) is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+        await self._zk(self.zk.mark_topic_for_deletion, name)
+        await self.server.sync.process_deletions()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000.0
+        while self.server.metadata.topic(name) is not None:
+            if loop.time() >= deadline:
+                return ErrorCode.REQUEST_TIMED_OUT, f"Deletion of topic {name} did not finish in time"
+            await asyncio.sleep(0.02)
+        return 0, None
+
+    # --- partitions --------------------------------------------------------------------
+    async def create_partitions(self, name: str, count: int, assignments: Optional[List[List[int]]],
+                                validate_only: bool) -> Tuple[int, Optional[str]]:
+        meta = self.server.metadata.topic(name)
+        if meta is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        current = len(meta.partitions)
+        if count < current:
+            return (ErrorCode.INVALID_PARTITIONS,
+                    f"Topic currently has {current} partitions, which is higher than the requested {count}.")
+        if count == current:
+            return ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions."
+        live = sorted(self.server.metadata.live_broker_ids())
+        rf = len(next(iter(meta.partitions.values())).replicas) if meta.partitions else 1
+        if assignments:
+            if len(assignments) != count - current:
+                return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Increasing the number of partitions by {count - current} but {len(assignments)} "
+                        f"assignments provided.")
+            new = {current + i: list(b) for i, b in enumerate(assignments)}
+            for p, b in new.items():
+                if len(b) != rf or len(set(b)) != len(b) or any(x not in live for x in b):
+                    return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                            f"Invalid replica assignment {b} for partition {p}.")
+        else:
+            if rf > len(live):
+                return (ErrorCode.INVALID_REPLICATION_FACTOR,
+                        f"Replication factor: {rf} larger than available brokers: {len(live)}.")
+            new = assign_replicas(live, count - current, rf, start_partition=current)
+        if validate_only:
+            return 0, None
+        await self._zk(self.zk.add_partitions, name, new)
+        await self.server.sync.refresh_topic(name)
+        return 0, None
+
+    # --- configs -----------------------------------------------------------------------
+    async def topic_overrides(self, name: str) -> Dict[str, str]:
+        return dict(await self._zk(self.zk.get_topic_config, name) or {})
+
+    async def set_topic_overrides(self, name: str, configs: Dict[str, str]) -> None:
+        await self._zk(self.zk.set_topic_config, name, configs)
+        await self.server.sync.refresh_topic_config(name)

@@ -1,0 +1,248 @@
+"""Every broker config key, declared once (Kafka 3.9 name, type, default, validator, importance, dynamic scope,
+topic-level synonym).
+
+The loader, DescribeConfigs, AlterConfigs and the topic config layer all read this table; nothing else names a
+default. Keys marked `ignored=True` are accepted so a stock Kafka server.properties loads, but this broker does not
+act on them (see IGNORED_KEYS).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from broker.config.types import (
+    DOUBLE_MAX, INT_MAX, LONG_MAX, ConfigType, Dynamic, Importance, Validator, at_least, between, list_of, one_of,
+)
+
+T = ConfigType
+H, M, L = Importance.HIGH, Importance.MEDIUM, Importance.LOW
+RO, PB, CW = Dynamic.READ_ONLY, Dynamic.PER_BROKER, Dynamic.CLUSTER_WIDE
+
+COMPRESSION_TYPES = ("uncompressed", "zstd", "lz4", "snappy", "gzip", "producer")
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
+CLEANUP_POLICIES = ("compact", "delete")
+DEFAULT_SECURITY_PROTOCOL_MAP = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
+
+
+@dataclass(frozen=True)
+class ConfigDef:
+    """One broker key. `default` is already typed (None = Kafka's null default)."""
+
+    name: str
+    type: ConfigType
+    default: Any
+    importance: Importance
+    doc: str
+    validator: Validator | None = None
+    dynamic: Dynamic = Dynamic.READ_ONLY
+    topic_synonym: str | None = None
+    ignored: bool = False
+
+    @property
+    def sensitive(self) -> bool:
+        return self.type == ConfigType.PASSWORD
+
+
+_DEFS: list[ConfigDef] = [
+    # --- identity, listeners, ZooKeeper
+    ConfigDef("broker.id", T.INT, -1, H, "Broker id; -1 asks ZooKeeper for a generated id."),
+    ConfigDef("broker.id.generation.enable", T.BOOLEAN, True, M, "Generate broker ids from /brokers/seqid."),
+    ConfigDef("reserved.broker.max.id", T.INT, 1000, M, "Generated ids start above this.", at_least(0)),
+    ConfigDef("broker.rack", T.STRING, None, M, "Rack of the broker (rack-aware assignment)."),
+    ConfigDef("listeners", T.STRING, "PLAINTEXT://:9092", H, "Comma list of NAME://host:port to bind.", dynamic=PB),
+    ConfigDef("advertised.listeners", T.STRING, None, H, "Listeners published in ZooKeeper; default listeners.",
+              dynamic=PB),
+    ConfigDef("listener.security.protocol.map", T.STRING, DEFAULT_SECURITY_PROTOCOL_MAP, L,
+              "Listener name -> security protocol.", dynamic=PB),
+    ConfigDef("inter.broker.listener.name", T.STRING, None, M, "Listener used between brokers."),
+    ConfigDef("security.inter.broker.protocol", T.STRING, "PLAINTEXT", M, "Protocol used between brokers.",
+              one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),
+    ConfigDef("zookeeper.connect", T.STRING, None, H, "host:port[,host:port][/chroot] of ZooKeeper."),
+    ConfigDef("zookeeper.session.timeout.ms", T.INT, 18000, H, "ZooKeeper session timeout."),
+    ConfigDef("zookeeper.connection.timeout.ms", T.INT, None, H,
+              "Max wait to connect to ZooKeeper; default zookeeper.session.timeout.ms."),
+    ConfigDef("zookeeper.max.in.flight.requests", T.INT, 10, H, "Pipelined ZooKeeper requests.", at_least(1),
+              ignored=True),
+    ConfigDef("zookeeper.set.acl", T.BOOLEAN, False, H, "Use secure ACLs on znodes.", ignored=True),
+    ConfigDef("inter.broker.protocol.version", T.STRING, "3.9-IV0", M, "Inter-broker protocol version.",
+              ignored=True),
+    ConfigDef("log.message.format.version", T.STRING, "3.0-IV1", M, "Deprecated in 3.x.", ignored=True),
+    # --- topics
+    ConfigDef("num.partitions", T.INT, 1, M, "Default partitions for auto-created topics.", at_least(1)),
+    ConfigDef("default.replication.factor", T.INT, 1, M, "Default replication factor for auto-created topics."),
+    ConfigDef("auto.create.topics.enable", T.BOOLEAN, True, H, "Create topics on metadata requests."),
+    ConfigDef("delete.topic.enable", T.BOOLEAN, True, H, "Allow DeleteTopics."),
+    ConfigDef("min.insync.replicas", T.INT, 1, H, "Replicas needed for acks=all.", at_least(1), CW,
+              "min.insync.replicas"),
+    ConfigDef("unclean.leader.election.enable", T.BOOLEAN, False, H, "Allow out-of-ISR leaders.", None, CW,
+              "unclean.leader.election.enable"),
+    # --- sockets and requests
+    ConfigDef("message.max.bytes", T.INT, 1048588, H, "Largest record batch accepted.", at_least(0), CW,
+              "max.message.bytes"),
+    ConfigDef("socket.request.max.bytes", T.INT, 104857600, H, "Largest request frame.", at_least(1)),
+    ConfigDef("socket.send.buffer.bytes", T.INT, 102400, H, "SO_SNDBUF; -1 = OS default."),
+    ConfigDef("socket.receive.buffer.bytes", T.INT, 102400, H, "SO_RCVBUF; -1 = OS default."),
+    ConfigDef("socket.listen.backlog.size", T.INT, 50, M, "listen() backlog.", at_least(1)),
+    ConfigDef("connections.max.idle.ms", T.LONG, 600000, M, "Close idle connections after this."),
+    ConfigDef("max.connections", T.INT, INT_MAX, M, "Max connections per broker.", at_least(0), CW),
+    ConfigDef("max.connections.per.ip", T.INT, INT_MAX, M, "Max connections per IP.", at_least(0), CW),
+    ConfigDef("fetch.max.bytes", T.INT, 57671680, M, "Max bytes in one fetch response.", at_least(1024)),
+    ConfigDef("queued.max.requests", T.INT, 500, H, "Request queue size.", at_least(1), ignored=True),
+    ConfigDef("num.network.threads", T.INT, 3, H, "Network threads (asyncio here).", at_least(1), CW,
+              ignored=True),
+    ConfigDef("num.io.threads", T.INT, 8, H, "Request handler threads.", at_least(1), CW, ignored=True),
+    ConfigDef("background.threads", T.INT, 10, H, "Background threads.", at_least(1), CW, ignored=True),
+    ConfigDef("num.replica.fetchers", T.INT, 1, H, "Replica fetcher threads per source broker.", None, CW,
+              ignored=True),
+    ConfigDef("num.recovery.threads.per.data.dir", T.INT, 2, H, "Log recovery threads per log dir.", at_least(1),
+              CW, ignored=True),
+    ConfigDef("quota.window.num", T.INT, 11, L, "Samples kept for client quotas.", at_least(1)),
+    ConfigDef("quota.window.size.seconds", T.INT, 1, L, "Time span of each quota sample.", at_least(1)),
+    # --- log layout and segments
+    ConfigDef("log.dirs", T.STRING, None, H, "Comma list of log directories; overrides log.dir."),
+    ConfigDef("log.dir", T.STRING, "/tmp/kafka-logs", H, "Log directory when log.dirs is unset."),
+    ConfigDef("log.segment.bytes", T.INT, 1073741824, H, "Segment size before roll.", at_least(14), CW,
+              "segment.bytes"),
+    ConfigDef("log.roll.ms", T.LONG, None, H, "Roll after this; overrides log.roll.hours.", None, CW, "segment.ms"),
+    ConfigDef("log.roll.hours", T.INT, 168, H, "Roll after this many hours.", at_least(1), RO, "segment.ms"),
+    ConfigDef("log.roll.jitter.ms", T.LONG, None, H, "Roll jitter; overrides log.roll.jitter.hours.", None, CW,
+              "segment.jitter.ms"),
+    ConfigDef("log.roll.jitter.hours", T.INT, 0, H, "Roll jitter in hours.", at_least(0), RO, "segment.jitter.ms"),
+    ConfigDef("log.retention.ms", T.LONG, None, H, "Retention time; -1 = forever; overrides minutes/hours.", None,
+              CW, "retention.ms"),
+    ConfigDef("log.retention.minutes", T.INT, None, H, "Retention in minutes; overrides hours.", None, RO,
+              "retention.ms"),
+    ConfigDef("log.retention.hours", T.INT, 168, H, "Retention in hours.", None, RO, "retention.ms"),
+    ConfigDef("log.retention.bytes", T.LONG, -1, H, "Retention size per partition; -1 = unlimited.", None, CW,
+              "retention.bytes"),
+    ConfigDef("log.retention.check.interval.ms", T.LONG, 300000, M, "How often retention runs.", at_least(1)),
+    ConfigDef("log.index.interval.bytes", T.INT, 4096, M, "Bytes between offset index entries.", at_least(0), CW,
+              "index.interval.bytes"),
+    ConfigDef("log.index.size.max.bytes", T.INT, 10485760, M, "Max index file size.", at_least(4), CW,
+              "segment.index.bytes"),
+    ConfigDef("log.flush.interval.messages", T.LONG, LONG_MAX, H, "fsync after this many messages.", at_least(1),
+              CW, "flush.messages"),
+    ConfigDef("log.flush.interval.ms", T.LONG, None, H, "fsync after this long; default scheduler interval.",
+              None, CW, "flush.ms"),
+    ConfigDef("log.flush.scheduler.interval.ms", T.LONG, LONG_MAX, H, "How often the flusher checks logs."),
+    ConfigDef("log.flush.offset.checkpoint.interval.ms", T.INT, 60000, H, "Recovery point checkpoint interval.",
+              at_least(0)),
+    ConfigDef("log.flush.start.offset.checkpoint.interval.ms", T.INT, 60000, H,
+              "Log start offset checkpoint interval.", at_least(0)),
+    ConfigDef("log.preallocate", T.BOOLEAN, False, M, "Preallocate segment files.", None, CW, "preallocate"),
+    ConfigDef("log.segment.delete.delay.ms", T.LONG, 60000, H, "Delay before deleting a segment file.", at_least(0),
+              CW, "file.delete.delay.ms"),
+    ConfigDef("log.initial.task.delay.ms", T.LONG, 30000, L, "Delay before the first retention run.", at_least(0)),
+    ConfigDef("log.message.timestamp.type", T.STRING, "CreateTime", M, "CreateTime or LogAppendTime.",
+              one_of(*TIMESTAMP_TYPES), CW, "message.timestamp.type"),
+    ConfigDef("log.message.timestamp.difference.max.ms", T.LONG, LONG_MAX, M, "Deprecated; see before/after.",
+              at_least(0), CW, "message.timestamp.difference.max.ms"),
+    ConfigDef("log.message.timestamp.before.max.ms", T.LONG, LONG_MAX, M, "Max age of a record timestamp.",
+              at_least(0), CW, "message.timestamp.before.max.ms"),
+    ConfigDef("log.message.timestamp.after.max.ms", T.LONG, LONG_MAX, M, "Max future skew of a record timestamp.",
+              at_least(0), CW, "message.timestamp.after.max.ms"),
+    ConfigDef("log.message.downconversion.enable", T.BOOLEAN, True, L, "Down-convert for old fetch versions.", None,
+              CW, "message.downconversion.enable"),
+    ConfigDef("compression.type", T.STRING, "producer", H, "Final compression of a topic.",
+              one_of(*COMPRESSION_TYPES), CW, "compression.type"),
+    ConfigDef("compression.gzip.level", T.INT, -1, M, "gzip level.", between(-1, 9), CW, "compression.gzip.level"),
+    ConfigDef("compression.lz4.level", T.INT, 9, M, "lz4 level.", between(1, 17), CW, "compression.lz4.level"),
+    ConfigDef("compression.zstd.level", T.INT, 3, M, "zstd level.", between(-131072, 22), CW,
+              "compression.zstd.level"),
+    ConfigDef("log.cleanup.policy", T.LIST, ["delete"], M, "delete and/or compact.", list_of(*CLEANUP_POLICIES), CW,
+              "cleanup.policy"),
+    # --- log cleaner
+    ConfigDef("log.cleaner.enable", T.BOOLEAN, True, M, "Run the log cleaner (compaction)."),
+    ConfigDef("log.cleaner.threads", T.INT, 1, M, "Cleaner threads.", at_least(0), CW),
+    ConfigDef("log.cleaner.io.max.bytes.per.second", T.DOUBLE, DOUBLE_MAX, M, "Cleaner I/O throttle.", None, CW),
+    ConfigDef("log.cleaner.dedupe.buffer.size", T.LONG, 134217728, M, "Cleaner offset map memory.", None, CW),
+    ConfigDef("log.cleaner.io.buffer.size", T.INT, 524288, M, "Cleaner I/O buffer.", at_least(0), CW),
+    ConfigDef("log.cleaner.io.buffer.load.factor", T.DOUBLE, 0.9, M, "Cleaner offset map load factor.", None, CW),
+    ConfigDef("log.cleaner.backoff.ms", T.LONG, 15000, M, "Cleaner sleep when idle.", at_least(0), CW),
+    ConfigDef("log.cleaner.min.cleanable.ratio", T.DOUBLE, 0.5, M, "Dirty ratio that triggers cleaning.",
+              between(0, 1), CW, "min.cleanable.dirty.ratio"),
+    ConfigDef("log.cleaner.delete.retention.ms", T.LONG, 86400000, M, "How long tombstones are kept.", at_least(0),
+              CW, "delete.retention.ms"),
+    ConfigDef("log.cleaner.min.compaction.lag.ms", T.LONG, 0, M, "Min age before compaction.", at_least(0), CW,
+              "min.compaction.lag.ms"),
+    ConfigDef("log.cleaner.max.compaction.lag.ms", T.LONG, LONG_MAX, M, "Max age before forced compaction.",
+              at_least(1), CW, "max.compaction.lag.ms"),
+    # --- replication and leadership
+    ConfigDef("replica.lag.time.max.ms", T.LONG, 30000, H, "Followers behind this long leave the ISR."),
+    ConfigDef("replica.fetch.max.bytes", T.INT, 1048576, M, "Per-partition replica fetch size.", at_least(0)),
+    ConfigDef("replica.fetch.wait.max.ms", T.INT, 500, M, "Replica fetch max wait."),
+    ConfigDef("replica.fetch.min.bytes", T.INT, 1, H, "Replica fetch min bytes."),
+    ConfigDef("replica.fetch.response.max.bytes", T.INT, 10485760, M, "Replica fetch response size.", at_least(0)),
+    ConfigDef("replica.fetch.backoff.ms", T.INT, 1000, M, "Backoff after a replica fetch error.", at_least(0)),
+    ConfigDef("replica.socket.timeout.ms", T.INT, 30000, H, "Replica fetch socket timeout."),
+    ConfigDef("replica.high.watermark.checkpoint.interval.ms", T.LONG, 5000, H, "HW checkpoint interval."),
+    ConfigDef("auto.leader.rebalance.enable", T.BOOLEAN, True, H, "Move leadership back to preferred replicas."),
+    ConfigDef("leader.imbalance.check.interval.seconds", T.LONG, 300, H, "Preferred leader check interval.",
+              at_least(1)),
+    ConfigDef("leader.imbalance.per.broker.percentage", T.INT, 10, H, "Allowed leader imbalance."),
+    ConfigDef("controlled.shutdown.enable", T.BOOLEAN, True, M, "Move leadership away before shutdown."),
+    ConfigDef("controlled.shutdown.max.retries", T.INT, 3, M, "Controlled shutdown attempts."),
+    ConfigDef("controlled.shutdown.retry.backoff.ms", T.LONG, 5000, M, "Backoff between attempts."),
+    # --- group coordinator and __consumer_offsets
+    ConfigDef("offsets.topic.num.partitions", T.INT, 50, H, "Partitions of __consumer_offsets.", at_least(1)),
+    ConfigDef("offsets.topic.replication.factor", T.SHORT, 3, H, "Replication of __consumer_offsets.",
+              at_least(1)),
+    ConfigDef("offsets.topic.segment.bytes", T.INT, 104857600, H, "Segment size of __consumer_offsets.",
+              at_least(1)),
+    ConfigDef("offsets.topic.compression.codec", T.INT, 0, H, "Compression of offset commits."),
+    ConfigDef("offsets.load.buffer.size", T.INT, 5242880, H, "Read size when loading offsets.", at_least(1)),
+    ConfigDef("offsets.retention.minutes", T.INT, 10080, H, "Keep offsets of empty groups this long.",
+              at_least(1)),
+    ConfigDef("offsets.retention.check.interval.ms", T.LONG, 600000, H, "Offset expiry check interval.",
+              at_least(1)),
+    ConfigDef("offsets.commit.timeout.ms", T.INT, 5000, H, "Offset commit replication wait.", at_least(1)),
+    ConfigDef("offsets.commit.required.acks", T.SHORT, -1, H, "Deprecated.", ignored=True),
+    ConfigDef("group.initial.rebalance.delay.ms", T.INT, 3000, M, "Wait for more members on a new group."),
+    ConfigDef("group.min.session.timeout.ms", T.INT, 6000, M, "Smallest session timeout allowed."),
+    ConfigDef("group.max.session.timeout.ms", T.INT, 1800000, M, "Largest session timeout allowed."),
+    ConfigDef("group.max.size", T.INT, INT_MAX, M, "Max members per group.", at_least(1)),
+    # --- transactions and producer ids
+    ConfigDef("transaction.state.log.num.partitions", T.INT, 50, H, "Partitions of __transaction_state.",
+              at_least(1)),
+    ConfigDef("transaction.state.log.replication.factor", T.SHORT, 3, H, "Replication of __transaction_state.",
+              at_least(1)),
+    ConfigDef("transaction.state.log.min.isr", T.INT, 2, H, "min.insync.replicas of __transaction_state.",
+              at_least(1)),
+    ConfigDef("transaction.state.log.segment.bytes", T.INT, 104857600, H, "Segment size of __transaction_state.",
+              at_least(1)),
+    ConfigDef("transaction.state.log.load.buffer.size", T.INT, 5242880, L, "Read size when loading.", at_least(1)),
+    ConfigDef("transaction.max.timeout.ms", T.INT, 900000, H, "Largest transaction timeout.", at_least(1)),
+    ConfigDef("transactional.id.expiration.ms", T.INT, 604800000, H, "Expire idle transactional ids.",
+              at_least(1)),
+    ConfigDef("transaction.abort.timed.out.transaction.cleanup.interval.ms", T.INT, 10000, L,
+              "Timed-out transaction check interval.", at_least(1)),
+    ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", T.INT, 3600000, L,
+              "Expired transactional id check interval.", at_least(1)),
+    ConfigDef("producer.id.expiration.ms", T.INT, 86400000, L, "Expire idle producer ids.", at_least(1), CW),
+    ConfigDef("producer.id.expiration.check.interval.ms", T.INT, 600000, L, "Producer id expiry check interval.",
+              at_least(1)),
+    # --- security placeholders (so DescribeConfigs marks them sensitive)
+    ConfigDef("ssl.keystore.password", T.PASSWORD, None, H, "Keystore password.", dynamic=PB, ignored=True),
+    ConfigDef("ssl.key.password", T.PASSWORD, None, H, "Key password.", dynamic=PB, ignored=True),
+    ConfigDef("ssl.truststore.password", T.PASSWORD, None, H, "Truststore password.", dynamic=PB, ignored=True),
+    ConfigDef("authorizer.class.name", T.STRING, "", L, "Authorizer class.", ignored=True),
+    ConfigDef("metric.reporters", T.LIST, [], L, "Metric reporter classes.", dynamic=CW, ignored=True),
+]
+
+BROKER_CONFIGS: dict[str, ConfigDef] = {}
+for _d in _DEFS:
+    assert _d.name not in BROKER_CONFIGS, _d.name
+    BROKER_CONFIGS[_d.name] = _d
+
+#: Keys accepted (no warning) but not acted on by this broker.
+IGNORED_KEYS: frozenset[str] = frozenset(d.name for d in _DEFS if d.ignored)
+
+#: topic key -> broker keys in precedence order (Kafka's ServerTopicConfigSynonyms); the unit factor converts the
+#: broker value into the topic unit (ms).
+TOPIC_SYNONYMS: dict[str, list[tuple[str, int]]] = {}
+for _d in _DEFS:
+    if _d.topic_synonym:
+        factor = 3_600_000 if _d.name.endswith(".hours") else 60_000 if _d.name.endswith(".minutes") else 1
+        TOPIC_SYNONYMS.setdefault(_d.topic_synonym, []).append((_d.name, factor))
+# log.flush.interval.ms falls back to the scheduler interval, as KafkaConfig does.
+TOPIC_SYNONYMS["flush.ms"].append(("log.flush.scheduler.interval.ms", 1))

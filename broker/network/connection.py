@@ -1,0 +1,155 @@
+"""One client connection: bytes in, frames to the request handler, responses out.
+
+Kafka's processor "mutes" a connection while a request is being handled, which keeps
+responses in request order. We keep the same guarantee by handling the frames of one
+connection strictly one after another, and we stop reading from the socket when too many
+frames are queued (back-pressure). Responses are lists of ``bytes`` and ``FileSlice``
+parts; slices go out with ``loop.sendfile`` (zero-copy on plaintext sockets).
+
+Loop affinity: everything here runs on the broker's event loop.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import deque
+from typing import TYPE_CHECKING, Deque, Optional
+
+from broker.protocol.framing import FrameTooLargeError, InvalidFrameError, RequestFramer
+from broker.util.file_slice import FileSlice
+
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestDispatcher
+
+log = logging.getLogger(__name__)
+
+#: Frames queued before we stop reading from the socket.
+MAX_QUEUED_FRAMES = 32
+
+
+class ConnectionContext:
+    """What a handler may know about the peer (never the transport itself)."""
+
+    __slots__ = ("connection_id", "client_host", "client_port", "listener_name", "security_protocol", "principal")
+
+    def __init__(self, connection_id: str, client_host: str, client_port: int, listener_name: str,
+                 security_protocol: str = "PLAINTEXT") -> None:
+        self.connection_id = connection_id
+        self.client_host = client_host
+        self.client_port = client_port
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self.principal = "User:ANONYMOUS"
+
+
+class KafkaConnection(asyncio.Protocol):
+    """asyncio protocol for one accepted socket."""
+
+    _counter = 0
+
+    def __init__(self, dispatcher: "RequestDispatcher", listener_name: str, max_request_bytes: int,
+                 on_close: Optional[callable] = None) -> None:  # type: ignore[valid-type]
+        self._dispatcher = dispatcher
+        self._listener_name = listener_name
+        self._framer = RequestFramer(max_request_bytes)
+        self._queue: Deque[memoryview] = deque()
+        self._transport: Optional[asyncio.Transport] = None
+        self._task: Optional[asyncio.Task[None]] = None
+        self._paused = False
+        self._closed = False
+        self._on_close = on_close
+        self.context: Optional[ConnectionContext] = None
+        self._can_write = asyncio.Event()
+        self._can_write.set()
+
+    # asyncio callbacks -------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]
+        peer = transport.get_extra_info("peername") or ("?", 0)
+        sock = transport.get_extra_info("sockname") or ("?", 0)
+        KafkaConnection._counter += 1
+        conn_id = f"{sock[0]}:{sock[1]}-{peer[0]}:{peer[1]}-{KafkaConnection._counter}"
+        self.context = ConnectionContext(conn_id, str(peer[0]), int(peer[1]), self._listener_name)
+
+    def data_received(self, data: bytes) -> None:
+        if self._closed:
+            return
+        try:
+            frames = self._framer.feed(data)
+        except (FrameTooLargeError, InvalidFrameError) as exc:
+            log.warning("Closing connection %s: %s", self.context and self.context.connection_id, exc)
+            self.close()
+            return
+        if not frames:
+            return
+        self._queue.extend(frames)
+        if len(self._queue) >= MAX_QUEUED_FRAMES and not self._paused and self._transport is not None:
+            self._paused = True
+            self._transport.pause_reading()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._process())
+
+    def connection_lost(self, exc: Optional[Exception]) -> None:
+        self._closed = True
+        self._queue.clear()
+        self._can_write.set()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    # processing --------------------------------------------------------------------
+    async def _process(self) -> None:
+        try:
+            while self._queue and not self._closed:
+                frame = self._queue.popleft()
+                if self._paused and len(self._queue) < MAX_QUEUED_FRAMES // 2 and self._transport is not None:
+                    self._paused = False
+                    self._transport.resume_reading()
+                assert self.context is not None
+                result = await self._dispatcher.handle(self.context, frame)
+                if result is None:
+                    continue  # e.g. acks=0 produce: no response
+                if result is self._dispatcher.CLOSE:
+                    self.close()
+                    return
+                await self._write(result)
+        except Exception:  # a bug in a handler must not kill the broker
+            log.exception("Unexpected error on connection %s; closing it",
+                          self.context.connection_id if self.context else "?")
+            self.close()
+        finally:
+            self._task = None
+            if self._queue and not self._closed:
+                self._task = asyncio.get_running_loop().create_task(self._process())
+
+    async def _write(self, parts: list) -> None:
+        transport = self._transport
+        if transport is None or self._closed:
+            return
+        loop = asyncio.get_running_loop()
+        for part in parts:
+            if isinstance(part, FileSlice):
+                if part.length == 0:
+                    continue
+                try:
+                    await loop.sendfile(transport, part.file, part.position, part.length, fallback=True)
+                except (ValueError, OSError) as exc:  # segment deleted/closed under us
+                    log.warning("sendfile failed on %s (%s); closing connection",
+                                self.context.connection_id if self.context else "?", exc)
+                    self.close()
+                    return
+            else:
+                transport.write(part)
+        # Respect socket back-pressure: asyncio calls pause_writing() above the high-water mark.
+        if not self._can_write.is_set():
+            await self._can_write.wait()
+
+    def pause_writing(self) -> None:
+        self._can_write.clear()
+
+    def resume_writing(self) -> None:
+        self._can_write.set()
+
+    def close(self) -> None:
+        if not self._closed and self._transport is not None:
+            self._closed = True
+            self._transport.close()

@@ -1,0 +1,146 @@
+"""BrokerServer: builds the broker's components in dependency order and stops them in reverse.
+
+Start-up mirrors Kafka's KafkaServer: connect to ZooKeeper, get the cluster id, load the
+logs (recovering after a crash), bind the listeners, register ``/brokers/ids/<id>``, join
+the cluster (controller election, topics), then accept requests.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+from typing import Any, List, Optional
+
+from broker.api.dispatcher import RequestDispatcher
+from broker.api.fetch_session import FetchSessionCache
+from broker.api.handlers import build_registry
+from broker.cluster.admin import AdminManager
+from broker.cluster.metadata_cache import MetadataCache
+from broker.cluster.zk_sync import ClusterSync
+from broker.config.kafka_config import Endpoint
+from broker.coordinator.producer_ids import ProducerIdManager
+from broker.network.socket_server import ListenerSpec, SocketServer
+from broker.replica.manager import ReplicaManager
+from broker.storage.config import LogConfig
+from broker.storage.log_manager import LogManager
+from broker.zk.client import KafkaZkClient
+
+log = logging.getLogger(__name__)
+
+
+class StartupError(Exception):
+    """A start-up failure with a one-line message for the operator."""
+
+
+class BrokerServer:
+    def __init__(self, config: Any) -> None:
+        self.config = config
+        self.broker_id: int = config.broker_id
+        self.controller_epoch: int = -1
+        self.zk: Any = None
+        self.log_manager: Any = None
+        self.replica_manager: Optional[ReplicaManager] = None
+        self.metadata = MetadataCache(self.broker_id)
+        self.fetch_sessions = FetchSessionCache(
+            int(self._cfg("max.incremental.fetch.session.cache.slots", 1000)))
+        self.registry = build_registry(self)
+        self.dispatcher = RequestDispatcher(self.registry)
+        self.admin = AdminManager(self)
+        self.sync = ClusterSync(self)
+        self.producer_ids: Optional[ProducerIdManager] = None
+        self.socket_server: Optional[SocketServer] = None
+        self._stopped = asyncio.Event()
+
+    def _cfg(self, key: str, default: Any) -> Any:
+        try:
+            return self.config.get(key)
+        except KeyError:
+            return default
+
+    # ------------------------------------------------------------------------------------
+    async def start(self) -> None:
+        cfg = self.config
+        loop = asyncio.get_running_loop()
+        for d in cfg.log_dirs:
+            try:
+                os.makedirs(d, exist_ok=True)
+            except OSError as exc:
+                raise StartupError(f"Cannot create log directory {d} (log.dirs): {exc.strerror}") from None
+
+        self.zk = KafkaZkClient(cfg.zk_connect, cfg.zk_session_timeout_ms, cfg.zk_connection_timeout_ms)
+        await loop.run_in_executor(None, self.zk.start)
+        cluster_id = await loop.run_in_executor(None, self.zk.get_or_create_cluster_id)
+        self.metadata.cluster_id = cluster_id
+        log.info("Cluster ID = %s", cluster_id)
+
+        default_log_config = LogConfig.from_props(cfg.log_config_defaults())
+        self.log_manager = await loop.run_in_executor(None, self._make_log_manager, default_log_config, cluster_id)
+        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager,
+                                              io_threads=min(8, int(self._cfg("num.io.threads", 8))))
+        self.producer_ids = ProducerIdManager(self.broker_id, self.zk.allocate_producer_id_block,
+                                              self.replica_manager.run_io)
+
+        listeners = [ListenerSpec(e.listener_name, e.host, e.port, e.security_protocol) for e in cfg.listeners]
+        self.socket_server = SocketServer(self.dispatcher, listeners, cfg.get("socket.request.max.bytes"),
+                                          cfg.get("socket.send.buffer.bytes"), cfg.get("socket.receive.buffer.bytes"))
+        await self.socket_server.start()
+
+        endpoints = self._advertised_endpoints()
+        await loop.run_in_executor(None, self._register, endpoints)
+        await self.sync.start()
+        self.zk.on_new_session(lambda: self.sync._schedule("session", self.sync.on_new_session))
+        log.info("[KafkaServer id=%d] started (listeners: %s)", self.broker_id,
+                 ", ".join(e.connection_string() for e in endpoints))
+
+    def _make_log_manager(self, default_log_config: LogConfig, cluster_id: str) -> Any:
+        cfg = self.config
+        return LogManager(cfg.log_dirs, default_log_config, broker_id=self.broker_id, cluster_id=cluster_id,
+                          retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
+                          flush_check_interval_ms=cfg.get("log.flush.scheduler.interval.ms"),
+                          flush_recovery_offset_checkpoint_interval_ms=cfg.get(
+                              "log.flush.offset.checkpoint.interval.ms"),
+                          producer_id_expiration_ms=cfg.get("producer.id.expiration.ms"))
+
+    def _advertised_endpoints(self) -> List[Endpoint]:
+        """Advertised listeners, with the real port where the config asked for port 0."""
+        assert self.socket_server is not None
+        out = []
+        for e in self.config.advertised_listeners:
+            port = e.port or self.socket_server.bound_ports.get(e.listener_name, e.port)
+            host = e.host or _default_host()
+            out.append(Endpoint(e.listener_name, host, port, e.security_protocol))
+        return out
+
+    def _register(self, endpoints: List[Endpoint]) -> None:
+        self.zk.register_broker(self.broker_id, endpoints, self.config.broker_rack)
+
+    def apply_config(self, new_config: Any) -> None:
+        """Swap in a config with new dynamic values (AlterConfigs on the broker)."""
+        self.config = new_config
+        try:
+            self.sync._schedule("configs", self.sync.refresh_all_configs)
+        except Exception:
+            log.exception("Re-applying topic configs failed")
+
+    # ------------------------------------------------------------------------------------
+    async def stop(self) -> None:
+        log.info("[KafkaServer id=%d] shutting down", self.broker_id)
+        loop = asyncio.get_running_loop()
+        if self.socket_server is not None:
+            await self.socket_server.stop()
+        if self.zk is not None:
+            await loop.run_in_executor(None, self.zk.close)
+        if self.log_manager is not None:
+            await loop.run_in_executor(None, self.log_manager.shutdown)
+        if self.replica_manager is not None:
+            self.replica_manager.shutdown()
+        self._stopped.set()
+        log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
+
+    async def wait_stopped(self) -> None:
+        await self._stopped.wait()
+
+
+def _default_host() -> str:
+    import socket
+    return socket.getfqdn() or "localhost"

@@ -1,0 +1,133 @@
+"""Kafka's checkpoint files, written atomically (tmp file + fsync + rename + fsync of the dir).
+
+Offset checkpoints (recovery-point-offset-checkpoint, log-start-offset-checkpoint,
+replication-offset-checkpoint, cleaner-offset-checkpoint) are text, '\\n' line endings::
+
+    0                      <- version
+    2                      <- number of entries
+    my-topic 0 1234        <- "topic partition offset", one line each
+    other 3 0
+
+partition.metadata (one per partition directory)::
+
+    version: 0
+    topic_id: <base64url topic id, 22 chars>
+
+The leader-epoch-checkpoint uses the same version/count header with "epoch start_offset"
+lines; see leader_epoch_file.py.
+"""
+from __future__ import annotations
+
+import os
+from typing import Callable, Iterable, TypeVar
+
+T = TypeVar("T")
+
+CHECKPOINT_VERSION = 0
+PARTITION_METADATA_VERSION = 0
+
+
+def atomic_write(path: str, data: bytes) -> None:
+    """Replace ``path`` with ``data`` so a crash leaves either the old or the new file, never a mix."""
+    tmp = path + ".tmp"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            n = os.write(fd, view)
+            view = view[n:]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(os.path.dirname(path) or ".")
+
+
+def fsync_dir(dir_path: str) -> None:
+    """fsync a directory so renames and creations in it survive a crash."""
+    try:
+        fd = os.open(dir_path, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_checkpoint(path: str, version: int, lines: Iterable[str]) -> None:
+    """Write the version line, the count line and one line per entry (Kafka's CheckpointFile)."""
+    body = list(lines)
+    text = "%d\n%d\n" % (version, len(body)) + "".join(line + "\n" for line in body)
+    atomic_write(path, text.encode("utf-8"))
+
+
+def read_checkpoint(path: str, expected_version: int, parse: Callable[[list[str]], T]) -> list[T]:
+    """Parse a checkpoint file; a missing file reads as empty, a malformed one raises ValueError."""
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            text = f.read()
+    except FileNotFoundError:
+        return []
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if len(lines) < 2:
+        raise ValueError("malformed checkpoint %s: missing header" % path)
+    if int(lines[0].strip()) != expected_version:
+        raise ValueError("unrecognized checkpoint version %r in %s" % (lines[0], path))
+    count = int(lines[1].strip())
+    entries = lines[2:]
+    if len(entries) != count:
+        raise ValueError("malformed checkpoint %s: expected %d entries, found %d" % (path, count, len(entries)))
+    out = []
+    for line in entries:
+        parts = line.split()
+        try:
+            out.append(parse(parts))
+        except (ValueError, IndexError):
+            raise ValueError("malformed line %r in checkpoint %s" % (line, path)) from None
+    return out
+
+
+class OffsetCheckpointFile:
+    """A ``topic partition offset`` checkpoint (recovery point, log start offset, HW, cleaner)."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def write(self, offsets: dict[tuple[str, int], int]) -> None:
+        write_checkpoint(
+            self.path, CHECKPOINT_VERSION, ("%s %d %d" % (t, p, o) for (t, p), o in offsets.items())
+        )
+
+    def read(self) -> dict[tuple[str, int], int]:
+        def parse(parts: list[str]) -> tuple[tuple[str, int], int]:
+            if len(parts) != 3:
+                raise ValueError
+            return (parts[0], int(parts[1])), int(parts[2])
+
+        return dict(read_checkpoint(self.path, CHECKPOINT_VERSION, parse))
+
+
+def write_partition_metadata(dir_path: str, topic_id: str) -> None:
+    """Write ``partition.metadata`` (``topic_id`` is the base64url string form of the topic UUID)."""
+    text = "version: %d\ntopic_id: %s\n" % (PARTITION_METADATA_VERSION, topic_id)
+    atomic_write(os.path.join(dir_path, "partition.metadata"), text.encode("utf-8"))
+
+
+def read_partition_metadata(dir_path: str) -> str | None:
+    """The topic id stored in ``partition.metadata``, or None when the file is absent."""
+    path = os.path.join(dir_path, "partition.metadata")
+    try:
+        with open(path, "r", encoding="utf-8") as f:
+            lines = f.read().split("\n")
+    except FileNotFoundError:
+        return None
+    if len(lines) < 2 or not lines[0].startswith("version: ") or not lines[1].startswith("topic_id: "):
+        raise ValueError("malformed partition.metadata in %s" % dir_path)
+    if int(lines[0][len("version: "):]) != PARTITION_METADATA_VERSION:
+        raise ValueError("unrecognized partition.metadata version in %s" % dir_path)
+    return lines[1][len("topic_id: "):].strip()

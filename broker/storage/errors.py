@@ -1,0 +1,90 @@
+"""Storage-level exceptions; the api layer maps each to the Kafka error named by ``error_name``.
+
+Storage does not import the broker-wide error table: each class carries Kafka's error name
+(e.g. ``OFFSET_OUT_OF_RANGE``) so the mapping to wire codes happens once, in the api layer.
+"""
+from __future__ import annotations
+
+
+class StorageError(Exception):
+    """Base class; ``error_name`` is the Kafka error (Errors.java name) the api layer reports."""
+
+    error_name = "UNKNOWN_SERVER_ERROR"
+
+
+class OffsetOutOfRangeError(StorageError):
+    error_name = "OFFSET_OUT_OF_RANGE"
+
+
+class CorruptRecordError(StorageError):
+    error_name = "CORRUPT_MESSAGE"
+
+
+class InvalidRecordError(StorageError):
+    """A record or batch broke a validation rule; ``record_errors`` holds (batch_index, message)."""
+
+    error_name = "INVALID_RECORD"
+
+    def __init__(self, message: str, record_errors: list[tuple[int, str]] | None = None) -> None:
+        super().__init__(message)
+        self.record_errors: list[tuple[int, str]] = record_errors or []
+
+
+class RecordTooLargeError(StorageError):
+    """A batch is bigger than max.message.bytes."""
+
+    error_name = "MESSAGE_TOO_LARGE"
+
+
+class RecordBatchTooLargeError(StorageError):
+    """A batch is bigger than segment.bytes, so it could never fit in a segment."""
+
+    error_name = "RECORD_LIST_TOO_LARGE"
+
+
+class InvalidTimestampError(StorageError):
+    error_name = "INVALID_TIMESTAMP"
+
+
+class UnsupportedForMessageFormatError(StorageError):
+    error_name = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
+
+
+class InvalidProducerEpochError(StorageError):
+    error_name = "INVALID_PRODUCER_EPOCH"
+
+
+class OutOfOrderSequenceError(StorageError):
+    error_name = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class DuplicateSequenceError(StorageError):
+    """Kept for the mapping; Kafka 3.9 answers duplicates with the cached offsets instead."""
+
+    error_name = "DUPLICATE_SEQUENCE_NUMBER"
+
+
+class UnknownProducerIdError(StorageError):
+    error_name = "UNKNOWN_PRODUCER_ID"
+
+
+class InvalidTxnStateError(StorageError):
+    error_name = "INVALID_TXN_STATE"
+
+
+class KafkaStorageError(StorageError):
+    """The log directory is unusable (I/O error, mismatched meta.properties)."""
+
+    error_name = "KAFKA_STORAGE_ERROR"
+
+
+class InconsistentClusterIdError(KafkaStorageError):
+    error_name = "INCONSISTENT_CLUSTER_ID"
+
+
+class LogSegmentOffsetOverflowError(StorageError):
+    """An offset does not fit in a segment's 32-bit relative offsets; the caller must roll."""
+
+
+class IndexFullError(StorageError):
+    """An index has no room for another entry; the log rolls before this happens."""

@@ -1,0 +1,103 @@
+"""LeaderEpochFileCache: leader epoch -> first offset written in that epoch, with its checkpoint.
+
+File ``leader-epoch-checkpoint`` in the partition directory (text, '\\n' line endings)::
+
+    0            <- version
+    2            <- number of entries
+    0 0          <- "epoch start_offset", ascending in both
+    3 1500
+
+Thread-safety: called under the owning Log's lock.
+"""
+from __future__ import annotations
+
+import bisect
+import os
+
+from .checkpoints import read_checkpoint, write_checkpoint
+
+UNDEFINED_EPOCH = -1
+UNDEFINED_EPOCH_OFFSET = -1
+VERSION = 0
+
+
+class LeaderEpochFileCache:
+    """Epoch entries of one partition, kept in memory and flushed to the checkpoint on change."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._entries: list[tuple[int, int]] = []
+        if os.path.exists(path):
+            self._entries = read_checkpoint(path, VERSION, lambda p: (int(p[0]), int(p[1])))
+
+    @property
+    def entries(self) -> list[tuple[int, int]]:
+        return list(self._entries)
+
+    @property
+    def latest_epoch(self) -> int | None:
+        return self._entries[-1][0] if self._entries else None
+
+    @property
+    def earliest_entry(self) -> tuple[int, int] | None:
+        return self._entries[0] if self._entries else None
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` began at ``start_offset``; entries at or after it are replaced."""
+        if epoch < 0 or start_offset < 0:
+            raise ValueError("invalid epoch entry (%d, %d)" % (epoch, start_offset))
+        if self._entries:
+            last_epoch, last_start = self._entries[-1]
+            if epoch == last_epoch and start_offset >= last_start:
+                return
+        while self._entries and (self._entries[-1][0] >= epoch or self._entries[-1][1] >= start_offset):
+            self._entries.pop()
+        self._entries.append((epoch, start_offset))
+        self.flush()
+
+    def epoch_for_offset(self, offset: int) -> int | None:
+        """The epoch in which ``offset`` was written (None if before the first entry)."""
+        starts = [s for _, s in self._entries]
+        i = bisect.bisect_right(starts, offset) - 1
+        return self._entries[i][0] if i >= 0 else None
+
+    def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """OffsetsForLeaderEpoch: (largest epoch <= requested, first offset after it).
+
+        The latest epoch ends at the LEO; an unknown epoch above all known gives (-1, -1); one
+        below all known gives (requested_epoch, first known start offset).
+        """
+        if requested_epoch == UNDEFINED_EPOCH or not self._entries:
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        if self._entries[-1][0] == requested_epoch:
+            return requested_epoch, log_end_offset
+        epochs = [e for e, _ in self._entries]
+        hi = bisect.bisect_right(epochs, requested_epoch)
+        if hi == len(epochs):
+            return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
+        higher_start = self._entries[hi][1]
+        if hi == 0:
+            return requested_epoch, higher_start
+        return self._entries[hi - 1][0], higher_start
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Drop entries starting at or after ``end_offset`` (log truncated to end_offset)."""
+        if end_offset >= 0 and self._entries and self._entries[-1][1] >= end_offset:
+            self._entries = [e for e in self._entries if e[1] < end_offset]
+            self.flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """Log start moved to ``start_offset``: drop older entries, the last of them re-based."""
+        removed = [e for e in self._entries if e[1] <= start_offset]
+        if not removed:
+            return
+        kept = [e for e in self._entries if e[1] > start_offset]
+        self._entries = [(removed[-1][0], start_offset)] + kept
+        self.flush()
+
+    def clear(self) -> None:
+        self._entries = []
+        self.flush()
+
+    def flush(self) -> None:
+        write_checkpoint(self.path, VERSION, ("%d %d" % e for e in self._entries))

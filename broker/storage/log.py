@@ -1,0 +1,698 @@
+"""Log: one partition's log (Kafka's UnifiedLog role) over a directory of LogSegments.
+
+Owns the segments, LEO, high watermark, log start offset, recovery point, the leader epoch
+cache and the producer state. The directory holds ``<20-digit offset>.log/.index/.timeindex``,
+``<20-digit offset>.snapshot`` (producer state), ``leader-epoch-checkpoint`` and
+``partition.metadata`` (written by the LogManager).
+
+Thread-safety: every public method takes the Log's lock (one per Log); callers run them on
+worker threads, never on the event loop. fsync happens only in ``flush`` (and in appends when
+flush.messages says so).
+"""
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import shutil
+import threading
+import time as _time
+from typing import Callable, NamedTuple, Optional
+
+from broker.accel import record_batch
+from broker.protocol.records.batch_info import BatchInfo
+from broker.util.file_slice import FileSlice
+
+from . import files
+from .config import LogConfig
+from .errors import (InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError, StorageError)
+from .leader_epoch_file import LeaderEpochFileCache
+from .producer_state import ProducerAppendInfo, ProducerStateManager, last_sequence
+from .segment import LogOffsetMetadata, LogSegment
+from .validator import parse_batches, validate_and_assign_offsets
+
+logger = logging.getLogger(__name__)
+
+EARLIEST_TIMESTAMP = -2
+LATEST_TIMESTAMP = -1
+MAX_TIMESTAMP = -3
+EARLIEST_LOCAL_TIMESTAMP = -4
+NO_TIMESTAMP = -1
+
+Scheduler = Callable[[float, Callable[[], None]], None]
+
+
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower append starts below the LEO (the replica fetcher must truncate first)."""
+
+    error_name = "UNKNOWN_SERVER_ERROR"
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset
+
+
+class LogAppendInfo(NamedTuple):
+    """Outcome of an append; for a duplicate, the offsets of the original write."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+    log_start_offset: int
+    duplicate: bool = False
+    num_records: int = 0
+    valid_bytes: int = 0
+    max_timestamp: int = -1
+    offset_of_max_timestamp: int = -1
+
+
+class FetchDataInfo(NamedTuple):
+    """A read: ``records`` is None when there is nothing to return (e.g. start offset == LEO)."""
+
+    fetch_offset_metadata: LogOffsetMetadata
+    records: Optional[FileSlice]
+    first_entry_incomplete: bool = False
+
+
+class Log:
+    """One partition's log. Create with ``Log.open``."""
+
+    def __init__(self, dir_path: str, config: LogConfig, time: Callable[[], float],
+                 scheduler: Optional[Scheduler], producer_id_expiration_ms: int) -> None:
+        self.dir = dir_path
+        self.config = config
+        self._time = time
+        self._scheduler = scheduler
+        self._lock = threading.RLock()
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []
+        self._leo = 0
+        self._hw = 0
+        self._log_start_offset = 0
+        self._recovery_point = 0
+        self._unflushed_messages = 0
+        self._closed = False
+        self.on_roll: Optional[Callable[["Log", int], None]] = None
+        self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(dir_path, files.LEADER_EPOCH_CHECKPOINT))
+        self.producer_state = ProducerStateManager(dir_path, producer_id_expiration_ms)
+        name = os.path.basename(dir_path)
+        tp = files.parse_topic_partition_dir(name)
+        self.topic_partition = tp if tp is not None else (name, -1)
+
+    # ------------------------------------------------------------------ opening
+    @classmethod
+    def open(cls, dir_path: str, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
+             clean_shutdown: bool = False, time: Callable[[], float] = _time.time,
+             scheduler: Optional[Scheduler] = None, producer_id_expiration_ms: int = 86400000,
+             high_watermark: int = 0) -> "Log":
+        """Load (and, after an unclean shutdown, recover) the log in ``dir_path``, creating it if needed.
+
+        ``scheduler(delay_s, fn)`` runs deferred segment file deletion (file.delete.delay.ms); without
+        one, deleted segments are removed at once.
+        """
+        os.makedirs(dir_path, exist_ok=True)
+        log = cls(dir_path, config, time, scheduler, producer_id_expiration_ms)
+        try:
+            log._load(recovery_point, log_start_offset, clean_shutdown)
+        except OSError as e:
+            raise KafkaStorageError("cannot load log %s: %s" % (dir_path, e)) from e
+        log.update_high_watermark(high_watermark)
+        return log
+
+    def _now_ms(self) -> int:
+        return int(self._time() * 1000)
+
+    def _new_segment(self, base_offset: int, exists: bool = False) -> LogSegment:
+        return LogSegment(self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
+                          max_index_size=self.config.segment_index_bytes, now_ms=self._now_ms(),
+                          file_already_exists=exists)
+
+    def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+        bases = []
+        for name in sorted(os.listdir(self.dir)):
+            path = os.path.join(self.dir, name)
+            if name.endswith((files.DELETED_SUFFIX, files.CLEANED_SUFFIX, files.SWAP_SUFFIX, ".tmp")):
+                os.unlink(path)
+                continue
+            if name.endswith(files.LOG_SUFFIX) and files.is_segment_stem(name):
+                bases.append(files.offset_from_file_name(name))
+        base_set = set(bases)
+        for name in os.listdir(self.dir):
+            if name.endswith((files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX)) \
+                    and files.is_segment_stem(name) and files.offset_from_file_name(name) not in base_set:
+                os.unlink(os.path.join(self.dir, name))
+        bases.sort()
+        for base in bases:
+            missing_index = not (os.path.exists(files.file_path(self.dir, base, files.INDEX_SUFFIX))
+                                 and os.path.exists(files.file_path(self.dir, base, files.TIME_INDEX_SUFFIX)))
+            seg = self._new_segment(base, exists=True)
+            if missing_index or not seg.sanity_check_indexes():
+                logger.warning("Rebuilding indexes of segment %d in %s", base, self.dir)
+                seg.recover()
+            self.segments.append(seg)
+        self._bases = [s.base_offset for s in self.segments]
+        if not clean_shutdown and self.segments:
+            self._recover_from(recovery_point)
+        if not self.segments:
+            self.segments.append(self._new_segment(max(log_start_offset, 0)))
+            self._bases = [self.segments[0].base_offset]
+        active = self.segments[-1]
+        active.resize_indexes(self.config.segment_index_bytes)
+        for seg in self.segments[:-1]:
+            seg.offset_index.trim_to_valid_size()
+            seg.time_index.trim_to_valid_size()
+        self._leo = max(active.next_offset, active.base_offset)
+        self._log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        if self._log_start_offset > self._leo:
+            self._log_start_offset = self._leo
+        self._recovery_point = min(recovery_point, self._leo) if clean_shutdown else min(recovery_point, self._leo)
+        self.leader_epoch_cache.truncate_from_end(self._leo)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self._rebuild_producer_state()
+
+    def _recover_from(self, recovery_point: int) -> None:
+        """Recover every segment holding offsets >= recovery_point; a bad tail drops all later segments."""
+        start = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
+        cache = self.leader_epoch_cache
+
+        def on_batch(info: BatchInfo) -> None:
+            ple = info.partition_leader_epoch
+            if ple >= 0 and (cache.latest_epoch is None or ple > cache.latest_epoch):
+                cache.assign(ple, info.base_offset)
+
+        i = start
+        while i < len(self.segments):
+            seg = self.segments[i]
+            truncated = seg.recover(on_batch)
+            if truncated:
+                logger.warning("Truncated %d invalid bytes at the end of segment %d in %s", truncated,
+                               seg.base_offset, self.dir)
+                for later in self.segments[i + 1:]:
+                    later.delete()
+                del self.segments[i + 1:]
+                break
+            i += 1
+        # an empty non-first trailing segment is fine; segments whose base is below the previous end are not
+        self._bases = [s.base_offset for s in self.segments]
+
+    def _rebuild_producer_state(self) -> None:
+        """Load the latest usable snapshot, then replay batch headers up to the LEO."""
+        psm = self.producer_state
+        start = psm.truncate_and_reload(self._log_start_offset, self._leo, self._now_ms())
+        i = max(bisect.bisect_right(self._bases, start) - 1, 0)
+        for seg in self.segments[i:]:
+            pos = 0
+            if seg.base_offset < start:
+                found = seg.translate_offset(start)
+                if found is None:
+                    continue
+                pos = found.position
+            for info in seg.iter_headers(pos):
+                if info.base_offset < start:
+                    continue
+                if info.producer_id >= 0:
+                    coord_epoch = self._coordinator_epoch(seg, info) if info.is_control else -1
+                    psm.replay_batch(info.producer_id, info.producer_epoch, info.base_sequence,
+                                     info.last_offset_delta, info.base_offset, info.max_timestamp,
+                                     info.is_transactional, info.is_control, coord_epoch)
+        psm.update_map_end_offset(self._leo)
+
+    @staticmethod
+    def _coordinator_epoch(seg: LogSegment, info: BatchInfo) -> int:
+        try:
+            recs = record_batch.iter_records(bytearray(seg.read_batch(info)))
+        except Exception:
+            return -1
+        return _marker_coordinator_epoch(recs)
+
+    # ------------------------------------------------------------------ properties
+    @property
+    def log_start_offset(self) -> int:
+        return self._log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._leo
+
+    @property
+    def high_watermark(self) -> int:
+        return self._hw
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def size_bytes(self) -> int:
+        with self._lock:
+            return sum(s.size for s in self.segments)
+
+    @property
+    def latest_epoch(self) -> Optional[int]:
+        return self.leader_epoch_cache.latest_epoch
+
+    def update_high_watermark(self, hw: int) -> int:
+        """Set the HW, clamped to [log start offset, LEO]; returns the value stored."""
+        with self._lock:
+            self._hw = max(self._log_start_offset, min(hw, self._leo))
+            return self._hw
+
+    def update_config(self, config: LogConfig) -> None:
+        with self._lock:
+            self.config = config
+
+    # ------------------------------------------------------------------ appends
+    def append_as_leader(self, buf: bytearray, leader_epoch: int, *, is_from_client: bool = True) -> LogAppendInfo:
+        """Validate ``buf`` (whole batches), assign offsets in place, append; see LogAppendInfo.
+
+        Raises the storage errors of errors.py (CorruptRecordError, InvalidRecordError,
+        RecordTooLargeError, InvalidProducerEpochError, OutOfOrderSequenceError, ...). A batch
+        already written by the same producer (same epoch and sequence range) is not written again.
+        """
+        batches = parse_batches(buf)
+        with self._lock:
+            self._check_open()
+            if not batches:
+                return LogAppendInfo(-1, -1, -1, self._log_start_offset)
+            now = self._now_ms()
+            v = validate_and_assign_offsets(buf, batches, self._leo, leader_epoch, self.config, now, is_from_client)
+            updates: dict[int, ProducerAppendInfo] = {}
+            psm = self.producer_state
+            for info, (last, max_ts, _size) in zip(batches, v.appended):
+                pid = info.producer_id
+                if pid < 0:
+                    continue
+                first = last - info.last_offset_delta
+                if is_from_client:
+                    entry = psm.last_entry(pid)
+                    if entry is not None:
+                        dup = entry.find_duplicate(info.producer_epoch, info.base_sequence,
+                                                   last_sequence(info.base_sequence, info.last_offset_delta))
+                        if dup is not None:
+                            return LogAppendInfo(dup.first_offset, dup.last_offset, -1, self._log_start_offset,
+                                                 True, 0, 0)
+                upd = updates.get(pid)
+                if upd is None:
+                    upd = updates[pid] = psm.prepare_update(pid, validate=True)
+                if info.is_control:
+                    recs = record_batch.iter_records(memoryview(buf)[info.position:info.position + info.size])
+                    upd.append_end_txn_marker(info.producer_epoch, _marker_coordinator_epoch(recs), max_ts)
+                else:
+                    upd.append_data_batch(info.producer_epoch, info.base_sequence,
+                                          last_sequence(info.base_sequence, info.last_offset_delta), max_ts, first,
+                                          last, info.is_transactional)
+            seg = self._maybe_roll(v.valid_bytes, v.max_timestamp, v.last_offset, now)
+            seg.append(buf, v.appended)
+            if leader_epoch >= 0:
+                self.leader_epoch_cache.assign(leader_epoch, v.first_offset)
+            for upd in updates.values():
+                psm.update(upd)
+            self._leo = v.last_offset + 1
+            psm.update_map_end_offset(self._leo)
+            self._after_append(v.num_records)
+            return LogAppendInfo(v.first_offset, v.last_offset, now if self.config.log_append_time else -1,
+                                 self._log_start_offset, False, v.num_records, v.valid_bytes, v.max_timestamp,
+                                 v.offset_of_max_timestamp)
+
+    def append_as_follower(self, buf: "bytes | bytearray") -> LogAppendInfo:
+        """Append replicated batches keeping their offsets and epochs (CRC checked; offsets >= LEO)."""
+        batches = parse_batches(buf)
+        with self._lock:
+            self._check_open()
+            if not batches:
+                return LogAppendInfo(-1, -1, -1, self._log_start_offset)
+            first = batches[0].base_offset
+            last = batches[-1].base_offset + batches[-1].last_offset_delta
+            if first < self._leo:
+                raise UnexpectedAppendOffsetError(
+                    "first offset %d is below the log end offset %d" % (first, self._leo), first, last)
+            prev = first - 1
+            appended = []
+            max_ts, off_max = -1, -1
+            n = 0
+            for info in batches:
+                if info.base_offset <= prev and info is not batches[0]:
+                    raise InvalidRecordError("follower batch offsets are not increasing")
+                lo = info.base_offset + info.last_offset_delta
+                appended.append((lo, info.max_timestamp, info.size))
+                if info.max_timestamp > max_ts:
+                    max_ts, off_max = info.max_timestamp, lo
+                prev = lo
+                n += info.record_count
+            seg = self._maybe_roll(len(buf), max_ts, last, self._now_ms(), first)
+            seg.append(buf, appended)
+            cache = self.leader_epoch_cache
+            psm = self.producer_state
+            for info in batches:
+                ple = info.partition_leader_epoch
+                if ple >= 0 and (cache.latest_epoch is None or ple > cache.latest_epoch):
+                    cache.assign(ple, info.base_offset)
+                if info.producer_id >= 0:
+                    coord = -1
+                    if info.is_control:
+                        coord = _marker_coordinator_epoch(record_batch.iter_records(
+                            memoryview(buf)[info.position:info.position + info.size]))
+                    psm.replay_batch(info.producer_id, info.producer_epoch, info.base_sequence,
+                                     info.last_offset_delta, info.base_offset, info.max_timestamp,
+                                     info.is_transactional, info.is_control, coord)
+            self._leo = last + 1
+            psm.update_map_end_offset(self._leo)
+            self._after_append(n)
+            return LogAppendInfo(first, last, -1, self._log_start_offset, False, n, len(buf), max_ts, off_max)
+
+    def _after_append(self, num_records: int) -> None:
+        self._unflushed_messages += num_records
+        if self._unflushed_messages >= self.config.flush_messages:
+            self._flush_locked(self._leo)
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise KafkaStorageError("log %s is closed" % self.dir)
+
+    def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int,
+                    first_offset: Optional[int] = None) -> LogSegment:
+        seg = self.segments[-1]
+        roll_ms = self.config.segment_ms - self._roll_jitter(seg.base_offset)
+        if seg.should_roll(messages_size, max_timestamp, max_offset, now_ms, self.config.segment_bytes, roll_ms):
+            base = self._leo if first_offset is None else max(first_offset, self._leo)
+            if seg.size == 0 and seg.base_offset == base:
+                return seg
+            return self._roll(base)
+        return seg
+
+    def _roll_jitter(self, base_offset: int) -> int:
+        j = self.config.segment_jitter_ms
+        return (hash(base_offset) % j) if j > 0 else 0
+
+    def roll(self) -> LogSegment:
+        """Start a new active segment at the LEO (no-op if the active segment is empty)."""
+        with self._lock:
+            seg = self.segments[-1]
+            if seg.size == 0:
+                return seg
+            return self._roll(self._leo)
+
+    def _roll(self, new_base: int) -> LogSegment:
+        old = self.segments[-1]
+        if old.size == 0:
+            # replace an empty active segment rather than leaving an empty one behind
+            old.delete()
+            self.segments.pop()
+            self._bases.pop()
+        else:
+            old.on_become_inactive()
+        self.producer_state.take_snapshot(new_base)
+        seg = self._new_segment(new_base)
+        self.segments.append(seg)
+        self._bases.append(new_base)
+        logger.info("Rolled new log segment at offset %d in %s", new_base, self.dir)
+        if self.on_roll is not None:
+            self.on_roll(self, new_base)
+        return seg
+
+    # ------------------------------------------------------------------ reads
+    def read(self, start_offset: int, max_bytes: int, max_offset_exclusive: Optional[int] = None,
+             min_one_message: bool = True) -> FetchDataInfo:
+        """Whole batches from the one holding ``start_offset``, bounded by ``max_offset_exclusive``.
+
+        Raises OffsetOutOfRangeError outside [log start offset, LEO]. At least one whole batch is
+        returned with ``min_one_message`` even when larger than ``max_bytes`` (KIP-74).
+        """
+        with self._lock:
+            leo = self._leo
+            if start_offset > leo or start_offset < self._log_start_offset:
+                raise OffsetOutOfRangeError(
+                    "offset %d is out of range [%d, %d] for %s" % (start_offset, self._log_start_offset, leo, self.dir))
+            max_off = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
+            i = bisect.bisect_right(self._bases, start_offset) - 1
+            i = max(i, 0)
+            if start_offset >= max_off:
+                seg = self.segments[i]
+                return FetchDataInfo(LogOffsetMetadata(start_offset, seg.base_offset, seg.size), None)
+            while i < len(self.segments):
+                seg = self.segments[i]
+                max_position = self._max_position(seg, max_off)
+                res = seg.read(start_offset, max_bytes, max_position, min_one_message)
+                if res is not None:
+                    fs, meta = res
+                    return FetchDataInfo(meta, fs if fs.length > 0 else None)
+                i += 1
+            seg = self.segments[-1]
+            return FetchDataInfo(LogOffsetMetadata(start_offset, seg.base_offset, seg.size), None)
+
+    def _max_position(self, seg: LogSegment, max_offset_exclusive: int) -> int:
+        if max_offset_exclusive >= self._leo:
+            return seg.size
+        j = bisect.bisect_right(self._bases, max_offset_exclusive) - 1
+        if self.segments[j] is not seg:
+            return seg.size if seg.base_offset < self.segments[j].base_offset else 0
+        found = seg.translate_offset(max_offset_exclusive)
+        return seg.size if found is None else found.position
+
+    def fetch_offset_by_timestamp(self, timestamp: int) -> Optional[tuple[int, int, int]]:
+        """ListOffsets: (offset, timestamp, leader_epoch or -1), or None when nothing matches.
+
+        Special timestamps: -2 earliest (log start offset), -4 earliest local (the same here),
+        -1 latest (LEO), -3 the record with the largest timestamp.
+        """
+        with self._lock:
+            cache = self.leader_epoch_cache
+
+            def epoch_of(offset: int) -> int:
+                e = cache.epoch_for_offset(offset)
+                return -1 if e is None else e
+
+            if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+                return self._log_start_offset, NO_TIMESTAMP, epoch_of(self._log_start_offset)
+            if timestamp == LATEST_TIMESTAMP:
+                latest = cache.latest_epoch
+                return self._leo, NO_TIMESTAMP, -1 if latest is None else latest
+            if timestamp == MAX_TIMESTAMP:
+                return self._max_timestamp_and_offset()
+            if timestamp < 0:
+                return None
+            for seg in self.segments:
+                if seg.size == 0:
+                    continue
+                if seg.largest_timestamp >= timestamp:
+                    found = seg.find_offset_by_timestamp(timestamp, self._log_start_offset)
+                    if found is not None:
+                        return found[0], found[1], epoch_of(found[0])
+            return None
+
+    def _max_timestamp_and_offset(self) -> Optional[tuple[int, int, int]]:
+        best = None
+        for seg in self.segments:
+            if seg.size and seg.max_timestamp_so_far >= 0 and (best is None or
+                                                               seg.max_timestamp_so_far > best.max_timestamp_so_far):
+                best = seg
+        if best is None:
+            return None
+        target_ts, batch_last = best.max_timestamp_so_far, best.offset_of_max_timestamp_so_far
+        info = best.translate_offset(batch_last)
+        if info is None:
+            return None
+        for candidate in best.iter_headers(info.position):
+            if candidate.max_timestamp == target_ts:
+                info = candidate
+                break
+        ple = info.partition_leader_epoch if info.partition_leader_epoch >= 0 else -1
+        if info.timestamp_type == 1:
+            return info.base_offset, target_ts, ple
+        for rec in record_batch.iter_records(bytearray(best.read_batch(info))):
+            if rec.timestamp == target_ts:
+                return rec.offset, target_ts, ple
+        return info.base_offset + info.last_offset_delta, target_ts, ple
+
+    # ------------------------------------------------------------------ log start, truncation
+    def delete_records_before(self, offset: int) -> int:
+        """DeleteRecords: raise the log start offset to ``offset`` (<= HW); returns the new low watermark."""
+        with self._lock:
+            if offset > self._hw:
+                raise OffsetOutOfRangeError(
+                    "cannot increment the log start offset to %d above the high watermark %d" % (offset, self._hw))
+            self._increment_log_start_offset(offset)
+            return self._log_start_offset
+
+    def _increment_log_start_offset(self, offset: int) -> None:
+        if offset <= self._log_start_offset:
+            return
+        self._log_start_offset = offset
+        self.leader_epoch_cache.truncate_from_start(offset)
+        self.producer_state.on_log_start_offset_incremented(offset)
+        if self._recovery_point < offset:
+            self._recovery_point = offset
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch with offsets >= ``offset`` (follower truncation); False if nothing to do."""
+        if offset < 0:
+            raise ValueError("cannot truncate to a negative offset %d" % offset)
+        with self._lock:
+            if offset >= self._leo:
+                return False
+            if self.segments[0].base_offset > offset:
+                self._truncate_fully_locked(offset)
+                return True
+            while len(self.segments) > 1 and self.segments[-1].base_offset > offset:
+                self.segments.pop().delete()
+                self._bases.pop()
+            active = self.segments[-1]
+            active.truncate_to(offset)
+            active.resize_indexes(self.config.segment_index_bytes)
+            self._leo = max(active.next_offset, active.base_offset)
+            self._log_start_offset = min(self._log_start_offset, self._leo)
+            self._recovery_point = min(self._recovery_point, self._leo)
+            self._hw = min(self._hw, self._leo)
+            self.leader_epoch_cache.truncate_from_end(self._leo)
+            self._rebuild_producer_state()
+            return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete every segment and restart the log, empty, at ``offset``."""
+        with self._lock:
+            self._truncate_fully_locked(offset)
+
+    def _truncate_fully_locked(self, offset: int) -> None:
+        for seg in self.segments:
+            seg.delete()
+        self.segments = [self._new_segment(offset)]
+        self._bases = [offset]
+        self._leo = self._log_start_offset = self._recovery_point = self._hw = offset
+        self.leader_epoch_cache.clear()
+        self.producer_state.truncate_fully_and_start_at(offset)
+
+    # ------------------------------------------------------------------ retention
+    def delete_old_segments(self, now_ms: Optional[int] = None) -> int:
+        """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted.
+
+        Never deletes the active segment, nor data at or above the high watermark.
+        """
+        with self._lock:
+            now = self._now_ms() if now_ms is None else now_ms
+            cfg = self.config
+            deleted = 0
+            if cfg.delete and cfg.retention_ms >= 0:
+                deleted += self._delete_segments(lambda seg, nxt: now - seg.largest_timestamp > cfg.retention_ms)
+            if cfg.delete and cfg.retention_bytes >= 0:
+                excess = [self.size_bytes - cfg.retention_bytes]
+
+                def over_size(seg: LogSegment, nxt: LogSegment) -> bool:
+                    if excess[0] - seg.size >= 0:
+                        excess[0] -= seg.size
+                        return True
+                    return False
+
+                deleted += self._delete_segments(over_size)
+            deleted += self._delete_segments(lambda seg, nxt: nxt.base_offset <= self._log_start_offset)
+            return deleted
+
+    def _delete_segments(self, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
+        doomed: list[LogSegment] = []
+        for seg, nxt in zip(self.segments, self.segments[1:]):
+            if nxt.base_offset > self._hw or not predicate(seg, nxt):
+                break
+            doomed.append(seg)
+        if not doomed:
+            return 0
+        del self.segments[:len(doomed)]
+        del self._bases[:len(doomed)]
+        self._increment_log_start_offset(self.segments[0].base_offset)
+        for seg in doomed:
+            self._schedule_delete(seg)
+        return len(doomed)
+
+    def _schedule_delete(self, seg: LogSegment) -> None:
+        """Rename the segment's files to ``.deleted``; remove them after file.delete.delay.ms."""
+        renamed = []
+        for suffix in (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX):
+            src = files.file_path(self.dir, seg.base_offset, suffix)
+            try:
+                os.rename(src, src + files.DELETED_SUFFIX)
+                renamed.append(src + files.DELETED_SUFFIX)
+            except FileNotFoundError:
+                pass
+
+        def remove() -> None:
+            try:
+                seg.offset_index.close_handler()
+                seg.time_index.close_handler()
+                seg.log_file.close()
+            except Exception:  # already closed
+                pass
+            for path in renamed:
+                try:
+                    os.unlink(path)
+                except FileNotFoundError:
+                    pass
+
+        delay = self.config.file_delete_delay_ms
+        if self._scheduler is not None and delay > 0:
+            self._scheduler(delay / 1000.0, remove)
+        else:
+            remove()
+
+    # ------------------------------------------------------------------ flush / close
+    def flush(self, up_to_offset: Optional[int] = None) -> None:
+        """fsync segments holding offsets below ``up_to_offset`` (default LEO); advances the recovery point."""
+        with self._lock:
+            self._flush_locked(self._leo if up_to_offset is None else min(up_to_offset, self._leo))
+
+    def _flush_locked(self, up_to: int) -> None:
+        if up_to <= self._recovery_point:
+            return
+        lo = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
+        for seg in self.segments[lo:]:
+            if seg.base_offset >= up_to:
+                break
+            seg.flush()
+        self._recovery_point = up_to
+        if up_to >= self._leo:
+            self._unflushed_messages = 0
+
+    def remove_expired_producers(self, now_ms: Optional[int] = None) -> None:
+        with self._lock:
+            self.producer_state.remove_expired_producers(self._now_ms() if now_ms is None else now_ms)
+
+    def close(self) -> None:
+        """Snapshot producer state at the LEO and close every segment (indexes trimmed)."""
+        with self._lock:
+            if self._closed:
+                return
+            self.producer_state.take_snapshot(self._leo)
+            for seg in self.segments:
+                seg.close()
+            self._closed = True
+
+    def delete(self) -> None:
+        """Close and remove the whole directory."""
+        with self._lock:
+            if not self._closed:
+                for seg in self.segments:
+                    seg.offset_index.close_handler()
+                    seg.time_index.close_handler()
+                    seg.log_file.close()
+                self._closed = True
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def rename_dir(self, new_dir: str) -> None:
+        with self._lock:
+            os.rename(self.dir, new_dir)
+            self.dir = new_dir
+
+    def __repr__(self) -> str:
+        return "Log(dir=%s, log_start_offset=%d, leo=%d, hw=%d)" % (
+            self.dir, self._log_start_offset, self._leo, self._hw)
+
+
+def _marker_coordinator_epoch(records: list) -> int:
+    """Coordinator epoch from an end-transaction marker's value (version int16, epoch int32)."""
+    for rec in records:
+        v = rec.value
+        if v is not None and len(v) >= 6:
+            return int.from_bytes(v[2:6], "big", signed=True)
+    return -1

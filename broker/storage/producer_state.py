@@ -1,0 +1,324 @@
+"""ProducerStateManager: idempotent-producer state (epoch + last 5 batches per producer id).
+
+Snapshot file ``<20-digit offset>.snapshot`` (Kafka's format, version 1, big-endian)::
+
+    version                   int16   (1)
+    crc                       uint32  CRC-32C of everything after this field
+    entry count               int32
+    entries:                          one per producer id, its last batch only
+      producer_id             int64
+      epoch                   int16
+      last_sequence           int32
+      last_offset             int64
+      offset_delta            int32   last_sequence - first_sequence of that batch
+      timestamp               int64
+      coordinator_epoch       int32
+      current_txn_first_offset int64  (-1 when no transaction is open)
+
+The snapshot at offset N holds the state after every batch below N. Thread-safety: called under
+the owning Log's lock.
+"""
+from __future__ import annotations
+
+import bisect
+import os
+import struct
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Iterable, NamedTuple, Optional
+
+from broker.accel import crc32c
+
+from . import files
+from .checkpoints import atomic_write
+from .errors import InvalidProducerEpochError, OutOfOrderSequenceError
+
+NUM_BATCHES_TO_RETAIN = 5
+NO_PRODUCER_EPOCH = -1
+NO_SEQUENCE = -1
+SNAPSHOT_VERSION = 1
+INT32_MAX = 2147483647
+_SNAP_HEADER = struct.Struct(">hI")
+_SNAP_ENTRY = struct.Struct(">qhiqiqiq")
+
+
+class BatchMetadata(NamedTuple):
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp: int
+
+
+@dataclass
+class ProducerStateEntry:
+    """What the log remembers about one producer id."""
+
+    producer_id: int
+    producer_epoch: int = NO_PRODUCER_EPOCH
+    batches: deque = field(default_factory=lambda: deque(maxlen=NUM_BATCHES_TO_RETAIN))
+    coordinator_epoch: int = -1
+    current_txn_first_offset: int = -1
+    last_timestamp: int = -1
+
+    @property
+    def last_seq(self) -> int:
+        return self.batches[-1].last_seq if self.batches else NO_SEQUENCE
+
+    @property
+    def last_data_offset(self) -> int:
+        return self.batches[-1].last_offset if self.batches else -1
+
+    def copy(self) -> "ProducerStateEntry":
+        return ProducerStateEntry(self.producer_id, self.producer_epoch,
+                                  deque(self.batches, maxlen=NUM_BATCHES_TO_RETAIN), self.coordinator_epoch,
+                                  self.current_txn_first_offset, self.last_timestamp)
+
+    def find_duplicate(self, epoch: int, first_seq: int, last_seq: int) -> Optional[BatchMetadata]:
+        if epoch != self.producer_epoch:
+            return None
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+    def add_batch(self, epoch: int, first_seq: int, last_seq: int, first_offset: int, last_offset: int,
+                  timestamp: int) -> None:
+        if epoch != self.producer_epoch:
+            self.batches.clear()
+            self.producer_epoch = epoch
+        self.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset, timestamp))
+        self.last_timestamp = timestamp
+
+
+def last_sequence(base_sequence: int, last_offset_delta: int) -> int:
+    """Sequence of a batch's last record (int32 wraparound to 0, as DefaultRecordBatch)."""
+    s = base_sequence + last_offset_delta
+    return s - INT32_MAX - 1 if s > INT32_MAX else s
+
+
+def _in_sequence(last_seq: int, next_seq: int) -> bool:
+    return next_seq == last_seq + 1 or (next_seq == 0 and last_seq == INT32_MAX)
+
+
+class ProducerAppendInfo:
+    """Validates and collects the producer-state changes of one append before they are applied."""
+
+    def __init__(self, producer_id: int, current: Optional[ProducerStateEntry], validate: bool) -> None:
+        self.producer_id = producer_id
+        self.current = current
+        self.validate = validate
+        self.updated = current.copy() if current is not None else ProducerStateEntry(producer_id)
+        self._appended_in_this = False
+
+    def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, timestamp: int, first_offset: int,
+                          last_offset: int, is_transactional: bool) -> None:
+        if self.validate:
+            self._check_epoch(epoch)
+            self._check_sequence(epoch, first_seq, first_offset)
+        self.updated.add_batch(epoch, first_seq, last_seq, first_offset, last_offset, timestamp)
+        self._appended_in_this = True
+        if is_transactional and self.updated.current_txn_first_offset < 0:
+            self.updated.current_txn_first_offset = first_offset
+
+    def append_end_txn_marker(self, epoch: int, coordinator_epoch: int, timestamp: int) -> None:
+        if self.validate:
+            self._check_epoch(epoch)
+        if epoch != self.updated.producer_epoch:
+            self.updated.batches.clear()
+            self.updated.producer_epoch = epoch
+        self.updated.coordinator_epoch = coordinator_epoch
+        self.updated.current_txn_first_offset = -1
+        self.updated.last_timestamp = timestamp
+
+    def _check_epoch(self, epoch: int) -> None:
+        if epoch < self.updated.producer_epoch:
+            raise InvalidProducerEpochError(
+                "epoch %d of producer %d is older than the current epoch %d"
+                % (epoch, self.producer_id, self.updated.producer_epoch))
+
+    def _check_sequence(self, epoch: int, first_seq: int, offset: int) -> None:
+        upd = self.updated
+        if epoch != upd.producer_epoch:
+            if first_seq != 0 and upd.producer_epoch != NO_PRODUCER_EPOCH:
+                raise OutOfOrderSequenceError(
+                    "invalid sequence %d for new epoch %d of producer %d (current epoch %d), expected 0"
+                    % (first_seq, epoch, self.producer_id, upd.producer_epoch))
+            return
+        if self._appended_in_this or upd.batches:
+            current_last = upd.last_seq
+        else:
+            current_last = NO_SEQUENCE
+        cur_epoch = self.current.producer_epoch if self.current is not None else NO_PRODUCER_EPOCH
+        if not (cur_epoch == NO_PRODUCER_EPOCH or _in_sequence(current_last, first_seq)):
+            raise OutOfOrderSequenceError(
+                "out of order sequence %d for producer %d at offset %d, expected %d"
+                % (first_seq, self.producer_id, offset, current_last + 1))
+
+
+class ProducerStateManager:
+    """Producer id -> ProducerStateEntry for one partition, with snapshots in the partition directory."""
+
+    def __init__(self, log_dir: str, producer_id_expiration_ms: int = 86400000) -> None:
+        self.log_dir = log_dir
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        self.producers: dict[int, ProducerStateEntry] = {}
+        self.map_end_offset = 0
+
+    # ----------------------------------------------------------- state
+    def last_entry(self, producer_id: int) -> Optional[ProducerStateEntry]:
+        return self.producers.get(producer_id)
+
+    def prepare_update(self, producer_id: int, validate: bool = True) -> ProducerAppendInfo:
+        return ProducerAppendInfo(producer_id, self.producers.get(producer_id), validate)
+
+    def update(self, info: ProducerAppendInfo) -> None:
+        self.producers[info.producer_id] = info.updated
+
+    def update_map_end_offset(self, offset: int) -> None:
+        self.map_end_offset = offset
+
+    def replay_batch(self, producer_id: int, epoch: int, base_sequence: int, last_offset_delta: int,
+                     base_offset: int, max_timestamp: int, is_transactional: bool, is_control: bool,
+                     coordinator_epoch: int = -1) -> None:
+        """Apply a batch already in the log, without validation (recovery, follower appends)."""
+        if producer_id < 0:
+            return
+        info = self.prepare_update(producer_id, validate=False)
+        if is_control:
+            info.append_end_txn_marker(epoch, coordinator_epoch, max_timestamp)
+        else:
+            info.append_data_batch(epoch, base_sequence, last_sequence(base_sequence, last_offset_delta),
+                                   max_timestamp, base_offset, base_offset + last_offset_delta, is_transactional)
+        self.update(info)
+
+    def ongoing_txn_first_offsets(self) -> list[int]:
+        return sorted(e.current_txn_first_offset for e in self.producers.values()
+                      if e.current_txn_first_offset >= 0)
+
+    def first_undecided_offset(self) -> Optional[int]:
+        offsets = self.ongoing_txn_first_offsets()
+        return offsets[0] if offsets else None
+
+    def remove_expired_producers(self, now_ms: int) -> None:
+        expired = [pid for pid, e in self.producers.items()
+                   if e.current_txn_first_offset < 0 and now_ms - e.last_timestamp >= self.producer_id_expiration_ms]
+        for pid in expired:
+            del self.producers[pid]
+
+    def on_log_start_offset_incremented(self, log_start_offset: int) -> None:
+        """Forget producers whose last write is below the new log start offset (retention, DeleteRecords)."""
+        gone = [pid for pid, e in self.producers.items()
+                if e.batches and e.last_data_offset < log_start_offset and e.current_txn_first_offset < 0]
+        for pid in gone:
+            del self.producers[pid]
+        self.delete_snapshots_before(log_start_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.producers.clear()
+        for off in self.list_snapshot_offsets():
+            self._delete_snapshot(off)
+        self.map_end_offset = offset
+
+    # ----------------------------------------------------------- snapshots
+    def list_snapshot_offsets(self) -> list[int]:
+        out = []
+        for name in os.listdir(self.log_dir):
+            if name.endswith(files.PRODUCER_SNAPSHOT_SUFFIX) and files.is_segment_stem(name):
+                out.append(files.offset_from_file_name(name))
+        return sorted(out)
+
+    def _snapshot_path(self, offset: int) -> str:
+        return files.file_path(self.log_dir, offset, files.PRODUCER_SNAPSHOT_SUFFIX)
+
+    def _delete_snapshot(self, offset: int) -> None:
+        try:
+            os.unlink(self._snapshot_path(offset))
+        except FileNotFoundError:
+            pass
+
+    def take_snapshot(self, offset: Optional[int] = None) -> None:
+        """Write the state as of ``offset`` (default: map end offset), unless that snapshot exists."""
+        off = self.map_end_offset if offset is None else offset
+        path = self._snapshot_path(off)
+        if os.path.exists(path):
+            return
+        atomic_write(path, encode_snapshot(self.producers.values()))
+
+    def delete_snapshots_before(self, offset: int) -> None:
+        for off in self.list_snapshot_offsets():
+            if off < offset:
+                self._delete_snapshot(off)
+
+    def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> int:
+        """Drop snapshots outside (log start, LEO], load the latest remaining; returns its offset.
+
+        The caller replays the log from the returned offset to ``log_end_offset``.
+        """
+        for off in self.list_snapshot_offsets():
+            if off > log_end_offset or off < log_start_offset:
+                self._delete_snapshot(off)
+        self.producers.clear()
+        for off in reversed(self.list_snapshot_offsets()):
+            try:
+                with open(self._snapshot_path(off), "rb") as f:
+                    entries = decode_snapshot(f.read())
+            except ValueError:
+                self._delete_snapshot(off)
+                continue
+            for e in entries:
+                if e.current_txn_first_offset >= 0 or now_ms - e.last_timestamp < self.producer_id_expiration_ms:
+                    self.producers[e.producer_id] = e
+            self.map_end_offset = off
+            return off
+        self.map_end_offset = log_start_offset
+        return log_start_offset
+
+    def latest_snapshot_offset(self) -> Optional[int]:
+        offs = self.list_snapshot_offsets()
+        return offs[-1] if offs else None
+
+    def snapshot_offset_at_or_below(self, offset: int) -> Optional[int]:
+        offs = self.list_snapshot_offsets()
+        i = bisect.bisect_right(offs, offset) - 1
+        return offs[i] if i >= 0 else None
+
+
+def encode_snapshot(entries: Iterable[ProducerStateEntry]) -> bytes:
+    """Kafka's producer snapshot bytes (version 1) for ``entries``."""
+    body = bytearray()
+    items = list(entries)
+    body += struct.pack(">i", len(items))
+    for e in items:
+        if e.batches:
+            b = e.batches[-1]
+            last_seq, last_off, delta = b.last_seq, b.last_offset, b.last_offset - b.first_offset
+        else:
+            last_seq, last_off, delta = NO_SEQUENCE, -1, 0
+        body += _SNAP_ENTRY.pack(e.producer_id, e.producer_epoch, last_seq, last_off, delta, e.last_timestamp,
+                                 e.coordinator_epoch, e.current_txn_first_offset)
+    return _SNAP_HEADER.pack(SNAPSHOT_VERSION, crc32c.crc32c(bytes(body))) + bytes(body)
+
+
+def decode_snapshot(data: bytes) -> list[ProducerStateEntry]:
+    """Parse snapshot bytes; ValueError when the version, CRC or length is wrong."""
+    if len(data) < 10:
+        raise ValueError("snapshot too short")
+    version, crc = _SNAP_HEADER.unpack_from(data, 0)
+    if version != SNAPSHOT_VERSION:
+        raise ValueError("unsupported producer snapshot version %d" % version)
+    if crc32c.crc32c(data[6:]) != crc:
+        raise ValueError("producer snapshot CRC mismatch")
+    (count,) = struct.unpack_from(">i", data, 6)
+    if count < 0 or 10 + count * _SNAP_ENTRY.size != len(data):
+        raise ValueError("producer snapshot length mismatch")
+    out = []
+    for i in range(count):
+        pid, epoch, last_seq, last_off, delta, ts, coord_epoch, txn_first = _SNAP_ENTRY.unpack_from(
+            data, 10 + i * _SNAP_ENTRY.size)
+        e = ProducerStateEntry(pid, epoch, coordinator_epoch=coord_epoch, current_txn_first_offset=txn_first,
+                               last_timestamp=ts)
+        if last_off >= 0:
+            e.batches.append(BatchMetadata(last_seq - delta, last_seq, last_off - delta, last_off, ts))
+        out.append(e)
+    return out

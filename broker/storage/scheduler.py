@@ -1,0 +1,78 @@
+"""Scheduler: one daemon thread running delayed and periodic tasks (Kafka's KafkaScheduler role).
+
+Tasks run one at a time on the scheduler thread; a task that raises is logged and, if periodic,
+rescheduled. ``shutdown`` stops the thread after the running task finishes.
+"""
+from __future__ import annotations
+
+import heapq
+import itertools
+import logging
+import threading
+import time
+from typing import Callable
+
+logger = logging.getLogger(__name__)
+
+
+class Scheduler:
+    """Runs ``fn`` after ``delay_s`` (once) or every ``period_s`` on a single background thread."""
+
+    def __init__(self, name: str = "storage-scheduler", clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
+        self._cv = threading.Condition()
+        self._queue: list[tuple[float, int, str, Callable[[], None], float]] = []
+        self._seq = itertools.count()
+        self._stopped = False
+        self._thread = threading.Thread(target=self._run, name=name, daemon=True)
+        self._thread.start()
+
+    def schedule(self, name: str, fn: Callable[[], None], delay_s: float = 0.0, period_s: float = -1.0) -> None:
+        """Run ``fn`` after ``delay_s``; repeat every ``period_s`` when it is positive."""
+        with self._cv:
+            if self._stopped:
+                return
+            heapq.heappush(self._queue, (self._clock() + delay_s, next(self._seq), name, fn, period_s))
+            self._cv.notify()
+
+    def schedule_once(self, delay_s: float, fn: Callable[[], None]) -> None:
+        """(delay, fn) form used by Log for deferred file deletion."""
+        self.schedule("delete-file", fn, delay_s)
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while not self._stopped and (not self._queue or self._queue[0][0] > self._clock()):
+                    timeout = None if not self._queue else max(0.0, self._queue[0][0] - self._clock())
+                    self._cv.wait(timeout)
+                if self._stopped:
+                    return
+                due, _, name, fn, period = heapq.heappop(self._queue)
+            try:
+                fn()
+            except Exception:
+                logger.exception("Scheduled task %s failed", name)
+            if period > 0:
+                with self._cv:
+                    if not self._stopped:
+                        heapq.heappush(self._queue, (max(due + period, self._clock()), next(self._seq), name, fn,
+                                                     period))
+
+    def run_pending_now(self) -> None:
+        """Run every queued one-shot task immediately on the caller's thread (shutdown, tests)."""
+        with self._cv:
+            once = [t for t in self._queue if t[4] <= 0]
+            self._queue = [t for t in self._queue if t[4] > 0]
+            heapq.heapify(self._queue)
+        for _, _, name, fn, _ in sorted(once):
+            try:
+                fn()
+            except Exception:
+                logger.exception("Scheduled task %s failed", name)
+
+    def shutdown(self) -> None:
+        with self._cv:
+            self._stopped = True
+            self._cv.notify_all()
+        if threading.current_thread() is not self._thread:
+            self._thread.join(timeout=30)

@@ -1,0 +1,386 @@
+"""LogSegment: one ``<20-digit base offset>.log`` file with its ``.index`` and ``.timeindex``.
+
+The ``.log`` file is a plain concatenation of magic-2 record batches exactly as they appear on
+the wire (see broker/protocol/records/batch_info.py for the 61-byte batch header). Appends are
+one ``pwrite`` of already validated and offset-stamped batch bytes at the end of the file.
+The indexes get an entry for a batch when more than index.interval.bytes were appended since
+the last entry: offset index (batch last offset -> batch start position) and time index
+(max timestamp so far -> offset carrying it), as Kafka 3.9's LogSegment.append.
+
+Reads return a FileSlice of whole batches. Finding the batch holding an offset is an index
+lookup followed by a scan of batch headers (61 bytes each, read with pread in chunks).
+
+Thread-safety: called under the owning Log's lock; FileSlices stay valid while the file is open.
+"""
+from __future__ import annotations
+
+import os
+import struct
+import time as _time
+from typing import Callable, Iterator, NamedTuple, Optional, Sequence
+
+from broker.accel import record_batch
+from broker.protocol.records.batch_info import BatchInfo
+from broker.util.file_slice import FileSlice
+
+from . import files
+from .errors import LogSegmentOffsetOverflowError
+from .index import OffsetIndex, TimeIndex
+
+HEADER = struct.Struct(">qiiBIhiqqqhii")  # the 61-byte magic-2 batch header
+HEADER_SIZE = 61
+LOG_OVERHEAD = 12
+_SCAN_CHUNK = 16384
+_RECOVER_CHUNK = 8 << 20
+INT32_MAX = 2147483647
+
+
+class LogOffsetMetadata(NamedTuple):
+    """Where an offset lives: its segment and the byte position of its batch in that segment."""
+
+    message_offset: int
+    segment_base_offset: int = -1
+    relative_position_in_segment: int = -1
+
+
+class LogSegment:
+    """A segment of a partition's log; the active (last) segment takes appends."""
+
+    def __init__(self, dir_path: str, base_offset: int, *, index_interval_bytes: int, max_index_size: int,
+                 now_ms: int, file_already_exists: bool = False) -> None:
+        self.dir = dir_path
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        self.max_index_size = max_index_size
+        self.created_ms = now_ms
+        log_path = files.file_path(dir_path, base_offset, files.LOG_SUFFIX)
+        if not file_already_exists:
+            open(log_path, "ab").close()
+        self.log_file = open(log_path, "r+b", buffering=0)
+        self._fd = self.log_file.fileno()
+        self.size = os.fstat(self._fd).st_size
+        self.offset_index = OffsetIndex(files.file_path(dir_path, base_offset, files.INDEX_SUFFIX), base_offset,
+                                        max_index_size)
+        self.time_index = TimeIndex(files.file_path(dir_path, base_offset, files.TIME_INDEX_SUFFIX), base_offset,
+                                    max_index_size)
+        self.bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp: Optional[int] = None
+        self.max_timestamp_so_far = -1
+        self.offset_of_max_timestamp_so_far = base_offset
+        self.next_offset = base_offset
+        if file_already_exists:
+            self._load_tail_state()
+
+    # ------------------------------------------------------------------ state
+    @property
+    def path(self) -> str:
+        return self.log_file.name  # type: ignore[no-any-return]
+
+    def _load_tail_state(self) -> None:
+        """Derive the next offset and max timestamp from the indexes plus a scan of the unindexed tail."""
+        ts, off = self.time_index.last_entry
+        if self.time_index.entries:
+            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = ts, off
+        _, pos = self.offset_index.lookup_by_position(self.size)
+        for info in self.iter_headers(pos):
+            self.next_offset = info.base_offset + info.last_offset_delta + 1
+            if info.max_timestamp > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = info.max_timestamp
+                self.offset_of_max_timestamp_so_far = self.next_offset - 1
+
+    def sanity_check_indexes(self) -> bool:
+        return self.offset_index.sanity_check() and self.time_index.sanity_check()
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max record timestamp of the segment, or the file's mtime when it has none (as Kafka)."""
+        if self.max_timestamp_so_far >= 0:
+            return self.max_timestamp_so_far
+        return int(os.fstat(self._fd).st_mtime * 1000)
+
+    def first_batch_timestamp(self) -> int:
+        """Max timestamp of the first batch (drives segment.ms rolls), -1 when empty."""
+        if self._rolling_based_timestamp is None:
+            self._rolling_based_timestamp = -1
+            for info in self.iter_headers(0):
+                self._rolling_based_timestamp = info.max_timestamp
+                break
+        return self._rolling_based_timestamp
+
+    def should_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int,
+                    segment_bytes: int, roll_ms: int) -> bool:
+        """Kafka's LogSegment.shouldRoll: size, segment.ms (minus jitter), full index, offset overflow."""
+        if self.size > segment_bytes - messages_size:
+            return True
+        if self.size > 0:
+            first_ts = self.first_batch_timestamp()
+            waited = max_timestamp - first_ts if first_ts >= 0 else now_ms - self.created_ms
+            if waited > roll_ms:
+                return True
+        return (self.offset_index.is_full() or self.time_index.is_full()
+                or not self.can_convert_to_relative_offset(max_offset))
+
+    def can_convert_to_relative_offset(self, offset: int) -> bool:
+        return 0 <= offset - self.base_offset <= INT32_MAX
+
+    # ------------------------------------------------------------------ append
+    def append(self, buf: "bytes | bytearray | memoryview", batches: Sequence[tuple[int, int, int]]) -> None:
+        """Write ``buf`` (whole batches) at the end; ``batches`` = (last_offset, max_timestamp, size) each."""
+        if not batches:
+            return
+        if not self.can_convert_to_relative_offset(batches[-1][0]):
+            raise LogSegmentOffsetOverflowError(
+                "offset %d does not fit in segment %d" % (batches[-1][0], self.base_offset))
+        position = self.size
+        if position == 0:
+            self._rolling_based_timestamp = batches[0][1]
+        view = memoryview(buf)
+        written = 0
+        total = len(view)
+        while written < total:
+            written += os.pwrite(self._fd, view[written:], position + written)
+        since = self.bytes_since_last_index_entry
+        interval = self.index_interval_bytes
+        max_ts = self.max_timestamp_so_far
+        for last_offset, batch_max_ts, size in batches:
+            if batch_max_ts > max_ts:
+                max_ts = batch_max_ts
+                self.max_timestamp_so_far = max_ts
+                self.offset_of_max_timestamp_so_far = last_offset
+            if since > interval:
+                self.offset_index.append(last_offset, position)
+                self.time_index.maybe_append(max_ts, self.offset_of_max_timestamp_so_far)
+                since = 0
+            position += size
+            since += size
+        self.bytes_since_last_index_entry = since
+        self.size = position
+        self.next_offset = batches[-1][0] + 1
+
+    # ------------------------------------------------------------------ reads
+    def iter_headers(self, start_position: int = 0, end_position: int = -1) -> Iterator[BatchInfo]:
+        """Headers of the batches from ``start_position`` (a batch start) to the end, read in chunks."""
+        end = self.size if end_position < 0 else min(end_position, self.size)
+        pos = start_position
+        chunk = b""
+        chunk_start = pos
+        fd = self._fd
+        unpack = HEADER.unpack_from
+        while pos + HEADER_SIZE <= end:
+            rel = pos - chunk_start
+            if rel < 0 or rel + HEADER_SIZE > len(chunk):
+                chunk = os.pread(fd, _SCAN_CHUNK, pos)
+                chunk_start, rel = pos, 0
+                if len(chunk) < HEADER_SIZE:
+                    return
+            (base_offset, length, ple, magic, crc, attributes, lod, base_ts, max_ts, pid, pepoch, bseq,
+             count) = unpack(chunk, rel)
+            size = length + LOG_OVERHEAD
+            if length <= 0 or pos + size > end:
+                return
+            yield BatchInfo(pos, size, base_offset, lod, ple, magic, crc, attributes, base_ts, max_ts, pid,
+                            pepoch, bseq, count)
+            pos += size
+
+    def translate_offset(self, offset: int, starting_position: int = 0) -> Optional[BatchInfo]:
+        """The first batch whose last offset is >= ``offset`` (its position is in the result), or None."""
+        _, pos = self.offset_index.lookup(offset)
+        for info in self.iter_headers(max(pos, starting_position)):
+            if info.base_offset + info.last_offset_delta >= offset:
+                return info
+        return None
+
+    def _whole_batches_end(self, start: int, limit: int) -> int:
+        """The largest batch boundary <= ``limit`` at or after ``start`` (``start`` if none)."""
+        _, pos = self.offset_index.lookup_by_position(limit)
+        pos = max(pos, start)
+        end = pos
+        for info in self.iter_headers(pos, limit):
+            end = info.position + info.size
+        return end
+
+    def read(self, start_offset: int, max_size: int, max_position: int = -1,
+             min_one_message: bool = False) -> Optional[tuple[FileSlice, LogOffsetMetadata]]:
+        """Whole batches from the one holding ``start_offset``, up to ``max_size`` bytes and ``max_position``.
+
+        Returns None when ``start_offset`` is past this segment's last batch. With ``min_one_message``
+        the first batch is returned whole even when larger than ``max_size`` (KIP-74).
+        """
+        if max_size < 0:
+            raise ValueError("invalid max size %d" % max_size)
+        if max_position < 0:
+            max_position = self.size
+        first = self.translate_offset(start_offset)
+        if first is None:
+            return None
+        start = first.position
+        meta = LogOffsetMetadata(start_offset, self.base_offset, start)
+        if start >= max_position:
+            return FileSlice(self.log_file, start, 0), meta
+        limit = min(max_position, start + max_size)
+        if first.size > limit - start:
+            if min_one_message and start + first.size <= max_position:
+                return FileSlice(self.log_file, start, first.size), meta
+            return FileSlice(self.log_file, start, 0), meta
+        end = self._whole_batches_end(start, limit)
+        return FileSlice(self.log_file, start, end - start), meta
+
+    def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> Optional[tuple[int, int]]:
+        """(offset, timestamp) of the first record at or after ``starting_offset`` with timestamp >= target."""
+        _, index_offset = self.time_index.lookup(timestamp)
+        _, pos = self.offset_index.lookup(max(index_offset, starting_offset))
+        for info in self.iter_headers(pos):
+            if info.max_timestamp >= timestamp and info.base_offset + info.last_offset_delta >= starting_offset:
+                data = bytearray(os.pread(self._fd, info.size, info.position))
+                for rec in record_batch.iter_records(data):
+                    if rec.timestamp >= timestamp and rec.offset >= starting_offset:
+                        return rec.offset, rec.timestamp
+        return None
+
+    def read_batch(self, info: BatchInfo) -> bytes:
+        return os.pread(self._fd, info.size, info.position)
+
+    # ------------------------------------------------------------------ recovery / truncation
+    def recover(self, on_batch: Optional[Callable[[BatchInfo], None]] = None) -> int:
+        """Rebuild the indexes from the log with CRC checks; truncate a torn or corrupt tail.
+
+        Returns the number of bytes truncated. ``on_batch`` sees every valid batch (producer state
+        and leader epoch cache rebuild).
+        """
+        self.offset_index.reset()
+        self.time_index.reset()
+        self.resize_indexes(self.max_index_size)
+        self.max_timestamp_so_far = -1
+        self.offset_of_max_timestamp_so_far = self.base_offset
+        self.next_offset = self.base_offset
+        self.bytes_since_last_index_entry = 0
+        file_size = os.fstat(self._fd).st_size
+        self.size = 0
+        pos = 0
+        needed = 0
+        expected_next = self.base_offset
+        valid_end = 0
+        while pos < file_size:
+            want = min(file_size - pos, max(_RECOVER_CHUNK, needed))
+            data = os.pread(self._fd, want, pos)
+            infos, vend = record_batch.scan_batches(data, 0, -1, True)
+            good: list[tuple[int, int, int]] = []
+            stop = False
+            for info in infos:
+                if (info.magic != 2 or info.base_offset < expected_next
+                        or not self.can_convert_to_relative_offset(info.base_offset + info.last_offset_delta)):
+                    stop = True
+                    break
+                expected_next = info.base_offset + info.last_offset_delta + 1
+                good.append((expected_next - 1, info.max_timestamp, info.size))
+                if on_batch is not None:
+                    on_batch(info._replace(position=pos + info.position))
+            if good:
+                self._index_existing(good)
+                consumed = sum(g[2] for g in good)
+                pos += consumed
+                valid_end = pos
+                needed = 0
+                if stop:
+                    break
+                continue
+            if stop or len(data) < LOG_OVERHEAD:
+                break
+            length = struct.unpack_from(">i", data, 8)[0]
+            size = length + LOG_OVERHEAD
+            if length > 0 and size > len(data) and pos + size <= file_size and needed < size:
+                needed = size  # a batch larger than the chunk: read it whole
+                continue
+            break
+        truncated = file_size - valid_end
+        if truncated:
+            os.ftruncate(self._fd, valid_end)
+        self.size = valid_end
+        self._rolling_based_timestamp = None
+        return truncated
+
+    def _index_existing(self, batches: list[tuple[int, int, int]]) -> None:
+        """Index already written batches (recovery): the same rule as append, without the write."""
+        position = self.size
+        since = self.bytes_since_last_index_entry
+        for last_offset, batch_max_ts, size in batches:
+            if batch_max_ts > self.max_timestamp_so_far:
+                self.max_timestamp_so_far = batch_max_ts
+                self.offset_of_max_timestamp_so_far = last_offset
+            if since > self.index_interval_bytes:
+                self.offset_index.append(last_offset, position)
+                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far)
+                since = 0
+            position += size
+            since += size
+        self.bytes_since_last_index_entry = since
+        self.size = position
+        self.next_offset = batches[-1][0] + 1
+
+    def truncate_to(self, offset: int) -> int:
+        """Drop batches whose last offset is >= ``offset``; returns the bytes removed."""
+        first = self.translate_offset(offset)
+        if first is None:
+            return 0
+        self.offset_index.truncate_to(offset)
+        self.time_index.truncate_to(offset)
+        removed = self.size - first.position
+        os.ftruncate(self._fd, first.position)
+        self.size = first.position
+        self.bytes_since_last_index_entry = 0
+        self._rolling_based_timestamp = None
+        self.next_offset = self.base_offset
+        self.max_timestamp_so_far = -1
+        self.offset_of_max_timestamp_so_far = self.base_offset
+        self._load_tail_state()
+        return removed
+
+    # ------------------------------------------------------------------ lifecycle
+    def on_become_inactive(self) -> None:
+        """The segment was rolled: final time index entry, indexes trimmed to their entries."""
+        if self.max_timestamp_so_far >= 0:
+            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
+                                         skip_full_check=True)
+        self.offset_index.trim_to_valid_size()
+        self.time_index.trim_to_valid_size()
+
+    def resize_indexes(self, size: int) -> None:
+        self.offset_index.resize(size)
+        self.time_index.resize(size)
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self.max_timestamp_so_far >= 0:
+            try:
+                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
+                                             skip_full_check=True)
+            except ValueError:
+                pass
+        self.offset_index.close()
+        self.time_index.close()
+        self.log_file.close()
+
+    def delete(self) -> None:
+        """Close and remove the segment's files."""
+        self.offset_index.delete()
+        self.time_index.delete()
+        if not self.log_file.closed:
+            self.log_file.close()
+        try:
+            os.unlink(files.file_path(self.dir, self.base_offset, files.LOG_SUFFIX))
+        except FileNotFoundError:
+            pass
+
+    def last_modified_ms(self) -> int:
+        return int(os.fstat(self._fd).st_mtime * 1000)
+
+    def __repr__(self) -> str:
+        return "LogSegment(base_offset=%d, size=%d)" % (self.base_offset, self.size)
+
+
+def now_ms() -> int:
+    return int(_time.time() * 1000)

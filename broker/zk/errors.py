@@ -1,0 +1,21 @@
+"""Errors of the ZooKeeper layer (internal: callers map them, none is a wire code by itself)."""
+
+
+class ZkError(Exception):
+    """Base class for errors raised by KafkaZkClient."""
+
+
+class ZkUnavailableError(ZkError):
+    """ZooKeeper could not be reached within zookeeper.connection.timeout.ms."""
+
+
+class BrokerIdInUseError(ZkError):
+    """Another live broker session holds /brokers/ids/<id>."""
+
+
+class TopicExistsError(ZkError):
+    """/brokers/topics/<topic> already exists."""
+
+
+class NoSuchTopicError(ZkError):
+    """The topic has no /brokers/topics/<topic> znode."""

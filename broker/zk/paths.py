@@ -1,0 +1,357 @@
+"""Kafka's ZooKeeper znodes (ZooKeeper mode, Kafka 3.9): one small class per znode with its path and the exact JSON
+Kafka reads and writes, so Kafka's own tools (and operators) find everything where they expect it.
+
+Encoding: UTF-8 JSON, compact separators, as Kafka's Json.encodeAsBytes. Layouts (see
+/work/shared/reference/zookeeper-layout.md):
+  /cluster/id                                   {"version":"1","id":"<22-char base64url uuid>"}
+  /brokers/ids/<id>            (ephemeral)      {"version":5,"host":h,"port":p,"jmx_port":-1,"timestamp":"<ms>",
+                                                 "endpoints":[...],"listener_security_protocol_map":{...},
+                                                 "rack":r|null,"features":{}}
+  /brokers/topics/<t>                           {"version":3,"topic_id":id,"partitions":{"0":[1,2]},
+                                                 "adding_replicas":{},"removing_replicas":{}}
+  /brokers/topics/<t>/partitions/<p>/state      {"version":1,"leader":l,"leader_epoch":e,"controller_epoch":c,
+                                                 "isr":[...],"leader_recovery_state":0}
+  /controller                  (ephemeral)      {"version":2,"brokerid":b,"timestamp":"<ms>","kraftControllerEpoch":-1}
+  /controller_epoch                             decimal text
+  /config/<entity type>/<name>                  {"version":1,"config":{k: v}}
+  /config/changes/config_change_<10 digits>     {"version":2,"entity_path":"topics/foo"}
+  /admin/delete_topics/<t>                      empty
+  /latest_producer_id_block                     {"version":1,"broker":b,"block_start":"0","block_end":"999"}
+  /isr_change_notification/isr_change_<seq>     {"version":1,"partitions":[{"topic":t,"partition":p}]}
+  /feature                                      {"version":2,"status":1,"features":{}}
+"""
+from __future__ import annotations
+
+import base64
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote
+
+from broker.config.kafka_config import Endpoint
+
+
+def _enc(obj: Any) -> bytes:
+    return json.dumps(obj, separators=(",", ":")).encode("utf-8")
+
+
+def _dec(data: bytes | None) -> Any:
+    if not data:
+        return None
+    return json.loads(data.decode("utf-8"))
+
+
+def _now_ms_str() -> str:
+    return str(int(time.time() * 1000))
+
+
+def new_uuid_base64() -> str:
+    """A random Kafka Uuid as 22-char base64url without padding (never starting with '-', as Kafka avoids)."""
+    while True:
+        raw = uuid.uuid4().bytes
+        s = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
+        if not s.startswith("-"):
+            return s
+
+
+# ----------------------------------------------------------------------------------------------- cluster / brokers
+class ClusterIdZNode:
+    path = "/cluster/id"
+
+    @staticmethod
+    def encode(cluster_id: str) -> bytes:
+        return _enc({"version": "1", "id": cluster_id})
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        return str(_dec(data)["id"])
+
+
+class BrokerIdsZNode:
+    path = "/brokers/ids"
+
+
+class BrokerSequenceIdZNode:
+    path = "/brokers/seqid"
+
+
+@dataclass(frozen=True)
+class BrokerInfo:
+    """A live broker as registered in /brokers/ids/<id>."""
+
+    broker_id: int
+    endpoints: list[Endpoint]
+    rack: str | None = None
+    features: dict[str, Any] = field(default_factory=dict)
+    jmx_port: int = -1
+    timestamp: str = ""
+
+    def endpoint(self, listener_name: str) -> Endpoint | None:
+        for e in self.endpoints:
+            if e.listener_name == listener_name:
+                return e
+        return None
+
+
+class BrokerIdZNode:
+    version = 5
+
+    @staticmethod
+    def path(broker_id: int) -> str:
+        return f"/brokers/ids/{broker_id}"
+
+    @staticmethod
+    def encode(info: BrokerInfo) -> bytes:
+        plaintext = next((e for e in info.endpoints if e.security_protocol == "PLAINTEXT"), None)
+        return _enc({
+            "version": BrokerIdZNode.version,
+            "host": plaintext.host if plaintext else None,
+            "port": plaintext.port if plaintext else -1,
+            "jmx_port": info.jmx_port,
+            "timestamp": info.timestamp or _now_ms_str(),
+            "endpoints": [e.connection_string() for e in info.endpoints],
+            "listener_security_protocol_map": {e.listener_name: e.security_protocol for e in info.endpoints},
+            "rack": info.rack,
+            "features": info.features,
+        })
+
+    @staticmethod
+    def decode(broker_id: int, data: bytes) -> BrokerInfo:
+        obj = _dec(data)
+        proto_map = obj.get("listener_security_protocol_map") or {}
+        endpoints = []
+        for s in obj.get("endpoints", []):
+            name, rest = s.split("://", 1)
+            host, port = rest.rsplit(":", 1)
+            host = host[1:-1] if host.startswith("[") else host
+            endpoints.append(Endpoint(name, host, int(port), proto_map.get(name, name)))
+        if not endpoints and obj.get("host"):
+            endpoints.append(Endpoint("PLAINTEXT", obj["host"], int(obj["port"]), "PLAINTEXT"))
+        return BrokerInfo(broker_id, endpoints, obj.get("rack"), obj.get("features") or {},
+                          int(obj.get("jmx_port", -1)), str(obj.get("timestamp", "")))
+
+
+# ----------------------------------------------------------------------------------------------- topics
+class TopicsZNode:
+    path = "/brokers/topics"
+
+
+@dataclass(frozen=True)
+class TopicAssignment:
+    topic_id: str | None
+    partitions: dict[int, list[int]]
+    adding_replicas: dict[int, list[int]] = field(default_factory=dict)
+    removing_replicas: dict[int, list[int]] = field(default_factory=dict)
+
+
+class TopicZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/brokers/topics/{topic}"
+
+    @staticmethod
+    def encode(assignment: TopicAssignment) -> bytes:
+        obj: dict[str, Any] = {"version": 3 if assignment.topic_id else 2}
+        if assignment.topic_id:
+            obj["topic_id"] = assignment.topic_id
+        obj["partitions"] = {str(p): list(r) for p, r in sorted(assignment.partitions.items())}
+        obj["adding_replicas"] = {str(p): list(r) for p, r in sorted(assignment.adding_replicas.items())}
+        obj["removing_replicas"] = {str(p): list(r) for p, r in sorted(assignment.removing_replicas.items())}
+        return _enc(obj)
+
+    @staticmethod
+    def decode(data: bytes) -> TopicAssignment:
+        obj = _dec(data) or {}
+
+        def m(key: str) -> dict[int, list[int]]:
+            return {int(p): [int(r) for r in rs] for p, rs in (obj.get(key) or {}).items()}
+
+        return TopicAssignment(obj.get("topic_id"), m("partitions"), m("adding_replicas"), m("removing_replicas"))
+
+
+class TopicPartitionsZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return f"/brokers/topics/{topic}/partitions"
+
+
+class TopicPartitionZNode:
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"/brokers/topics/{topic}/partitions/{partition}"
+
+
+@dataclass(frozen=True)
+class LeaderAndIsr:
+    """Contents of a partition state znode (plus the znode version for compare-and-set, -1 when unknown)."""
+
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    controller_epoch: int
+    leader_recovery_state: int = 0
+    zk_version: int = -1
+
+
+class TopicPartitionStateZNode:
+    @staticmethod
+    def path(topic: str, partition: int) -> str:
+        return f"/brokers/topics/{topic}/partitions/{partition}/state"
+
+    @staticmethod
+    def encode(s: LeaderAndIsr) -> bytes:
+        return _enc({"version": 1, "leader": s.leader, "leader_epoch": s.leader_epoch,
+                     "controller_epoch": s.controller_epoch, "isr": list(s.isr),
+                     "leader_recovery_state": s.leader_recovery_state})
+
+    @staticmethod
+    def decode(data: bytes, zk_version: int = -1) -> LeaderAndIsr:
+        o = _dec(data)
+        return LeaderAndIsr(int(o["leader"]), int(o["leader_epoch"]), [int(r) for r in o["isr"]],
+                            int(o["controller_epoch"]), int(o.get("leader_recovery_state", 0)), zk_version)
+
+
+# ----------------------------------------------------------------------------------------------- controller
+class ControllerZNode:
+    path = "/controller"
+
+    @staticmethod
+    def encode(broker_id: int) -> bytes:
+        return _enc({"version": 2, "brokerid": broker_id, "timestamp": _now_ms_str(), "kraftControllerEpoch": -1})
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        o = _dec(data)
+        return int(o) if isinstance(o, int) else int(o["brokerid"])
+
+
+class ControllerEpochZNode:
+    path = "/controller_epoch"
+
+    @staticmethod
+    def encode(epoch: int) -> bytes:
+        return str(epoch).encode("ascii")
+
+    @staticmethod
+    def decode(data: bytes) -> int:
+        return int(data.decode("ascii").strip() or 0)
+
+
+# ----------------------------------------------------------------------------------------------- configs
+class ConfigEntityZNode:
+    """/config/<type>/<name>: overrides for a topic, broker ('<default>' = cluster default), user, client, ip."""
+
+    DEFAULT = "<default>"
+
+    @staticmethod
+    def path(entity_type: str, entity_name: str) -> str:
+        return f"/config/{entity_type}/{entity_name}"
+
+    @staticmethod
+    def encode(configs: dict[str, str]) -> bytes:
+        return _enc({"version": 1, "config": dict(configs)})
+
+    @staticmethod
+    def decode(data: bytes | None) -> dict[str, str]:
+        o = _dec(data)
+        return {k: str(v) for k, v in ((o or {}).get("config") or {}).items()}
+
+
+class TopicConfigZNode:
+    @staticmethod
+    def path(topic: str) -> str:
+        return ConfigEntityZNode.path("topics", topic)
+
+
+def sanitize_entity_name(name: str) -> str:
+    """Kafka URL-encodes user/client entity names in znode paths (<default> stays literal)."""
+    return name if name == ConfigEntityZNode.DEFAULT else quote(name, safe="")
+
+
+class ConfigEntityChangeNotificationZNode:
+    path = "/config/changes"
+    prefix = "config_change_"
+
+    @staticmethod
+    def encode(entity_path: str) -> bytes:
+        return _enc({"version": 2, "entity_path": entity_path})
+
+    @staticmethod
+    def decode(data: bytes) -> str:
+        return str(_dec(data)["entity_path"])
+
+
+class DeleteTopicsZNode:
+    path = "/admin/delete_topics"
+
+    @staticmethod
+    def topic_path(topic: str) -> str:
+        return f"/admin/delete_topics/{topic}"
+
+
+class ProducerIdBlockZNode:
+    path = "/latest_producer_id_block"
+    block_size = 1000
+
+    @staticmethod
+    def encode(broker_id: int, block_start: int, block_end: int) -> bytes:
+        return _enc({"version": 1, "broker": broker_id, "block_start": str(block_start),
+                     "block_end": str(block_end)})
+
+    @staticmethod
+    def decode(data: bytes | None) -> tuple[int, int, int] | None:
+        """(broker, block_start, block_end) or None for an empty znode."""
+        o = _dec(data)
+        if not o:
+            return None
+        return int(o["broker"]), int(o["block_start"]), int(o["block_end"])
+
+
+class IsrChangeNotificationZNode:
+    path = "/isr_change_notification"
+    prefix = "isr_change_"
+
+    @staticmethod
+    def encode(partitions: list[tuple[str, int]]) -> bytes:
+        return _enc({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+    @staticmethod
+    def decode(data: bytes) -> list[tuple[str, int]]:
+        return [(d["topic"], int(d["partition"])) for d in _dec(data)["partitions"]]
+
+
+class LogDirEventNotificationZNode:
+    path = "/log_dir_event_notification"
+
+
+class FeatureZNode:
+    path = "/feature"
+
+    @staticmethod
+    def encode(features: dict[str, Any], status: int = 1) -> bytes:
+        return _enc({"version": 2, "status": status, "features": features})
+
+    @staticmethod
+    def decode(data: bytes) -> dict[str, Any]:
+        return dict(_dec(data).get("features") or {})
+
+
+#: Persistent paths Kafka creates at start-up (ZkData.PersistentZkPaths plus the config entity roots).
+PERSISTENT_PATHS = [
+    "/consumers",
+    BrokerIdsZNode.path,
+    TopicsZNode.path,
+    ConfigEntityChangeNotificationZNode.path,
+    DeleteTopicsZNode.path,
+    BrokerSequenceIdZNode.path,
+    IsrChangeNotificationZNode.path,
+    ProducerIdBlockZNode.path,
+    LogDirEventNotificationZNode.path,
+    "/config/topics",
+    "/config/clients",
+    "/config/users",
+    "/config/brokers",
+    "/config/ips",
+]

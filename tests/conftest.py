@@ -1,0 +1,47 @@
+"""Shared pytest fixtures.
+
+`zookeeper`: a real ZooKeeper (Debian's package) for the whole session, started only if a test asks for it; it
+fails loudly (never skips) when Java or the ZooKeeper jar is missing.
+`zk_chroot`: a connect string with a fresh chroot per test (`127.0.0.1:port/t-<hex>`), so tests never see each
+other's znodes.
+"""
+from __future__ import annotations
+
+import uuid
+from typing import Iterator
+
+import pytest
+
+from tests.harness.zookeeper import ZooKeeperServer, ZooKeeperUnavailable
+
+
+@pytest.fixture(scope="session")
+def zookeeper() -> Iterator[str]:
+    """Connect string (host:port) of a real ZooKeeper server shared by the test session."""
+    server = ZooKeeperServer()
+    try:
+        server.start()
+    except ZooKeeperUnavailable as e:
+        pytest.fail(f"cannot start ZooKeeper for integration tests: {e}", pytrace=False)
+    try:
+        yield server.connect_string
+    finally:
+        server.stop()
+
+
+@pytest.fixture
+def zk_chroot(zookeeper: str) -> Iterator[str]:
+    """A connect string with a chroot unique to this test; the chroot is removed afterwards."""
+    chroot = f"/t-{uuid.uuid4().hex[:12]}"
+    yield zookeeper + chroot
+    from kazoo.client import KazooClient
+
+    zk = KazooClient(hosts=zookeeper)
+    try:
+        zk.start(timeout=10)
+        zk.delete(chroot, recursive=True)
+    except Exception:
+        pass
+    finally:
+        zk.stop()
+        zk.close()

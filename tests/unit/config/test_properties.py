@@ -1,0 +1,32 @@
+from broker.config.properties import parse_properties
+
+
+def test_separators_and_comments() -> None:
+    text = "# comment\n! also comment\n  a=1\nb:2\nc 3\nd  =  4  \ne\n"
+    assert parse_properties(text) == {"a": "1", "b": "2", "c": "3", "d": "4  ", "e": ""}
+
+
+def test_continuation_lines_drop_leading_whitespace() -> None:
+    text = "listeners=PLAINTEXT://a:1,\\\n    SSL://b:2\nnext=x\n"
+    assert parse_properties(text) == {"listeners": "PLAINTEXT://a:1,SSL://b:2", "next": "x"}
+
+
+def test_even_backslashes_do_not_continue() -> None:
+    assert parse_properties("a=x\\\\\nb=y\n") == {"a": "x\\", "b": "y"}
+
+
+def test_escapes() -> None:
+    text = "key\\ with\\=odd\\:chars = tab\\there\\u0041\\n\n"
+    assert parse_properties(text) == {"key with=odd:chars": "tab\thereA\n"}
+
+
+def test_comment_marker_inside_value_is_kept() -> None:
+    assert parse_properties("a=b#c\n") == {"a": "b#c"}
+
+
+def test_later_duplicates_win() -> None:
+    assert parse_properties("a=1\na=2\n") == {"a": "2"}
+
+
+def test_continuation_at_end_of_file() -> None:
+    assert parse_properties("a=1,\\") == {"a": "1,"}

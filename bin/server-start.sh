@@ -22,6 +22,7 @@ fi
 export BROKER_REQUIRE_NATIVE=1
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
 export BROKER_LOG_DIR="${BROKER_LOG_DIR:-${LOG_DIR:-$ROOT/logs}}"
+export BROKER_LOG_CONFIG="${BROKER_LOG_CONFIG:-$ROOT/config/logging.ini}"
 mkdir -p "$BROKER_LOG_DIR"
 
 if [ "$DAEMON" = 1 ]; then

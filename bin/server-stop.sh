@@ -4,6 +4,8 @@
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TIMEOUT_S="${STOP_TIMEOUT_S:-60}"
+DRY_RUN=0
+if [ "${1:-}" = "--dry-run" ]; then DRY_RUN=1; fi   # only list the brokers that would be stopped
 
 PIDS=""
 for f in /proc/[0-9]*/cmdline; do
@@ -18,6 +20,7 @@ if [ -z "${PIDS// /}" ]; then
   echo "No kafka server to stop"
   exit 1
 fi
+if [ "$DRY_RUN" = 1 ]; then echo "Would stop:$PIDS"; exit 0; fi
 kill -TERM $PIDS
 for _ in $(seq 1 $((TIMEOUT_S * 10))); do
   alive=""

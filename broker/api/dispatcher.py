@@ -31,8 +31,8 @@ class RequestContext:
 
     def __init__(self, connection: "ConnectionContext", header: Any) -> None:
         self.connection = connection
-        self.api_key: int = header.request_api_key
-        self.api_version: int = header.request_api_version
+        self.api_key: int = header.api_key
+        self.api_version: int = header.api_version
         self.correlation_id: int = header.correlation_id
         self.client_id: Optional[str] = header.client_id
         self.received_ns = time.monotonic_ns()
@@ -57,8 +57,8 @@ class RequestDispatcher:
         except proto.MalformedMessageError as exc:
             log.warning("Closing %s: unreadable request header (%s)", connection.connection_id, exc)
             return self.CLOSE
-        api_key = header.request_api_key
-        version = header.request_api_version
+        api_key = header.api_key
+        version = header.api_version
         entry = self._registry.get(api_key)
         if entry is None:
             log.warning("Closing %s: unknown or unsupported API key %d (client %s)", connection.connection_id,

@@ -20,14 +20,14 @@ from typing import Any
 from broker.errors import UnsupportedVersionError
 
 from .api_keys import ApiKey
-from .codec import codec_for, coalesce, read_uvarint
+from .codec import MessageCodec, codec_for, coalesce, read_uvarint
 from .exceptions import MalformedMessageError, TruncatedHeaderError
-from .schema import ApiSchema, load_apis
+from .schema import ApiSchema, load_apis, load_messages
 
 __all__ = [
     "ApiKey", "API_VERSIONS_RANGE", "RequestHeader", "is_flexible", "request_header_version",
     "response_header_version", "decode_request_header", "decode_request", "encode_request",
-    "encode_response", "decode_response", "decode_response_with_header",
+    "encode_response", "decode_response", "decode_response_with_header", "data_codec",
 ]
 
 _APIS: dict[int, ApiSchema] = load_apis()
@@ -209,3 +209,12 @@ def decode_response(api_key: int, version: int, data: memoryview | bytes,
                     has_size_prefix: bool = True) -> Any:
     """Decode a response frame (by default as produced by encode_response, size prefix included)."""
     return decode_response_with_header(api_key, version, data, has_size_prefix)[1]
+
+
+def data_codec(name: str, version: int) -> MessageCodec:
+    """Codec of a non-API schema: internal-topic records (OffsetCommitKey/Value, GroupMetadataKey/Value,
+    TransactionLogKey/Value; the int16 key version that selects them is not part of the schema)."""
+    msg = load_messages().get(name)
+    if msg is None or version not in msg.versions:
+        raise KeyError(f"no schema {name} v{version}")
+    return codec_for(msg, version)

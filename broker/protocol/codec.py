@@ -147,6 +147,7 @@ class _Missing:
 
 
 _MISSING = _Missing()
+_EMPTY: dict[str, Any] = {}
 
 
 # ---------------------------------------------------------------- varints
@@ -548,10 +549,7 @@ def _struct_encoder(name: str, fields: tuple[Field, ...], version: int, flexible
     regular_t = tuple(regular)
     tagged_t = tuple(tagged)
 
-    def write_tags(app: Callable[[Any], None], v: Any, get: Callable[[str, Any], Any]) -> None:
-        if not tagged_t:
-            app(b"\x00")
-            return
+    def write_tags(app: Callable[[Any], None], get: Callable[[str, Any], Any]) -> None:
         chunks: list[tuple[int, bytes]] = []
         for tag, fname, e, dflt, is_default in tagged_t:
             x = get(fname, dflt)
@@ -568,18 +566,24 @@ def _struct_encoder(name: str, fields: tuple[Field, ...], version: int, flexible
 
     def enc(app: Callable[[Any], None], v: Any) -> None:
         if v is None:
-            v = {}
+            v = _EMPTY
         if isinstance(v, dict):
             get = v.get
+            for fname, e, dflt in regular_t:
+                e(app, get(fname, dflt))
+            if flexible:
+                if tagged_t:
+                    write_tags(app, get)
+                else:
+                    app(b"\x00")
         else:
-            obj = v
-
-            def get(n: str, d: Any) -> Any:
-                return getattr(obj, n, d)
-        for fname, e, dflt in regular_t:
-            e(app, get(fname, dflt))
-        if flexible:
-            write_tags(app, v, get)
+            for fname, e, dflt in regular_t:
+                e(app, getattr(v, fname, dflt))
+            if flexible:
+                if tagged_t:
+                    write_tags(app, lambda n, d: getattr(v, n, d))
+                else:
+                    app(b"\x00")
 
     return enc
 

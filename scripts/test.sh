@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# The project's test command (README, CI): install, run the whole suite with the native extensions required,
+# then the unit tests again on the pure-Python twins. Exits non-zero if either run fails (exit 5, "no tests
+# collected", counts as a failure).
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+bash scripts/install.sh || { echo "test.sh: install failed" >&2; exit 1; }
+
+echo "== full suite (native extensions required)"
+BROKER_REQUIRE_NATIVE=1 .venv/bin/python -m pytest -q -p no:cacheprovider tests compat-tests "$@"
+rc1=$?
+echo "== unit tests on the pure-Python twins (BROKER_NO_EXTENSIONS=1)"
+BROKER_NO_EXTENSIONS=1 .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit "$@"
+rc2=$?
+
+echo "test.sh: full suite exit $rc1, pure-Python unit tests exit $rc2"
+if [ "$rc1" != 0 ] || [ "$rc2" != 0 ]; then exit 1; fi

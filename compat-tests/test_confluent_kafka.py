@@ -112,15 +112,19 @@ def test_produce_consume_per_codec(broker, codec: str) -> None:
     base_ts = int(time.time() * 1000) - 100_000
     sent: Dict[Tuple[int, int], Tuple] = {}
 
+    expected_headers: Dict[bytes, object] = {}
+
     def cb(err, msg) -> None:
         if err is not None:
             errors.append(err)
         else:
-            sent[(msg.partition(), msg.offset())] = (msg.key(), msg.value(), msg.headers(), msg.timestamp()[1])
+            sent[(msg.partition(), msg.offset())] = (msg.key(), msg.value(), expected_headers[msg.key()],
+                                                     msg.timestamp()[1])
 
     for i in range(N_RECORDS):
         value = None if i % 97 == 0 else (f"value-{i}-" + "x" * (i % 50)).encode()
         headers = [("h1", f"v{i}".encode()), ("empty", b"")] if i % 3 == 0 else None
+        expected_headers[f"key-{i}".encode()] = headers
         p.produce(topic, key=f"key-{i}".encode(), value=value, headers=headers, timestamp=base_ts + i,
                   on_delivery=cb)
         if i % 1000 == 0:

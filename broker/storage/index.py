@@ -98,8 +98,12 @@ class _MappedIndex:
         self._entries = 0
 
     def flush(self) -> None:
-        if self._mm is not None:
-            self._mm.flush()
+        mm = self._mm
+        if mm is not None:
+            try:
+                mm.flush()
+            except ValueError:
+                pass  # remapped or closed by a concurrent roll/close: nothing left to flush here
 
     def close(self) -> None:
         if self._fd < 0:
@@ -150,13 +154,16 @@ class OffsetIndex(_MappedIndex):
 
     def append(self, offset: int, position: int) -> None:
         """Add (offset, position); offsets must grow. Raises IndexFullError when there is no room."""
-        if self._entries and offset <= self.last_offset:
-            raise ValueError("index offset %d not above the last entry %d" % (offset, self.last_offset))
-        if self.is_full():
+        n = self._entries
+        rel = offset - self.base_offset
+        if n:
+            last_rel = _ENTRY.unpack_from(self._mm, n * 8 - 8)[0]  # type: ignore[arg-type]
+            if rel <= last_rel:
+                raise ValueError("index offset %d not above the last entry %d" % (offset, last_rel + self.base_offset))
+        if n * 8 >= self._length:
             raise IndexFullError("offset index %s is full" % self.path)
-        assert self._mm is not None
-        _ENTRY.pack_into(self._mm, self._entries * 8, offset - self.base_offset, position)
-        self._entries += 1
+        _ENTRY.pack_into(self._mm, n * 8, rel, position)  # type: ignore[arg-type]
+        self._entries = n + 1
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """Largest entry with offset <= target, or (base offset, 0) when there is none."""
@@ -226,18 +233,20 @@ class TimeIndex(_MappedIndex):
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Add (timestamp, offset) if the timestamp is larger than the last entry's."""
-        if not skip_full_check and self.is_full():
+        n = self._entries
+        if not skip_full_check and n * 12 >= self._length - 12:
             raise IndexFullError("time index %s is full" % self.path)
-        last_ts, last_off = self.last_entry
-        if self._entries and offset < last_off:
-            raise ValueError("time index offset %d below the last entry %d" % (offset, last_off))
-        if self._entries and timestamp <= last_ts:
-            return
-        if self._entries >= self.max_entries:
-            self.resize((self._entries + 1) * 12)
-        assert self._mm is not None
-        _TENTRY.pack_into(self._mm, self._entries * 12, timestamp, offset - self.base_offset)
-        self._entries += 1
+        rel = offset - self.base_offset
+        if n:
+            last_ts, last_rel = _TENTRY.unpack_from(self._mm, n * 12 - 12)  # type: ignore[arg-type]
+            if rel < last_rel:
+                raise ValueError("time index offset %d below the last entry %d" % (offset, last_rel + self.base_offset))
+            if timestamp <= last_ts:
+                return
+        if (n + 1) * 12 > self._length:
+            self.resize((n + 1) * 12)
+        _TENTRY.pack_into(self._mm, n * 12, timestamp, rel)  # type: ignore[arg-type]
+        self._entries = n + 1
 
     def lookup(self, target_ts: int) -> tuple[int, int]:
         """Largest entry with timestamp <= target, or (-1, base offset)."""

@@ -29,7 +29,7 @@ from .errors import (InvalidRecordError, KafkaStorageError, OffsetOutOfRangeErro
 from .leader_epoch_file import LeaderEpochFileCache
 from .producer_state import ProducerAppendInfo, ProducerStateManager, last_sequence
 from .segment import LogOffsetMetadata, LogSegment
-from .validator import parse_batches, validate_and_assign_offsets
+from .validator import parse_batches, recompress_if_needed, validate_and_assign_offsets
 
 logger = logging.getLogger(__name__)
 
@@ -253,6 +253,13 @@ class Log:
             return sum(s.size for s in self.segments)
 
     @property
+    def last_stable_offset(self) -> int:
+        """LSO: the first offset of the oldest open transaction, capped by the HW."""
+        with self._lock:
+            first = self.producer_state.first_undecided_offset()
+            return self._hw if first is None else min(first, self._hw)
+
+    @property
     def latest_epoch(self) -> Optional[int]:
         return self.leader_epoch_cache.latest_epoch
 
@@ -280,6 +287,10 @@ class Log:
             if not batches:
                 return LogAppendInfo(-1, -1, -1, self._log_start_offset)
             now = self._now_ms()
+            converted = recompress_if_needed(buf, batches, self.config.compression_type)
+            if converted is not None:
+                buf = converted
+                batches = parse_batches(buf)
             v = validate_and_assign_offsets(buf, batches, self._leo, leader_epoch, self.config, now, is_from_client)
             updates: dict[int, ProducerAppendInfo] = {}
             psm = self.producer_state
@@ -638,9 +649,28 @@ class Log:
 
     # ------------------------------------------------------------------ flush / close
     def flush(self, up_to_offset: Optional[int] = None) -> None:
-        """fsync segments holding offsets below ``up_to_offset`` (default LEO); advances the recovery point."""
+        """fsync segments holding offsets below ``up_to_offset`` (default LEO); advances the recovery point.
+
+        The fsyncs run outside the lock so appends are not blocked behind the disk.
+        """
         with self._lock:
-            self._flush_locked(self._leo if up_to_offset is None else min(up_to_offset, self._leo))
+            up_to = self._leo if up_to_offset is None else min(up_to_offset, self._leo)
+            if up_to <= self._recovery_point:
+                return
+            lo = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
+            todo = [seg for seg in self.segments[lo:] if seg.base_offset < up_to]
+            unflushed = self._unflushed_messages
+        for seg in todo:
+            try:
+                seg.flush()
+            except (ValueError, OSError):
+                if not seg.log_file.closed:
+                    raise  # a segment deleted meanwhile is fine; anything else is a storage failure
+        with self._lock:
+            if up_to > self._recovery_point:
+                self._recovery_point = up_to
+            if up_to >= self._leo:
+                self._unflushed_messages = max(0, self._unflushed_messages - unflushed)
 
     def _flush_locked(self, up_to: int) -> None:
         if up_to <= self._recovery_point:

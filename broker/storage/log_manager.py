@@ -280,7 +280,8 @@ class LogManager:
         OffsetCheckpointFile(os.path.join(log_dir, files.RECOVERY_POINT_CHECKPOINT)).write(
             {tp: log.recovery_point for tp, log in logs.items()})
         OffsetCheckpointFile(os.path.join(log_dir, files.LOG_START_OFFSET_CHECKPOINT)).write(
-            {tp: log.log_start_offset for tp, log in logs.items() if log.log_start_offset > 0})
+            {tp: log.log_start_offset for tp, log in logs.items()
+             if log.log_start_offset > log.segments[0].base_offset})
         OffsetCheckpointFile(os.path.join(log_dir, files.REPLICATION_OFFSET_CHECKPOINT)).write(
             {tp: log.high_watermark for tp, log in logs.items()})
 

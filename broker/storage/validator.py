@@ -122,3 +122,35 @@ def validate_and_assign_offsets(buf: bytearray, batches: list[BatchInfo], next_o
         offset = last + 1
     valid = sum(a[2] for a in appended)
     return ValidatedBatches(batches, appended, next_offset, offset - 1, max_ts, offset_of_max_ts, num_records, valid)
+
+
+TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def target_codec(compression_type: str) -> int:
+    """The codec a topic's compression.type forces, or -1 for 'producer' (keep the producer's)."""
+    return TOPIC_CODECS.get(compression_type.strip().lower(), -1)
+
+
+def recompress_if_needed(buf: bytearray, batches: list[BatchInfo], compression_type: str) -> bytearray | None:
+    """Rebuild batches whose codec differs from the topic's compression.type; None when none do.
+
+    This is the only per-record path on append, as in Kafka (which also recompresses then).
+    Producer id/epoch/sequence, transactional flag and CreateTime timestamps are kept.
+    """
+    from broker.protocol.records.builder import build_batch
+
+    codec = target_codec(compression_type)
+    if codec < 0 or all(b.compression == codec or b.is_control for b in batches):
+        return None
+    out = bytearray()
+    for info in batches:
+        raw = memoryview(buf)[info.position:info.position + info.size]
+        if info.compression == codec or info.is_control:
+            out += raw
+            continue
+        recs = _batch_records(buf, info)
+        out += build_batch([(r.key, r.value, r.headers, r.timestamp) for r in recs], compression=codec,
+                           producer_id=info.producer_id, producer_epoch=info.producer_epoch,
+                           base_sequence=info.base_sequence, is_transactional=info.is_transactional)
+    return out

@@ -303,3 +303,16 @@ def test_clean_reopen(open_log, tmp_path) -> None:
     assert log2.leader_epoch_cache.entries == [(0, 0), (1, 3), (2, 6), (3, 9)]
     assert log2.fetch_offset_by_timestamp(TS + 5)[0] == 5
     assert log2.append_as_leader(batch(1), 3).first_offset == 10
+
+
+@pytest.mark.parametrize("ctype,codec", [("gzip", 1), ("uncompressed", 0), ("zstd", 4)])
+def test_topic_compression_type_recompresses(open_log, ctype, codec) -> None:
+    log = open_log(LogConfig(compression_type=ctype))
+    src = batch(3, compression=3 if codec != 3 else 1, producer_id=9, producer_epoch=1, base_sequence=0)
+    info = log.append_as_leader(src, 2)
+    assert (info.first_offset, info.last_offset) == (0, 2)
+    data = bytearray(log.read(0, 1 << 20).records.read())
+    (b,) = record_batch.validate_batches(data)
+    assert (b.compression, b.producer_id, b.base_sequence, b.partition_leader_epoch) == (codec, 9, 0, 2)
+    assert [r.offset for r in record_batch.iter_records(data)] == [0, 1, 2]
+    assert log.append_as_leader(batch(3, producer_id=9, producer_epoch=1, base_sequence=0), 2).duplicate

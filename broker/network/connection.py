@@ -90,6 +90,11 @@ class KafkaConnection(asyncio.Protocol):
             self._task = asyncio.get_running_loop().create_task(self._process())
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
+        pending = self._framer.buffered_bytes
+        if pending and not self._closed:
+            # The peer went away in the middle of a frame: worth one line, as it hints at a broken client.
+            log.info("Connection %s closed by the peer with %d bytes of an incomplete request buffered",
+                     self.context.connection_id if self.context else "?", pending)
         self._closed = True
         self._queue.clear()
         self._can_write.set()

@@ -53,6 +53,15 @@ class UnexpectedAppendOffsetError(StorageError):
         self.last_offset = last_offset
 
 
+class ActiveProducer(NamedTuple):
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
 class LogAppendInfo(NamedTuple):
     """Outcome of an append; for a duplicate, the offsets of the original write."""
 
@@ -174,6 +183,8 @@ class Log:
     def _recover_from(self, recovery_point: int) -> None:
         """Recover every segment holding offsets >= recovery_point; a bad tail drops all later segments."""
         start = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
+        logger.info("Recovering unflushed segments from offset %d (segment %d of %d) in %s after an unclean "
+                    "shutdown", recovery_point, start + 1, len(self.segments), self.dir)
         cache = self.leader_epoch_cache
 
         def on_batch(info: BatchInfo) -> None:
@@ -272,6 +283,25 @@ class Log:
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config
+
+    def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
+        """Record that ``leader_epoch`` starts at ``start_offset`` (on becoming leader)."""
+        with self._lock:
+            latest = self.leader_epoch_cache.latest_epoch
+            if latest is None or leader_epoch > latest:
+                self.leader_epoch_cache.assign(leader_epoch, start_offset)
+
+    def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
+        """(epoch, end offset) for OffsetForLeaderEpoch: where ``leader_epoch`` ended in this log."""
+        with self._lock:
+            return self.leader_epoch_cache.end_offset_for(leader_epoch, self._leo)
+
+    def active_producers(self) -> list[ActiveProducer]:
+        """Idempotent/transactional producers with state in this log (DescribeProducers)."""
+        with self._lock:
+            return [ActiveProducer(e.producer_id, e.producer_epoch, e.last_seq, e.last_timestamp,
+                                   e.coordinator_epoch, e.current_txn_first_offset)
+                    for e in self.producer_state.producers.values()]
 
     # ------------------------------------------------------------------ appends
     def append_as_leader(self, buf: bytearray, leader_epoch: int, *, is_from_client: bool = True) -> LogAppendInfo:

@@ -96,4 +96,5 @@ def test_kill_minus_9_mid_produce_loses_nothing_acknowledged(zk_chroot: str, tmp
     # Exactly once and in order: the log holds 0..n-1 with no gap and no duplicate.
     assert values == list(range(len(values))), "log is not the dense sequence the producer sent"
     assert set(acked) <= set(values)
+    assert "after an unclean shutdown" in b.output()
     assert b.stop() == 0

@@ -124,3 +124,17 @@ def test_scheduler_runs_periodic_and_once(scheduler) -> None:
     scheduler.schedule("later", lambda: ran.append(1), 3600)
     scheduler.run_pending_now()
     assert ran == [1]
+
+
+def test_log_start_offset_checkpoint_survives_restart(tmp_path, clock, scheduler) -> None:
+    m = _manager([tmp_path], clock, scheduler)
+    log = m.get_or_create_log("t", 0)
+    for _ in range(4):
+        log.append_as_leader(batch(1), 0)
+    log.update_high_watermark(4)
+    log.delete_records_before(2)
+    m.shutdown()
+    assert (tmp_path / "log-start-offset-checkpoint").read_bytes() == b"0\n1\nt 0 2\n"
+    m2 = _manager([tmp_path], clock, scheduler)
+    assert m2.get_log(("t", 0)).log_start_offset == 2
+    m2.shutdown()

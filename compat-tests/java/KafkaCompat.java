@@ -1,0 +1,479 @@
+/*
+ * Compatibility harness: drives the stock Java client (kafka-clients) against a broker and prints what it saw.
+ *
+ * Usage: java -cp <classpath> KafkaCompat <scenarios> <bootstrap> <topic-prefix>
+ *   <scenarios> is a comma-separated list so that one JVM start serves several scenarios:
+ *     admin                     Admin createTopics/describeCluster/describeTopics/listOffsets/describeConfigs/deleteTopics
+ *     produce-consume[:<codec>] idempotent KafkaProducer (Java defaults) + KafkaConsumer without group.id
+ *                               (assign + seek + poll, as Spark's Kafka source does); codec defaults to lz4
+ *   Each scenario uses its own topic: <topic-prefix>-<scenario with ':' replaced by '-'>.
+ *
+ * Output: one JSON object per line on stdout, always with "scenario" and "step". The pytest side asserts on them;
+ * this harness only reports facts (plus a self-check of consumed records against what was sent). A scenario stops
+ * at its first exception and ends with {"step":"done","ok":false,"error":...}; otherwise "ok":true.
+ * Exit status: 0 when every scenario finished, 1 otherwise, 2 on bad usage.
+ */
+import java.nio.charset.StandardCharsets;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.Collection;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+import java.util.Properties;
+import java.util.TreeMap;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.zip.CRC32;
+
+import org.apache.kafka.clients.admin.Admin;
+import org.apache.kafka.clients.admin.AdminClientConfig;
+import org.apache.kafka.clients.admin.Config;
+import org.apache.kafka.clients.admin.ConfigEntry;
+import org.apache.kafka.clients.admin.DescribeClusterResult;
+import org.apache.kafka.clients.admin.ListOffsetsResult;
+import org.apache.kafka.clients.admin.NewTopic;
+import org.apache.kafka.clients.admin.OffsetSpec;
+import org.apache.kafka.clients.admin.TopicDescription;
+import org.apache.kafka.clients.consumer.ConsumerConfig;
+import org.apache.kafka.clients.consumer.ConsumerRecord;
+import org.apache.kafka.clients.consumer.ConsumerRecords;
+import org.apache.kafka.clients.consumer.KafkaConsumer;
+import org.apache.kafka.clients.producer.KafkaProducer;
+import org.apache.kafka.clients.producer.ProducerConfig;
+import org.apache.kafka.clients.producer.ProducerRecord;
+import org.apache.kafka.clients.producer.RecordMetadata;
+import org.apache.kafka.common.Node;
+import org.apache.kafka.common.TopicPartition;
+import org.apache.kafka.common.TopicPartitionInfo;
+import org.apache.kafka.common.config.ConfigResource;
+import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeader;
+import org.apache.kafka.common.record.TimestampType;
+import org.apache.kafka.common.serialization.ByteArrayDeserializer;
+import org.apache.kafka.common.serialization.ByteArraySerializer;
+
+public final class KafkaCompat {
+    static final long TIMEOUT_S = 30;
+    static final int N_RECORDS = 2000;
+    static final long ADMIN_BASE_TS = 1_700_000_000_000L;
+
+    public static void main(String[] args) {
+        if (args.length != 3) {
+            System.err.println("usage: KafkaCompat <scenario[,scenario...]> <bootstrap> <topic-prefix>");
+            System.exit(2);
+        }
+        String bootstrap = args[1];
+        int failures = 0;
+        for (String scenario : args[0].split(",")) {
+            Out out = new Out(scenario);
+            String topic = args[2] + "-" + scenario.replace(':', '-');
+            long t0 = System.nanoTime();
+            try {
+                String[] parts = scenario.split(":", 2);
+                switch (parts[0]) {
+                    case "admin":
+                        admin(out, bootstrap, topic);
+                        break;
+                    case "produce-consume":
+                        produceConsume(out, bootstrap, topic, parts.length > 1 ? parts[1] : "lz4");
+                        break;
+                    default:
+                        throw new IllegalArgumentException("unknown scenario " + scenario);
+                }
+                out.emit("done", "ok", true, "elapsed_ms", (System.nanoTime() - t0) / 1_000_000);
+            } catch (Throwable e) {
+                failures++;
+                out.emit("done", "ok", false, "error", describe(e), "elapsed_ms", (System.nanoTime() - t0) / 1_000_000);
+            }
+        }
+        System.out.flush();
+        System.exit(failures == 0 ? 0 : 1);
+    }
+
+    // ---------------------------------------------------------------- admin
+
+    static void admin(Out out, String bootstrap, String topic) throws Exception {
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            Map<String, String> configs = new LinkedHashMap<>();
+            configs.put("retention.ms", "3600000");
+            configs.put("cleanup.policy", "delete");
+            admin.createTopics(List.of(new NewTopic(topic, 3, (short) 1).configs(configs)))
+                .all().get(TIMEOUT_S, TimeUnit.SECONDS);
+            out.emit("createTopics", "topic", topic);
+
+            String again;
+            try {
+                admin.createTopics(List.of(new NewTopic(topic, 3, (short) 1))).all().get(TIMEOUT_S, TimeUnit.SECONDS);
+                again = null;
+            } catch (ExecutionException e) {
+                again = e.getCause().getClass().getSimpleName();
+            }
+            out.emit("createTopicsAgain", "error", again);
+
+            DescribeClusterResult dc = admin.describeCluster();
+            List<Object> nodes = new ArrayList<>();
+            for (Node n : dc.nodes().get(TIMEOUT_S, TimeUnit.SECONDS)) {
+                nodes.add(map("id", n.id(), "host", n.host(), "port", n.port()));
+            }
+            Node controller = dc.controller().get(TIMEOUT_S, TimeUnit.SECONDS);
+            out.emit("describeCluster", "clusterId", dc.clusterId().get(TIMEOUT_S, TimeUnit.SECONDS),
+                "nodes", nodes, "controller", controller == null ? null : controller.id());
+
+            out.emit("listTopics", "names",
+                new ArrayList<>(new java.util.TreeSet<>(admin.listTopics().names().get(TIMEOUT_S, TimeUnit.SECONDS))));
+
+            TopicDescription td = admin.describeTopics(List.of(topic)).allTopicNames()
+                .get(TIMEOUT_S, TimeUnit.SECONDS).get(topic);
+            List<Object> parts = new ArrayList<>();
+            for (TopicPartitionInfo p : td.partitions()) {
+                parts.add(map("partition", p.partition(), "leader", p.leader() == null ? null : p.leader().id(),
+                    "replicas", ids(p.replicas()), "isr", ids(p.isr())));
+            }
+            out.emit("describeTopics", "name", td.name(), "internal", td.isInternal(),
+                "topicId", td.topicId() == null ? null : td.topicId().toString(), "partitions", parts);
+
+            // Ten records in partition 0 with timestamps base, base+1000, ..., base+9000.
+            try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(producerProps(bootstrap, "none"))) {
+                List<Future<RecordMetadata>> fs = new ArrayList<>();
+                for (int i = 0; i < 10; i++) {
+                    fs.add(p.send(new ProducerRecord<>(topic, 0, ADMIN_BASE_TS + i * 1000L,
+                        bytes("k" + i), bytes("v" + i))));
+                }
+                p.flush();
+                List<Object> offsets = new ArrayList<>();
+                for (Future<RecordMetadata> f : fs) {
+                    offsets.add(f.get(TIMEOUT_S, TimeUnit.SECONDS).offset());
+                }
+                out.emit("produce", "base_ts", ADMIN_BASE_TS, "offsets", offsets);
+            }
+
+            TopicPartition tp0 = new TopicPartition(topic, 0);
+            Map<String, OffsetSpec> specs = new LinkedHashMap<>();
+            specs.put("earliest", OffsetSpec.earliest());
+            specs.put("latest", OffsetSpec.latest());
+            specs.put("forTimestamp(base+3500)", OffsetSpec.forTimestamp(ADMIN_BASE_TS + 3500));
+            specs.put("forTimestamp(base+4000)", OffsetSpec.forTimestamp(ADMIN_BASE_TS + 4000));
+            specs.put("forTimestamp(base-1)", OffsetSpec.forTimestamp(ADMIN_BASE_TS - 1));
+            specs.put("forTimestamp(base+100000)", OffsetSpec.forTimestamp(ADMIN_BASE_TS + 100_000));
+            specs.put("maxTimestamp", OffsetSpec.maxTimestamp());
+            for (Map.Entry<String, OffsetSpec> e : specs.entrySet()) {
+                ListOffsetsResult.ListOffsetsResultInfo info = admin.listOffsets(Map.of(tp0, e.getValue()))
+                    .partitionResult(tp0).get(TIMEOUT_S, TimeUnit.SECONDS);
+                out.emit("listOffsets", "partition", 0, "spec", e.getKey(), "offset", info.offset(),
+                    "timestamp", info.timestamp(), "leaderEpoch", info.leaderEpoch().orElse(null));
+            }
+            TopicPartition tp1 = new TopicPartition(topic, 1);
+            ListOffsetsResult.ListOffsetsResultInfo empty = admin.listOffsets(Map.of(tp1, OffsetSpec.latest()))
+                .partitionResult(tp1).get(TIMEOUT_S, TimeUnit.SECONDS);
+            out.emit("listOffsets", "partition", 1, "spec", "latest", "offset", empty.offset(),
+                "timestamp", empty.timestamp(), "leaderEpoch", empty.leaderEpoch().orElse(null));
+
+            ConfigResource topicRes = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+            ConfigResource brokerRes = new ConfigResource(ConfigResource.Type.BROKER, "0");
+            Map<ConfigResource, Config> cfgs = admin.describeConfigs(List.of(topicRes, brokerRes))
+                .all().get(TIMEOUT_S, TimeUnit.SECONDS);
+            out.emit("describeConfigs", "resource", "topic", "entries", entries(cfgs.get(topicRes)));
+            out.emit("describeConfigs", "resource", "broker", "entries", entries(cfgs.get(brokerRes)));
+
+            admin.deleteTopics(List.of(topic)).all().get(TIMEOUT_S, TimeUnit.SECONDS);
+            boolean gone = false;
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(15);
+            while (!gone && System.nanoTime() < deadline) {
+                gone = !admin.listTopics().names().get(TIMEOUT_S, TimeUnit.SECONDS).contains(topic);
+                if (!gone) {
+                    Thread.sleep(100);
+                }
+            }
+            out.emit("deleteTopics", "gone", gone);
+        }
+    }
+
+    static Map<String, Object> entries(Config config) {
+        Map<String, Object> m = new TreeMap<>();
+        if (config == null) {
+            return m;
+        }
+        for (ConfigEntry e : config.entries()) {
+            m.put(e.name(), map("value", e.value(), "source", e.source().name(), "readOnly", e.isReadOnly(),
+                "sensitive", e.isSensitive()));
+        }
+        return m;
+    }
+
+    // ---------------------------------------------------------------- produce-consume
+
+    /** The canonical line of record i, hashed by both sides (pytest recomputes it) into the checksum. */
+    static String canonical(int i, byte[] key, byte[] value, Iterable<Header> headers, long ts) {
+        StringBuilder sb = new StringBuilder();
+        sb.append(i).append('|').append(str(key)).append('|').append(value == null ? "<null>" : str(value)).append('|');
+        for (Header h : headers) {
+            sb.append(h.key()).append('=').append(h.value() == null ? "<null>" : str(h.value())).append(';');
+        }
+        return sb.append('|').append(ts).append('\n').toString();
+    }
+
+    static byte[] valueOf(int i) {
+        return i % 97 == 0 ? null : bytes("value-" + i + "-" + "x".repeat(i % 50));
+    }
+
+    static List<Header> headersOf(int i) {
+        if (i % 3 != 0) {
+            return List.of();
+        }
+        return List.of(new RecordHeader("h1", bytes("v" + i)), new RecordHeader("empty", new byte[0]));
+    }
+
+    static void produceConsume(Out out, String bootstrap, String topic, String codec) throws Exception {
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            admin.createTopics(List.of(new NewTopic(topic, 3, (short) 1))).all().get(TIMEOUT_S, TimeUnit.SECONDS);
+        }
+        out.emit("createTopics", "topic", topic);
+
+        long baseTs = System.currentTimeMillis() - 100_000;
+        Map<TopicPartition, Map<Long, Integer>> sent = new HashMap<>();
+        try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(producerProps(bootstrap, codec))) {
+            List<Future<RecordMetadata>> fs = new ArrayList<>(N_RECORDS);
+            for (int i = 0; i < N_RECORDS; i++) {
+                fs.add(p.send(new ProducerRecord<>(topic, null, baseTs + i, bytes("key-" + i), valueOf(i),
+                    headersOf(i))));
+            }
+            p.flush();
+            for (int i = 0; i < N_RECORDS; i++) {
+                RecordMetadata md = fs.get(i).get(TIMEOUT_S, TimeUnit.SECONDS);
+                sent.computeIfAbsent(new TopicPartition(topic, md.partition()), k -> new HashMap<>())
+                    .put(md.offset(), i);
+            }
+        }
+        Map<String, Object> perPartition = new TreeMap<>();
+        for (Map.Entry<TopicPartition, Map<Long, Integer>> e : sent.entrySet()) {
+            perPartition.put(String.valueOf(e.getKey().partition()), e.getValue().size());
+        }
+        out.emit("produce", "codec", codec, "count", N_RECORDS, "base_ts", baseTs, "per_partition", perPartition);
+
+        Properties cp = new Properties();
+        cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "none");  // Spark's executors: every position is explicit
+        cp.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        cp.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+
+        List<TopicPartition> tps = new ArrayList<>();
+        for (int p = 0; p < 3; p++) {
+            tps.add(new TopicPartition(topic, p));
+        }
+        CRC32 crc = new CRC32();
+        int consumed = 0;
+        int mismatches = 0;
+        int duplicates = 0;
+        List<Object> samples = new ArrayList<>();
+        String[] lines = new String[N_RECORDS];
+        Map<Integer, Long> nextOffset = new TreeMap<>();
+        boolean dense = true;
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(cp)) {
+            c.assign(tps);
+            Map<String, Object> positions = new TreeMap<>();
+            c.seekToBeginning(tps);
+            for (TopicPartition tp : tps) {
+                positions.put(tp.partition() + ":earliest", c.position(tp, java.time.Duration.ofSeconds(TIMEOUT_S)));
+            }
+            c.seekToEnd(tps);
+            for (TopicPartition tp : tps) {
+                positions.put(tp.partition() + ":latest", c.position(tp, java.time.Duration.ofSeconds(TIMEOUT_S)));
+            }
+            out.emit("positions", "positions", positions);
+            for (TopicPartition tp : tps) {
+                c.seek(tp, 0);
+                nextOffset.put(tp.partition(), 0L);
+            }
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+            while (consumed < N_RECORDS && System.nanoTime() < deadline) {
+                ConsumerRecords<byte[], byte[]> recs = c.poll(java.time.Duration.ofMillis(500));
+                for (ConsumerRecord<byte[], byte[]> r : recs) {
+                    consumed++;
+                    if (r.offset() != nextOffset.get(r.partition())) {
+                        dense = false;
+                    }
+                    nextOffset.put(r.partition(), r.offset() + 1);
+                    Integer i = sent.getOrDefault(new TopicPartition(topic, r.partition()), Map.of()).get(r.offset());
+                    String problem = null;
+                    if (i == null) {
+                        problem = "unexpected offset";
+                    } else if (lines[i] != null) {
+                        duplicates++;
+                        problem = "duplicate";
+                    } else {
+                        lines[i] = canonical(i, r.key(), r.value(), r.headers(), r.timestamp());
+                        String want = canonical(i, bytes("key-" + i), valueOf(i), headersOf(i), baseTs + i);
+                        if (!want.equals(lines[i])) {
+                            problem = "content differs: want " + want.trim() + " got " + lines[i].trim();
+                        } else if (r.timestampType() != TimestampType.CREATE_TIME) {
+                            problem = "timestampType " + r.timestampType();
+                        }
+                    }
+                    if (problem != null) {
+                        mismatches++;
+                        if (samples.size() < 5) {
+                            samples.add(map("partition", r.partition(), "offset", r.offset(), "problem", problem));
+                        }
+                    }
+                }
+            }
+        }
+        int missing = 0;
+        for (int i = 0; i < N_RECORDS; i++) {
+            if (lines[i] == null) {
+                missing++;
+            } else {
+                crc.update(lines[i].getBytes(StandardCharsets.UTF_8));
+            }
+        }
+        out.emit("consume", "count", consumed, "missing", missing, "mismatches", mismatches,
+            "duplicates", duplicates, "dense", dense, "crc32", crc.getValue(), "samples", samples,
+            "next_offsets", nextOffset);
+    }
+
+    // ---------------------------------------------------------------- client configs
+
+    static Properties adminProps(String bootstrap) {
+        Properties p = new Properties();
+        p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        return p;
+    }
+
+    /** Java defaults kept on purpose: acks=all, enable.idempotence=true, max.in.flight=5. */
+    static Properties producerProps(String bootstrap, String codec) {
+        Properties p = new Properties();
+        p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
+        p.put(ProducerConfig.COMPRESSION_TYPE_CONFIG, codec);
+        p.put(ProducerConfig.LINGER_MS_CONFIG, "5");
+        p.put(ProducerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        p.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "30000");
+        p.put(ProducerConfig.MAX_BLOCK_MS_CONFIG, "30000");
+        return p;
+    }
+
+    // ---------------------------------------------------------------- helpers
+
+    static byte[] bytes(String s) {
+        return s.getBytes(StandardCharsets.UTF_8);
+    }
+
+    static String str(byte[] b) {
+        return b == null ? "<null>" : new String(b, StandardCharsets.UTF_8);
+    }
+
+    static List<Object> ids(Collection<Node> nodes) {
+        List<Object> out = new ArrayList<>();
+        for (Node n : nodes) {
+            out.add(n.id());
+        }
+        return out;
+    }
+
+    static String describe(Throwable e) {
+        StringBuilder sb = new StringBuilder();
+        for (Throwable t = e; t != null; t = t.getCause() == t ? null : t.getCause()) {
+            if (sb.length() > 0) {
+                sb.append(" <- ");
+            }
+            sb.append(t.getClass().getName()).append(": ").append(t.getMessage());
+        }
+        return sb.toString();
+    }
+
+    static Map<String, Object> map(Object... kv) {
+        Map<String, Object> m = new LinkedHashMap<>();
+        for (int i = 0; i < kv.length; i += 2) {
+            m.put((String) kv[i], kv[i + 1]);
+        }
+        return m;
+    }
+
+    /** Prints one JSON object per event; stdout is line-buffered by println + flush. */
+    static final class Out {
+        final String scenario;
+
+        Out(String scenario) {
+            this.scenario = scenario;
+        }
+
+        void emit(String step, Object... kv) {
+            Map<String, Object> m = map("scenario", scenario, "step", step);
+            m.putAll(map(kv));
+            System.out.println(json(m));
+            System.out.flush();
+        }
+    }
+
+    static String json(Object o) {
+        StringBuilder sb = new StringBuilder();
+        writeJson(sb, o);
+        return sb.toString();
+    }
+
+    static void writeJson(StringBuilder sb, Object o) {
+        if (o == null) {
+            sb.append("null");
+        } else if (o instanceof Boolean || o instanceof Integer || o instanceof Long || o instanceof Short) {
+            sb.append(o);
+        } else if (o instanceof Map) {
+            sb.append('{');
+            boolean first = true;
+            for (Map.Entry<?, ?> e : ((Map<?, ?>) o).entrySet()) {
+                if (!first) {
+                    sb.append(',');
+                }
+                first = false;
+                writeString(sb, String.valueOf(e.getKey()));
+                sb.append(':');
+                writeJson(sb, e.getValue());
+            }
+            sb.append('}');
+        } else if (o instanceof Iterable) {
+            sb.append('[');
+            boolean first = true;
+            for (Object x : (Iterable<?>) o) {
+                if (!first) {
+                    sb.append(',');
+                }
+                first = false;
+                writeJson(sb, x);
+            }
+            sb.append(']');
+        } else if (o instanceof Object[]) {
+            writeJson(sb, Arrays.asList((Object[]) o));
+        } else {
+            writeString(sb, o.toString());
+        }
+    }
+
+    static void writeString(StringBuilder sb, String s) {
+        sb.append('"');
+        for (int i = 0; i < s.length(); i++) {
+            char ch = s.charAt(i);
+            switch (ch) {
+                case '"': sb.append("\\\""); break;
+                case '\\': sb.append("\\\\"); break;
+                case '\n': sb.append("\\n"); break;
+                case '\r': sb.append("\\r"); break;
+                case '\t': sb.append("\\t"); break;
+                default:
+                    if (ch < 0x20) {
+                        sb.append(String.format("\\u%04x", (int) ch));
+                    } else {
+                        sb.append(ch);
+                    }
+            }
+        }
+        sb.append('"');
+    }
+}

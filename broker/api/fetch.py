@@ -12,9 +12,36 @@ from typing import Any, Dict, List, Tuple
 from broker.api.fetch_session import CachedPartition
 from broker.errors import ErrorCode
 
-MIN_VERSION, MAX_VERSION = 4, 17
+MIN_VERSION, MAX_VERSION = 0, 17
 ZERO_UUID = uuid.UUID(int=0)
 TopicPartition = Tuple[str, int]
+
+
+def _down_convert(results: Dict[TopicPartition, Any], fetch_offsets: Dict[TopicPartition, int], magic: int) -> None:
+    """Fetch v0-v3 clients read only magic 0/1 message sets: convert what was read, as Kafka does."""
+    from broker.accel import record_batch
+    from broker.protocol.records.legacy import build_legacy_message_set
+    for tp, res in results.items():
+        recs = res.records
+        if recs is None:
+            continue
+        data = recs.read() if hasattr(recs, "read") else bytes(recs)
+        infos, _ = record_batch.scan_batches(data)
+        out = []
+        for info in infos:
+            if info.is_control:
+                continue
+            batch = data[info.position:info.position + info.size]
+            if info.magic < 2:
+                from broker.protocol.records.legacy import convert_legacy_message_set
+                batch = convert_legacy_message_set(batch)
+            for r in record_batch.iter_records(batch):
+                offset = r.offset if info.magic == 2 else info.base_offset
+                if offset >= fetch_offsets[tp]:
+                    out.append(r._replace(offset=offset))
+        converted = build_legacy_message_set(out, magic)
+        res.records = converted
+        res.size = len(converted)
 
 
 def _partition_entry(index: int, error: int, res: Any = None) -> dict:
@@ -84,6 +111,9 @@ async def handle(broker: Any, ctx: Any, request: Any) -> dict:
         max_wait = 0
     isolation = getattr(request, "isolation_level", 0)
     results = await rm.fetch_messages(reads, max_bytes, min_bytes, max_wait, isolation) if reads else {}
+
+    if version < 4 and results:
+        await rm.run_io(_down_convert, results, {tp: cp.fetch_offset for tp, cp in to_read}, 0 if version < 2 else 1)
 
     # 4. Response, grouped by topic in read order; incremental sessions report only changes.
     by_topic: Dict[str, List[dict]] = {}

@@ -7,6 +7,8 @@ first unescaped '=', ':' or whitespace, after which blanks and at most one '='/'
 """
 from __future__ import annotations
 
+import re
+
 _ESCAPES = {"t": "\t", "n": "\n", "r": "\r", "f": "\f"}
 _BLANK = " \t\f"
 
@@ -14,7 +16,7 @@ _BLANK = " \t\f"
 def _logical_lines(text: str) -> list[str]:
     out: list[str] = []
     current: str | None = None
-    for raw in text.splitlines():
+    for raw in re.split(r"\r\n|\r|\n", text):  # Java's line terminators only (not str.splitlines')
         line = raw.lstrip(_BLANK) if current is not None else raw
         if current is None:
             stripped = line.lstrip(_BLANK)
@@ -51,7 +53,10 @@ def _unescape(s: str) -> str:
             continue
         out.append(c)
         i += 1
-    return "".join(out)
+    text = "".join(out)
+    if any("\ud800" <= ch <= "\udfff" for ch in text):  # \uXXXX surrogate pairs -> one character
+        text = text.encode("utf-16", "surrogatepass").decode("utf-16")
+    return text
 
 
 def _split(line: str) -> tuple[str, str]:
@@ -89,3 +94,29 @@ def load_properties(path: str) -> dict[str, str]:
     # Java reads .properties as ISO-8859-1; Kafka files are ASCII, and UTF-8 is the friendlier choice here.
     with open(path, encoding="utf-8") as f:
         return parse_properties(f.read())
+
+
+def _escape(s: str, is_key: bool) -> str:
+    out = []
+    for i, c in enumerate(s):
+        if c == "\\":
+            out.append("\\\\")
+        elif c in "\t\n\r\f":
+            out.append({"\t": "\\t", "\n": "\\n", "\r": "\\r", "\f": "\\f"}[c])
+        elif c in "=:#!" or (c == " " and (is_key or i == 0)):
+            out.append("\\" + c)
+        elif ord(c) < 0x20 or ord(c) > 0x7E:
+            out.extend(f"\\u{b:04x}" for b in _utf16_units(c))
+        else:
+            out.append(c)
+    return "".join(out)
+
+
+def _utf16_units(c: str) -> list[int]:
+    data = c.encode("utf-16-be")
+    return [int.from_bytes(data[i:i + 2], "big") for i in range(0, len(data), 2)]
+
+
+def format_properties(props: dict[str, str]) -> str:
+    """Write props as .properties text that parse_properties (and Java) reads back unchanged."""
+    return "".join(f"{_escape(k, True)}={_escape(v, False)}\n" for k, v in props.items())

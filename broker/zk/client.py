@@ -249,8 +249,10 @@ class KafkaZkClient:
                 except NodeExistsError:
                     pass
                 continue
-            if self._zk.exists(ControllerZNode.path):
-                return None
+            ctl = self._zk.exists(ControllerZNode.path)
+            if ctl is not None:
+                # Still ours (same session, e.g. asked again after a connection blip): keep the current epoch.
+                return epoch if ctl.ephemeralOwner == self.session_id else None
             tx = self._zk.transaction()
             tx.create(ControllerZNode.path, ControllerZNode.encode(broker_id), ephemeral=True)
             tx.set_data(ControllerEpochZNode.path, ControllerEpochZNode.encode(epoch + 1), version=version)

@@ -133,3 +133,33 @@ def convert_legacy_message_set(buf: Any) -> bytes:
     if not records:
         return b""
     return build_batch(records)
+
+
+def build_legacy_message_set(records: "list[Any]", magic: int, timestamp_type: int = 0) -> bytes:
+    """Down-convert records (``Record`` tuples with absolute offsets) to an uncompressed magic 0/1 set.
+
+    Used for Fetch v0-v3, whose clients read only message sets. Headers cannot be expressed in
+    magic 0/1 and are dropped, as Kafka's down-conversion drops them.
+    """
+    import zlib
+    if magic not in (0, 1):
+        raise ValueError(f"magic must be 0 or 1, got {magic}")
+    out = bytearray()
+    for r in records:
+        body = bytearray()
+        attributes = (timestamp_type & 1) << 3 if magic == 1 else 0
+        body += struct.pack(">bb", magic, attributes)
+        if magic == 1:
+            body += _I64.pack(r.timestamp)
+        for field in (r.key, r.value):
+            if field is None:
+                body += _I32.pack(-1)
+            else:
+                body += _I32.pack(len(field))
+                body += field
+        crc = zlib.crc32(body) & 0xFFFFFFFF
+        out += _I64.pack(r.offset)
+        out += _I32.pack(len(body) + 4)
+        out += struct.pack(">I", crc)
+        out += body
+    return bytes(out)

@@ -147,6 +147,7 @@ def test_controller_election(zk_chroot: str, clients: list) -> None:
     a = new_client(clients, zk_chroot)
     b = new_client(clients, zk_chroot)
     assert a.try_elect_controller(1) == 1
+    assert a.try_elect_controller(1) == 1  # asking again on the same session keeps the epoch
     assert b.try_elect_controller(2) is None
     assert b.get_controller_id() == 1
     data, _ = b.kazoo.get("/controller")
@@ -290,3 +291,34 @@ def test_unreachable_zookeeper_raises_naming_address() -> None:
         c.start()
     assert f"127.0.0.1:{port}/kafka" in str(e.value)
     assert "Timed out waiting for connection to ZooKeeper" in str(e.value)
+
+
+def test_generated_broker_ids_and_isr_notifications(zk_chroot: str, clients: list) -> None:
+    c = new_client(clients, zk_chroot)
+    first = c.generate_broker_id(1000)
+    assert first > 1000 and c.generate_broker_id(1000) == first + 1
+    c.propagate_isr_changes([("t", 0), ("t", 1)])
+    (child,) = c.kazoo.get_children("/isr_change_notification")
+    assert child.startswith("isr_change_")
+    assert json.loads(c.kazoo.get("/isr_change_notification/" + child)[0]) == {
+        "version": 1, "partitions": [{"topic": "t", "partition": 0}, {"topic": "t", "partition": 1}]}
+
+
+def test_watch_topic_sees_added_partitions(zk_chroot: str, clients: list) -> None:
+    c = new_client(clients, zk_chroot)
+    c.create_topic("w", {0: [1]}, {}, live_brokers={1})
+    seen: list = []
+    cond = threading.Condition()
+
+    def on_topic(value: object) -> None:
+        with cond:
+            seen.append(value)
+            cond.notify_all()
+
+    c.watch_topic("w", on_topic)
+    c.add_partitions("w", {1: [1]})
+    with cond:
+        assert cond.wait_for(lambda: seen and seen[-1] is not None and len(seen[-1][1]) == 2, WAIT)
+    c.delete_topic_znodes("w")
+    with cond:
+        assert cond.wait_for(lambda: seen[-1] is None, WAIT)

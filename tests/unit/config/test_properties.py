@@ -30,3 +30,21 @@ def test_later_duplicates_win() -> None:
 
 def test_continuation_at_end_of_file() -> None:
     assert parse_properties("a=1,\\") == {"a": "1,"}
+
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.config.properties import format_properties
+
+_text = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=20)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(_text.filter(lambda k: k != ""), _text, max_size=6))
+def test_format_then_parse_round_trips(props: dict) -> None:
+    assert parse_properties(format_properties(props)) == props
+
+
+def test_only_java_line_terminators_split_lines() -> None:
+    assert parse_properties("a=x\fy\u2028z\r\nb=1\rc=2") == {"a": "x\fy\u2028z", "b": "1", "c": "2"}

@@ -175,7 +175,7 @@ def test_malformed_produce_body_closes_the_connection(broker: BrokerProcess, can
     with RawClient(broker.bootstrap) as c:
         c.send_raw(struct.pack(">i", len(body)) + body)
         assert c.closed_by_peer()
-    wait_for_log(broker, "malformed Produce", mark)
+    wait_for_log(broker, "malformed PRODUCE", mark)
     with RawClient(broker.bootstrap) as c:
         assert latest_offset(c, topic) == 0
     canary.check(f"malformed-produce-{cut}")

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import os
 import subprocess
 import uuid
 import zlib
@@ -40,21 +41,41 @@ class JavaRun:
                 ev = json.loads(line)
                 self.events.setdefault(ev["scenario"], []).append(ev)
 
-    def scenario(self, name: str, broker) -> Dict[str, List[dict]]:
-        """Events of one scenario by step; fails with the Java error and the broker log if it did not finish."""
-        evs = self.events.get(name, [])
-        done = [e for e in evs if e["step"] == "done"]
-        if not done or not done[0]["ok"]:
-            why = done[0]["error"] if done else f"no 'done' line (java exit {self.returncode})"
-            pytest.fail(f"Java scenario {name} failed: {why}\nevents so far:\n"
-                        + "\n".join(json.dumps(e) for e in evs if e["step"] != "done")
-                        + f"\njava stderr (tail):\n{self.stderr[-3000:]}"
-                        + f"\nbroker output {broker.output_path} (tail):\n{broker.output()[-5000:]}",
-                        pytrace=False)
-        by_step: Dict[str, List[dict]] = {}
-        for e in evs:
-            by_step.setdefault(e["step"], []).append(e)
-        return by_step
+    def scenario(self, name: str, broker) -> "Scenario":
+        """One scenario's events; fails with the Java error and the broker log if it stopped on an exception."""
+        sc = Scenario(name, self.events.get(name, []), self, broker)
+        done = sc.by_step.get("done", [])
+        if not done:
+            sc.fail(f"no 'done' line (java exit {self.returncode})")
+        if "error" in done[0]:
+            sc.fail(done[0]["error"])
+        return sc
+
+
+class Scenario:
+    """Events of one scenario grouped by step. A step that raised in Java has an event with "error"."""
+
+    def __init__(self, name: str, events: List[dict], run: JavaRun, broker) -> None:
+        self.name, self.events, self.run, self.broker = name, events, run, broker
+        self.by_step: Dict[str, List[dict]] = {}
+        for e in events:
+            self.by_step.setdefault(e["step"], []).append(e)
+
+    def fail(self, why: str) -> None:
+        events = "\n".join(json.dumps(e)[:600] for e in self.events)
+        pytest.fail(f"Java scenario {self.name}: {why}\nevents:\n{events}"
+                    + f"\njava stderr (tail):\n{self.run.stderr[-3000:]}"
+                    + f"\nbroker output {self.broker.output_path} (tail):\n{self.broker.output()[-5000:]}",
+                    pytrace=False)
+
+    def __getitem__(self, step: str) -> List[dict]:
+        evs = self.by_step.get(step, [])
+        errors = [e for e in evs if "error" in e]
+        if errors:
+            self.fail(f"step {step} raised: " + "; ".join(json.dumps(e) for e in errors))
+        if not evs:
+            self.fail(f"step {step} printed nothing")
+        return evs
 
 
 @pytest.fixture(scope="module")
@@ -79,7 +100,7 @@ def test_java_toolchain_and_jars() -> None:
         cp = jars.classpath()
     except jars.JavaUnavailable as e:
         pytest.fail(f"Java client unavailable: {e}", pytrace=False)
-    names = [Path(p).name for p in cp.split(":")]
+    names = [Path(p).name for p in cp.split(os.pathsep)]
     assert "kafka-clients-4.3.0.jar" in names
     for dep in ("lz4-java-", "snappy-java-", "zstd-jni-", "slf4j-api-"):
         assert any(n.startswith(dep) for n in names), (dep, names)
@@ -90,7 +111,6 @@ def test_java_admin(java_run: JavaRun, broker) -> None:
     s = java_run.scenario("admin", broker)
     topic = f"{java_run.prefix}-admin"
     assert s["createTopics"][0]["topic"] == topic
-    assert s["createTopicsAgain"][0]["error"] == "TopicExistsException"
 
     dc = s["describeCluster"][0]
     assert isinstance(dc["clusterId"], str) and len(dc["clusterId"]) == 22
@@ -139,6 +159,12 @@ def test_java_admin(java_run: JavaRun, broker) -> None:
     assert s["deleteTopics"][0]["gone"] is True
 
 
+def test_java_create_existing_topic_is_refused(java_run: JavaRun, broker) -> None:
+    """CreateTopics for an existing name answers TOPIC_ALREADY_EXISTS (Java: TopicExistsException)."""
+    s = java_run.scenario("admin", broker)
+    assert s["createTopicsAgain"][0]["exception"] == "TopicExistsException"
+
+
 def _expected_crc(base_ts: int) -> int:
     """CRC32 of KafkaCompat.canonical() over all records, recomputed here from the deterministic data set."""
     crc = 0
@@ -169,3 +195,7 @@ def test_java_idempotent_produce_and_assign_seek_consume(java_run: JavaRun, brok
     assert c["dense"] is True
     assert {int(k): v for k, v in c["next_offsets"].items()} == per_partition
     assert c["crc32"] == _expected_crc(prod["base_ts"])
+
+    mid = s["seekMiddle"][0]
+    assert mid["first_offset"] == mid["requested"] == per_partition[0] // 2
+    assert mid["first_key"] == mid["expected_key"]

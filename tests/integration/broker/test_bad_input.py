@@ -438,3 +438,53 @@ def test_create_topics_partition_and_replication_counts(broker: BrokerProcess, c
         dflt = [r for r in resp.topics if r.name == f"dflt-{u}"][0]
         assert dflt.num_partitions == 1 and dflt.replication_factor == 1  # the broker defaults (-1 = default)
     canary.check("create-topics-counts")
+
+
+def test_garbage_compressed_payload_with_a_valid_crc(broker: BrokerProcess, canary: Canary) -> None:
+    """The CRC only proves transport; a gzip batch that does not inflate is still refused, nothing written."""
+    from broker.accel import crc32c
+    topic = create_topic(broker)
+    batch = bytearray(build_batch([(None, b"x" * 100, [], None)], compression=1))
+    for i in range(61, len(batch)):  # the compressed records (after the 61-byte batch header)
+        batch[i] = (i * 7) & 0xFF
+    struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))
+    with RawClient(broker.bootstrap) as c:
+        r = produce(c, topic, bytes(batch))
+        assert r.error_code in (CORRUPT_MESSAGE, INVALID_RECORD)
+        assert latest_offset(c, topic) == 0
+    canary.check("garbage-gzip")
+
+
+def test_metadata_for_invalid_topic_names_with_auto_create(broker: BrokerProcess, canary: Canary) -> None:
+    bad = ["bad/name", "y" * 300, ".."]
+    with RawClient(broker.bootstrap) as c:
+        md = c.request(ApiKey.METADATA, 9, {"topics": [{"name": n} for n in bad], "allow_auto_topic_creation": True,
+                                            "include_topic_authorized_operations": False})
+        assert {t.name: t.error_code for t in md.topics} == {n: INVALID_TOPIC_EXCEPTION for n in bad}
+        md = c.request(ApiKey.METADATA, 9, {"topics": None, "allow_auto_topic_creation": False,
+                                            "include_topic_authorized_operations": False})
+        assert not {t.name for t in md.topics} & set(bad)
+    canary.check("metadata-invalid-names")
+
+
+def test_frame_of_exactly_socket_request_max_bytes_is_served(broker: BrokerProcess, canary: Canary) -> None:
+    """The limit is inclusive, as in Kafka (only a size above socket.request.max.bytes is refused)."""
+    topic = create_topic(broker)
+
+    def frame(value_len: int) -> bytes:
+        return encode_request(ApiKey.PRODUCE, 9, 1, "edge", {
+            "transactional_id": None, "acks": 1, "timeout_ms": 5000,
+            "topic_data": [{"name": topic, "partition_data": [
+                {"index": 0, "records": build_batch([(None, b"v" * value_len, [], 1_700_000_000_000)])}]}]})
+
+    n = MAX_REQUEST_BYTES - len(frame(0))
+    while len(frame(n)) - 4 > MAX_REQUEST_BYTES:  # varint lengths grow with the value
+        n -= 1
+    data = frame(n)
+    assert len(data) - 4 == MAX_REQUEST_BYTES
+    with RawClient(broker.bootstrap) as c:
+        c.send_raw(data)
+        resp = decode_response(ApiKey.PRODUCE, 9, c.recv_frame())
+        assert resp.responses[0].partition_responses[0].error_code == 0
+        assert latest_offset(c, topic) == 1
+    canary.check("exact-max-frame")

@@ -76,7 +76,7 @@ class BrokerServer:
         default_log_config = LogConfig.from_props(cfg.log_config_defaults())
         self.log_manager = await loop.run_in_executor(None, self._make_log_manager, default_log_config, cluster_id)
         self.replica_manager = ReplicaManager(self.broker_id, self.log_manager,
-                                              io_threads=min(8, int(self._cfg("num.io.threads", 8))))
+                                              io_threads=min(4, int(self._cfg("num.io.threads", 8))))
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk.allocate_producer_id_block,
                                               self.replica_manager.run_io)
 

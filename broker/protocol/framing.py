@@ -31,8 +31,8 @@ class RequestFramer:
     def feed(self, data: bytes) -> list[memoryview]:
         """Add received bytes; return every frame now complete, in order.
 
-        Frames are read-only memoryviews; when nothing was buffered they slice ``data`` itself
-        (no copy), otherwise each frame is copied once out of the internal buffer.
+        Frames are writable memoryviews over their own bytearray (each frame is copied once),
+        so record batches inside a Produce frame can be stamped in place without another copy.
         """
         if self._failed:
             raise InvalidFrameError("framer used after a framing error")
@@ -56,10 +56,8 @@ class RequestFramer:
                     raise FrameTooLargeError(size, self.max_request_bytes)
                 if end - pos - 4 < size:
                     break
-                if src is data:
-                    frames.append(mv[pos + 4:pos + 4 + size])
-                else:
-                    frames.append(memoryview(mv[pos + 4:pos + 4 + size].tobytes()))
+                # One copy into a bytearray: frames are writable, so Produce can stamp offsets in place.
+                frames.append(memoryview(bytearray(mv[pos + 4:pos + 4 + size])))
                 pos += 4 + size
             rest = mv[pos:].tobytes() if src is data and pos < end else b""
         finally:

@@ -10,12 +10,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
 
 from broker.errors import ErrorCode
 from broker.replica.errors import error_code_for
+from broker.replica.io_workers import IoWorkers
 from broker.replica.purgatory import FetchPurgatory
 
 log = logging.getLogger(__name__)
@@ -71,14 +71,15 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.partitions: Dict[TopicPartition, Partition] = {}
         self.purgatory = FetchPurgatory()
-        self._executor = ThreadPoolExecutor(max_workers=max(1, io_threads), thread_name_prefix="io")
+        self._workers = IoWorkers(io_threads)
 
     # --- threading helper ----------------------------------------------------------
-    async def run_io(self, fn: Callable[..., Any], *args: Any) -> Any:
-        return await asyncio.get_running_loop().run_in_executor(self._executor, fn, *args)
+    async def run_io(self, fn: Callable[..., Any], *args: Any, key: Any = None) -> Any:
+        """Run blocking (disk) work on a worker thread; same ``key``, same thread."""
+        return await self._workers.submit(fn, *args, key=key)
 
     def shutdown(self) -> None:
-        self._executor.shutdown(wait=True)
+        self._workers.shutdown()
 
     # --- leadership ----------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Optional[Partition]:
@@ -146,7 +147,7 @@ class ReplicaManager:
             else:
                 work.append((p, buf))
         if work:
-            done = await self.run_io(self._append_all, work)
+            done = await self.run_io(self._append_all, work, key=work[0][0].tp if len(work) == 1 else None)
             results.update(done)
             for p, _ in work:
                 if results[p.tp].error_code == 0:

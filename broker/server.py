@@ -48,6 +48,8 @@ class BrokerServer:
         self.admin = AdminManager(self)
         self.sync = ClusterSync(self)
         self.producer_ids: Optional[ProducerIdManager] = None
+        #: objects with ``async on_become_leader(topic, p)`` / ``async on_resign(topic, p)`` (coordinators)
+        self.leadership_listeners: List[Any] = []
         self.socket_server: Optional[SocketServer] = None
         self._stopped = asyncio.Event()
 
@@ -114,6 +116,16 @@ class BrokerServer:
 
     def _register(self, endpoints: List[Endpoint]) -> None:
         self.zk.register_broker(self.broker_id, endpoints, self.config.broker_rack)
+
+    async def on_become_leader(self, topic: str, partition: int) -> None:
+        """Called after this broker became leader of ``topic-partition`` (coordinators load state here)."""
+        for listener in self.leadership_listeners:
+            await listener.on_become_leader(topic, partition)
+
+    async def on_resign(self, topic: str, partition: int) -> None:
+        """Called before this broker stops leading ``topic-partition``."""
+        for listener in self.leadership_listeners:
+            await listener.on_resign(topic, partition)
 
     def apply_config(self, new_config: Any) -> None:
         """Swap in a config with new dynamic values (AlterConfigs on the broker)."""

@@ -24,6 +24,12 @@ def _prepare(records: Any, version: int) -> Tuple[int, Any, str]:
     if len(records) <= _MAGIC_OFFSET:
         return ErrorCode.CORRUPT_MESSAGE, None, "Record set is too short to hold a batch header"
     magic = records[_MAGIC_OFFSET]
+    if magic == 2 and version >= 3:
+        # Kafka: v3+ carries exactly one record batch per partition.
+        batch_length = int.from_bytes(records[8:12], "big", signed=True)
+        if batch_length + 12 != len(records):
+            return (ErrorCode.INVALID_RECORD, None,
+                    f"Produce requests with version {version} must contain exactly one record batch")
     if magic != 2:
         if version >= 3:
             return ErrorCode.INVALID_RECORD, None, f"Produce v{version} requires magic 2 batches, got magic {magic}"

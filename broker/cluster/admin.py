@@ -138,6 +138,35 @@ class AdminManager:
             return ErrorCode.LEADER_NOT_AVAILABLE
         return r.error_code
 
+    async def ensure_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
+                                    configs: Dict[str, str]) -> int:
+        """Create an internal topic (``__consumer_offsets``) on first use; 0 once it exists.
+
+        Like Kafka, refuses (COORDINATOR_NOT_AVAILABLE) while fewer brokers are alive than the
+        topic's replication factor, rather than creating it under-replicated.
+        """
+        if self.server.metadata.topic(name) is not None:
+            return 0
+        live = sorted(self.server.metadata.live_broker_ids())
+        if len(live) < replication_factor:
+            log.warning("Cannot create %s yet: replication factor %d but only %d live brokers", name,
+                        replication_factor, len(live))
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        plan = assign_replicas(live, num_partitions, replication_factor)
+        topic_id = uuid.uuid4()
+        while uuid_to_base64(topic_id).startswith("-"):
+            topic_id = uuid.uuid4()
+        try:
+            await self._zk(self.zk.create_topic, name, plan, dict(configs), uuid_to_base64(topic_id))
+            log.info("Created internal topic %s with %d partitions, replication factor %d", name,
+                     num_partitions, replication_factor)
+        except Exception as exc:
+            if type(exc).__name__ not in ("TopicExistsError", "NodeExistsError"):
+                log.exception("Creating internal topic %s failed", name)
+                return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        await self.server.sync.refresh_topic(name)
+        return 0
+
     # --- delete ----------------------------------------------------------------------
     async def delete_topic(self, name: str, timeout_ms: int) -> Tuple[int, Optional[str]]:
         if not self.server.config.get("delete.topic.enable"):

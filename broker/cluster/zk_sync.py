@@ -143,11 +143,17 @@ class ClusterSync:
         log_config = self._log_config(overrides)
         min_isr = int(effective_topic_config(self.server.config, overrides).get("min.insync.replicas", 1))
         me = self.server.broker_id
+        became_leader = []
         for p, pm in parts.items():
             if pm.leader == me:
+                was = self.server.replica_manager.get_partition((name, p))
                 await self.server.replica_manager.make_leader(name, p, topic_id, pm.leader_epoch, pm.replicas,
                                                               pm.isr, log_config, min_isr)
+                if was is None or was.leader_id != me:
+                    became_leader.append(p)
         self.server.metadata.put_topic(TopicMeta(name, topic_id, parts))
+        for p in became_leader:
+            await self.server.on_become_leader(name, p)
 
     async def refresh_topic_config(self, name: str) -> None:
         overrides = await self._io(self.zk.get_topic_config, name) or {}
@@ -162,6 +168,7 @@ class ClusterSync:
         if meta is None:
             return
         for p in meta.partitions:
+            await self.server.on_resign(name, p)
             await self.server.replica_manager.stop_replica(name, p, delete=True)
         log.info("Topic %s removed; deleted its local partitions", name)
 

@@ -62,6 +62,7 @@ class KafkaZkClient:
         self._new_session_callbacks: list[Callable[[], None]] = []
         self._session_lost = False
         self._closed = False
+        self._closing = threading.Event()
         self._config_watch_last_seq: dict[int, int] = {}
 
     # ------------------------------------------------------------------ lifecycle
@@ -88,6 +89,7 @@ class KafkaZkClient:
         """Close the session (ephemeral znodes vanish at once)."""
         with self._lock:
             self._closed = True
+        self._closing.set()  # wakes a registration waiting for a stale node
         try:
             self._zk.stop()
         finally:
@@ -207,7 +209,13 @@ class KafkaZkClient:
                             "to expire (a previous run of this broker that did not shut down cleanly?)",
                             info.broker_id, desc, int(remaining * 1000))
                 waited = True
-            gone.wait(remaining)
+            # Wait for the stale node to vanish, but give up at once if the broker is shutting down.
+            wait_until = time.monotonic() + remaining
+            while not gone.is_set() and not self._closing.is_set() and time.monotonic() < wait_until:
+                gone.wait(min(0.2, max(0.0, wait_until - time.monotonic())))
+            if self._closing.is_set():
+                raise ZkUnavailableError(f"ZooKeeper client closed while waiting to register broker "
+                                         f"{info.broker_id}")
 
     def get_live_brokers(self) -> dict[int, BrokerInfo]:
         out: dict[int, BrokerInfo] = {}

@@ -36,6 +36,7 @@ class BrokerProcess:
         self.output_path = self.workdir / f"broker-{broker_id}.out"
         self.proc: Optional[subprocess.Popen[bytes]] = None
         self._out = None
+        self._start_offset = 0
 
     @property
     def bootstrap(self) -> str:
@@ -57,6 +58,7 @@ class BrokerProcess:
 
     def start(self, wait: bool = True, timeout: float = 60.0, extra_env: Optional[Dict[str, str]] = None) -> None:
         self.write_config()
+        self._start_offset = len(self.output())
         env = dict(os.environ)
         env.update(extra_env or {})
         self._out = open(self.output_path, "ab")
@@ -71,7 +73,7 @@ class BrokerProcess:
         while time.monotonic() < deadline:
             if self.proc is not None and self.proc.poll() is not None:
                 raise RuntimeError(f"broker exited with {self.proc.returncode} during start-up:\n{self.output()}")
-            if "started (listeners" in self.output():
+            if "started (listeners" in self.output()[self._start_offset:]:
                 return
             time.sleep(0.05)
         raise TimeoutError(f"broker did not start within {timeout}s:\n{self.output()[-4000:]}")

@@ -389,11 +389,7 @@ INVALID_RECORD = 87
 INVALID_PARTITIONS = 37
 
 
-TWO_BATCHES_BUG = pytest.mark.xfail(strict=True, reason="broker bug: broker/api/produce.py _prepare() accepts more "
-                                    "than one batch per partition in Produce v3+ (Kafka: INVALID_RECORD)")
-
-
-@pytest.mark.parametrize("shape", [pytest.param("two-batches", marks=TWO_BATCHES_BUG), "length-too-long", "length-too-short", "short-header",
+@pytest.mark.parametrize("shape", ["two-batches", "length-too-long", "length-too-short", "short-header",
                                    "magic-3"])
 def test_structurally_broken_record_sets(broker: BrokerProcess, canary: Canary, shape: str) -> None:
     """v3+ Produce carries exactly one magic-2 batch per partition; anything else is refused, nothing written."""

@@ -1,0 +1,73 @@
+"""Reading and writing ``__consumer_offsets`` partitions for the group coordinator.
+
+The coordinator produces its records (offset commits, group metadata, tombstones) here as
+ordinary record batches, appended as leader with acks=all, and replays a partition from its
+log start offset when it becomes the partition's leader. Keys and values are the already
+encoded bytes of Kafka's OffsetCommitKey/Value and GroupMetadataKey/Value.
+"""
+from __future__ import annotations
+
+import time
+from typing import Any, List, Optional, Sequence, Tuple
+
+from broker.errors import KafkaError, error_for_code
+from broker.protocol.records.builder import build_batch
+
+GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
+
+
+class OffsetsTopicIO:
+    def __init__(self, replica_manager: Any, topic: str = GROUP_METADATA_TOPIC_NAME) -> None:
+        self.replica_manager = replica_manager
+        self.topic = topic
+
+    async def append(self, partition: int, records: Sequence[Tuple[bytes, Optional[bytes]]]) -> int:
+        """Append ``(key, value)`` records (value None = tombstone); return the last offset written.
+
+        Raises the KafkaError of the append's error code (e.g. NOT_LEADER_OR_FOLLOWER), which the
+        coordinator maps as Kafka does (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE...).
+        """
+        now = int(time.time() * 1000)
+        batch = bytearray(build_batch([(k, v, [], now) for k, v in records]))
+        tp = (self.topic, partition)
+        result = (await self.replica_manager.append_records(-1, {tp: batch}))[tp]
+        if result.error_code:
+            raise error_for_code(result.error_code)(result.error_message or "")
+        return result.base_offset + len(records) - 1
+
+    async def read_all(self, partition: int) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
+        """Every record of the partition up to its high watermark, as (offset, key, value)."""
+        p = self.replica_manager.get_partition((self.topic, partition))
+        if p is None:
+            raise error_for_code(3)(f"{self.topic}-{partition} is not hosted here")
+        return await self.replica_manager.run_io(_read_all, p.log)
+
+    def is_leader(self, partition: int) -> bool:
+        p = self.replica_manager.get_partition((self.topic, partition))
+        return p is not None and p.leader_id == self.replica_manager.broker_id
+
+
+def _read_all(log: Any) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
+    from broker.accel import record_batch
+    out: List[Tuple[int, Optional[bytes], Optional[bytes]]] = []
+    offset = log.log_start_offset
+    end = log.high_watermark
+    while offset < end:
+        info = log.read(offset, 1 << 20, end, True)
+        recs = getattr(info, "records", None)
+        if recs is None or len(recs) == 0:
+            break
+        data = recs.read() if hasattr(recs, "read") else bytes(recs)
+        infos, _ = record_batch.scan_batches(data)
+        if not infos:
+            break
+        for bi in infos:
+            if not bi.is_control:
+                for r in record_batch.iter_records(data[bi.position:bi.position + bi.size]):
+                    if r.offset >= offset:
+                        out.append((r.offset, r.key, r.value))
+            offset = max(offset, bi.base_offset + bi.last_offset_delta + 1)
+    return out
+
+
+__all__ = ["OffsetsTopicIO", "GROUP_METADATA_TOPIC_NAME", "KafkaError"]

@@ -10,15 +10,13 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Dict, List, Optional, Tuple
 
+from broker.config.kafka_config import Endpoint
+
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
 
 
-@dataclass(frozen=True)
-class BrokerEndpoint:
-    listener_name: str
-    host: str
-    port: int
-    security_protocol: str = "PLAINTEXT"
+#: A broker's listener endpoint, as parsed from ``listeners`` and registered in ZooKeeper.
+BrokerEndpoint = Endpoint
 
 
 @dataclass(frozen=True)

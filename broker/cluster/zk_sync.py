@@ -14,7 +14,7 @@ import logging
 import uuid
 from typing import Any, Dict, Optional
 
-from broker.cluster.metadata_cache import BrokerEndpoint, BrokerMeta, PartitionMeta, TopicMeta
+from broker.cluster.metadata_cache import BrokerMeta, PartitionMeta, TopicMeta
 from broker.config.topic_defs import effective_topic_config
 from broker.storage.config import LogConfig
 
@@ -88,11 +88,7 @@ class ClusterSync:
         infos = await self._io(self.zk.get_live_brokers)
         brokers: Dict[int, BrokerMeta] = {}
         for bid, info in infos.items():
-            eps = []
-            for ep in getattr(info, "endpoints", []):
-                eps.append(BrokerEndpoint(ep.listener_name, ep.host, ep.port, getattr(ep, "security_protocol",
-                                                                                     "PLAINTEXT")))
-            brokers[int(bid)] = BrokerMeta(int(bid), tuple(eps), getattr(info, "rack", None))
+            brokers[int(bid)] = BrokerMeta(int(bid), tuple(info.endpoints), info.rack)
         self.server.metadata.set_brokers(brokers)
 
     async def elect(self) -> None:

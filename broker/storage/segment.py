@@ -47,22 +47,23 @@ class LogSegment:
     """A segment of a partition's log; the active (last) segment takes appends."""
 
     def __init__(self, dir_path: str, base_offset: int, *, index_interval_bytes: int, max_index_size: int,
-                 now_ms: int, file_already_exists: bool = False) -> None:
+                 now_ms: int, file_already_exists: bool = False, file_suffix: str = "") -> None:
+        """``file_suffix`` (e.g. ``.cleaned``) names a segment being built by the log cleaner."""
         self.dir = dir_path
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.created_ms = now_ms
-        log_path = files.file_path(dir_path, base_offset, files.LOG_SUFFIX)
+        log_path = files.file_path(dir_path, base_offset, files.LOG_SUFFIX) + file_suffix
         if not file_already_exists:
             open(log_path, "ab").close()
         self.log_file = open(log_path, "r+b", buffering=0)
         self._fd = self.log_file.fileno()
         self.size = os.fstat(self._fd).st_size
-        self.offset_index = OffsetIndex(files.file_path(dir_path, base_offset, files.INDEX_SUFFIX), base_offset,
-                                        max_index_size)
-        self.time_index = TimeIndex(files.file_path(dir_path, base_offset, files.TIME_INDEX_SUFFIX), base_offset,
-                                    max_index_size)
+        self.offset_index = OffsetIndex(files.file_path(dir_path, base_offset, files.INDEX_SUFFIX) + file_suffix,
+                                        base_offset, max_index_size)
+        self.time_index = TimeIndex(files.file_path(dir_path, base_offset, files.TIME_INDEX_SUFFIX) + file_suffix,
+                                    base_offset, max_index_size)
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: Optional[int] = None
         self.max_timestamp_so_far = -1

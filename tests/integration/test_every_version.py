@@ -316,3 +316,38 @@ def test_describe_producers(client: RawClient, version: int) -> None:
     part = r.topics[0].partitions[0]
     assert part.error_code == 0
     assert any(s.producer_id == init.producer_id and s.last_sequence == 0 for s in part.active_producers)
+
+
+def test_create_topic_with_explicit_assignment(client: RawClient) -> None:
+    name = f"assigned-{uuid.uuid4().hex[:6]}"
+    r = client.call(ApiKey.CREATE_TOPICS, 7, {"topics": [{
+        "name": name, "num_partitions": -1, "replication_factor": -1,
+        "assignments": [{"partition_index": 0, "broker_ids": [0]}, {"partition_index": 1, "broker_ids": [0]}]}],
+        "timeout_ms": 10000})
+    t = r.topics[0]
+    assert t.error_code == 0 and t.num_partitions == 2 and t.replication_factor == 1
+    bad = client.call(ApiKey.CREATE_TOPICS, 7, {"topics": [{
+        "name": name + "-bad", "num_partitions": -1, "replication_factor": -1,
+        "assignments": [{"partition_index": 0, "broker_ids": [7]}]}], "timeout_ms": 10000})
+    assert bad.topics[0].error_code == 39  # INVALID_REPLICA_ASSIGNMENT
+
+
+def test_broker_dynamic_config(client: RawClient) -> None:
+    r = client.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+        {"resource_type": 4, "resource_name": "0",
+         "configs": [{"name": "log.retention.ms", "config_operation": 0, "value": "3600000"}]}],
+        "validate_only": False})
+    assert r.responses[0].error_code == 0, r.responses[0]
+    d = client.call(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+        {"resource_type": 4, "resource_name": "0", "configuration_keys": ["log.retention.ms"]}]})
+    entry = d.results[0].configs[0]
+    assert entry.value == "3600000" and entry.config_source == 2  # DYNAMIC_BROKER_CONFIG
+    # New topics inherit the dynamic default.
+    d = client.call(ApiKey.DESCRIBE_CONFIGS, 4, {"resources": [
+        {"resource_type": 2, "resource_name": TOPIC, "configuration_keys": ["retention.ms"]}]})
+    assert d.results[0].configs[0].value in ("3600000", "86400000")
+    # A read-only key cannot change at run time.
+    ro = client.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [
+        {"resource_type": 4, "resource_name": "0",
+         "configs": [{"name": "broker.id", "config_operation": 0, "value": "5"}]}], "validate_only": False})
+    assert ro.responses[0].error_code == 42  # INVALID_REQUEST

@@ -1,0 +1,78 @@
+"""Rewriting one magic-2 record batch for the log cleaner (Kafka's MemoryRecords.filterTo role).
+
+A cleaned batch keeps the original batch's identity so offsets, producer state and leader epochs
+stay valid (layout in broker/protocol/records/batch_info.py):
+
+    baseOffset, partitionLeaderEpoch, magic    unchanged
+    attributes        codec, timestamp type, transactional, control unchanged; bit 6 (delete
+                      horizon) set when the batch keeps tombstones and had no horizon yet
+    lastOffsetDelta   unchanged (keeps the batch's last offset, hence the producer's last sequence)
+    baseTimestamp     the first retained record's timestamp, or the delete horizon (ms) when bit 6
+                      is set (record timestamp deltas are then relative to it and may be negative)
+    maxTimestamp      max retained record timestamp (CreateTime) or unchanged (LogAppendTime)
+    producerId, producerEpoch, baseSequence      unchanged
+    recordCount       retained records; 0 for an empty batch kept only for producer state
+    crc               recomputed over attributes..end
+    records           the retained records, original offset deltas, re-compressed with the codec
+
+Pure functions; no I/O. Used from the cleaner thread.
+"""
+from __future__ import annotations
+
+import struct
+from typing import Optional, Sequence
+
+from broker.accel import crc32c as _crc32c
+from broker.protocol.records.batch_info import DELETE_HORIZON_MASK, TIMESTAMP_TYPE_MASK, BatchInfo, Record
+from broker.protocol.records.builder import encode_record
+from broker.protocol.records.compression import compress
+
+_AFTER_CRC = struct.Struct(">hiqqqhii")
+_PREFIX = struct.Struct(">qiib")
+_U32 = struct.Struct(">I")
+
+
+def delete_horizon_ms(info: BatchInfo) -> Optional[int]:
+    """The batch's delete horizon (KIP-534: its base timestamp when attribute bit 6 is set), else None."""
+    return info.base_timestamp if info.has_delete_horizon else None
+
+
+def _assemble(info: BatchInfo, attributes: int, base_ts: int, max_ts: int, count: int, body: bytes) -> bytes:
+    after_crc = _AFTER_CRC.pack(attributes, info.last_offset_delta, base_ts, max_ts, info.producer_id,
+                                info.producer_epoch, info.base_sequence, count) + body
+    crc = _crc32c.crc32c(after_crc)
+    return (_PREFIX.pack(info.base_offset, 4 + 1 + 4 + len(after_crc), info.partition_leader_epoch, 2)
+            + _U32.pack(crc) + after_crc)
+
+
+def build_retained_batch(info: BatchInfo, records: Sequence[Record], horizon_ms: Optional[int]) -> bytes:
+    """A batch like ``info`` holding only ``records`` (non-empty), with ``horizon_ms`` as delete horizon."""
+    log_append = bool(info.attributes & TIMESTAMP_TYPE_MASK)
+    attributes = info.attributes & ~DELETE_HORIZON_MASK
+    if horizon_ms is not None:
+        attributes |= DELETE_HORIZON_MASK
+        base_ts = horizon_ms
+    else:
+        base_ts = info.base_timestamp if log_append else records[0].timestamp
+    if log_append:
+        max_ts = info.max_timestamp
+        parts = [encode_record(r.offset - info.base_offset, 0, r.key, r.value, r.headers, r.attributes)
+                 for r in records]
+    else:
+        max_ts = max(r.timestamp for r in records)
+        parts = [encode_record(r.offset - info.base_offset, r.timestamp - base_ts, r.key, r.value, r.headers,
+                               r.attributes) for r in records]
+    body = b"".join(parts)
+    if info.compression:
+        body = compress(info.compression, body)
+    return _assemble(info, attributes, base_ts, max_ts, len(records), body)
+
+
+def build_empty_batch(info: BatchInfo) -> bytes:
+    """A record-less batch keeping ``info``'s producer fields and last offset (Kafka's writeEmptyHeader).
+
+    The cleaner keeps one for a producer whose last batch lost all its records, so the
+    producer's epoch and last sequence survive a rebuild of the producer state.
+    """
+    attributes = info.attributes & ~(DELETE_HORIZON_MASK | 0x07)
+    return _assemble(info, attributes, info.max_timestamp, info.max_timestamp, 0, b"")

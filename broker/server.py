@@ -18,6 +18,7 @@ from broker.cluster.admin import AdminManager
 from broker.cluster.metadata_cache import MetadataCache
 from broker.cluster.zk_sync import ClusterSync
 from broker.config.kafka_config import Endpoint
+from broker.coordinator.group.service import GroupCoordinator
 from broker.coordinator.producer_ids import ProducerIdManager
 from broker.network.socket_server import ListenerSpec, SocketServer
 from broker.replica.manager import ReplicaManager
@@ -48,6 +49,7 @@ class BrokerServer:
         self.admin = AdminManager(self)
         self.sync = ClusterSync(self)
         self.producer_ids: Optional[ProducerIdManager] = None
+        self.group_coordinator: Optional[GroupCoordinator] = None
         #: objects with ``async on_become_leader(topic, p)`` / ``async on_resign(topic, p)`` (coordinators)
         self.leadership_listeners: List[Any] = []
         self.socket_server: Optional[SocketServer] = None
@@ -81,6 +83,10 @@ class BrokerServer:
                                               io_threads=min(4, int(self._cfg("num.io.threads", 8))))
         self.producer_ids = ProducerIdManager(self.broker_id, self.zk.allocate_producer_id_block,
                                               self.replica_manager.run_io)
+        # Group coordinator: loads __consumer_offsets partitions as this broker becomes their leader.
+        self.group_coordinator = GroupCoordinator(self)
+        self.group_coordinator.start()
+        self.leadership_listeners.append(self.group_coordinator)
 
         listeners = [ListenerSpec(e.listener_name, e.host, e.port, e.security_protocol) for e in cfg.listeners]
         self.socket_server = SocketServer(self.dispatcher, listeners, cfg.get("socket.request.max.bytes"),
@@ -141,6 +147,8 @@ class BrokerServer:
         loop = asyncio.get_running_loop()
         if self.socket_server is not None:
             await self.socket_server.stop()
+        if self.group_coordinator is not None:
+            await self.group_coordinator.stop()
         if self.zk is not None:
             await loop.run_in_executor(None, self.zk.close)
         if self.log_manager is not None:

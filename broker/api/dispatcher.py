@@ -9,14 +9,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING, Any, List, Optional, Union
+from typing import Any, List, Optional, Union
 
 from broker.api.registry import ApiRegistry
 from broker.protocol import api as proto
 from broker.util.file_slice import FileSlice
-
-if TYPE_CHECKING:
-    from broker.network.connection import ConnectionContext
 
 log = logging.getLogger(__name__)
 request_log = logging.getLogger("broker.request")
@@ -24,12 +21,27 @@ request_log = logging.getLogger("broker.request")
 Parts = List[Union[bytes, FileSlice]]
 
 
+class ConnectionContext:
+    """What a handler may know about the peer (never the transport itself)."""
+
+    __slots__ = ("connection_id", "client_host", "client_port", "listener_name", "security_protocol", "principal")
+
+    def __init__(self, connection_id: str, client_host: str, client_port: int, listener_name: str,
+                 security_protocol: str = "PLAINTEXT") -> None:
+        self.connection_id = connection_id
+        self.client_host = client_host
+        self.client_port = client_port
+        self.listener_name = listener_name
+        self.security_protocol = security_protocol
+        self.principal = "User:ANONYMOUS"
+
+
 class RequestContext:
     """Everything a handler knows about the request besides its body."""
 
     __slots__ = ("connection", "api_key", "api_version", "correlation_id", "client_id", "received_ns")
 
-    def __init__(self, connection: "ConnectionContext", header: Any) -> None:
+    def __init__(self, connection: ConnectionContext, header: Any) -> None:
         self.connection = connection
         self.api_key: int = header.api_key
         self.api_version: int = header.api_version
@@ -51,7 +63,7 @@ class RequestDispatcher:
     def __init__(self, registry: ApiRegistry) -> None:
         self._registry = registry
 
-    async def handle(self, connection: "ConnectionContext", frame: memoryview) -> Union[Parts, None, object]:
+    async def handle(self, connection: ConnectionContext, frame: memoryview) -> Union[Parts, None, object]:
         try:
             header, body_offset = proto.decode_request_header(frame)
         except proto.MalformedMessageError as exc:

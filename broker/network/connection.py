@@ -15,6 +15,7 @@ import logging
 from collections import deque
 from typing import TYPE_CHECKING, Deque, Optional
 
+from broker.api.dispatcher import ConnectionContext
 from broker.protocol.framing import FrameTooLargeError, InvalidFrameError, RequestFramer
 from broker.util.file_slice import FileSlice
 
@@ -25,21 +26,6 @@ log = logging.getLogger(__name__)
 
 #: Frames queued before we stop reading from the socket.
 MAX_QUEUED_FRAMES = 32
-
-
-class ConnectionContext:
-    """What a handler may know about the peer (never the transport itself)."""
-
-    __slots__ = ("connection_id", "client_host", "client_port", "listener_name", "security_protocol", "principal")
-
-    def __init__(self, connection_id: str, client_host: str, client_port: int, listener_name: str,
-                 security_protocol: str = "PLAINTEXT") -> None:
-        self.connection_id = connection_id
-        self.client_host = client_host
-        self.client_port = client_port
-        self.listener_name = listener_name
-        self.security_protocol = security_protocol
-        self.principal = "User:ANONYMOUS"
 
 
 class KafkaConnection(asyncio.Protocol):

@@ -23,13 +23,78 @@ import struct
 from typing import Optional, Sequence
 
 from broker.accel import crc32c as _crc32c
+from broker.accel import record_batch
+from broker.accel import varint as _varint
+from broker.protocol.records import errors as record_errors
 from broker.protocol.records.batch_info import DELETE_HORIZON_MASK, TIMESTAMP_TYPE_MASK, BatchInfo, Record
 from broker.protocol.records.builder import encode_record
-from broker.protocol.records.compression import compress
+from broker.protocol.records.compression import compress, decompress
 
 _AFTER_CRC = struct.Struct(">hiqqqhii")
 _PREFIX = struct.Struct(">qiib")
 _U32 = struct.Struct(">I")
+_RECORDS_OFFSET = 61
+
+
+def iter_stored_records(batch: "bytes | bytearray") -> list[Record]:
+    """Records of one stored batch (CRC checked), cleaned ones included.
+
+    ``record_batch.iter_records`` applies the producer-side rules (lastOffsetDelta == recordCount - 1,
+    offset delta == index) that compacted batches break by design; it is used when they hold, and
+    a plain decoder here otherwise (only already-cleaned batches, which are small, take that path).
+    """
+    try:
+        return record_batch.iter_records(batch)  # type: ignore[no-any-return]
+    except record_errors.InvalidRecordError:
+        pass
+    view = memoryview(batch)
+    infos, end = record_batch.scan_batches(view, 0, -1, True)
+    if len(infos) != 1 or end != len(view):
+        raise record_errors.CorruptRecordError("expected exactly one whole batch with a valid CRC")
+    info = infos[0]
+    data: "bytes | memoryview" = view[_RECORDS_OFFSET:info.size]
+    if info.compression:
+        data = decompress(info.compression, data)
+    return _decode_records(data, info)
+
+
+def _decode_records(data: "bytes | memoryview", info: BatchInfo) -> list[Record]:
+    dec = _varint.decode_varint
+    log_append = bool(info.attributes & TIMESTAMP_TYPE_MASK)
+    out: list[Record] = []
+    pos = 0
+    for _ in range(info.record_count):
+        length, pos = dec(data, pos)
+        rend = pos + length
+        attributes = data[pos]
+        ts_delta, p = dec(data, pos + 1)
+        offset_delta, p = dec(data, p)
+        key_len, p = dec(data, p)
+        key = None
+        if key_len >= 0:
+            key, p = bytes(data[p:p + key_len]), p + key_len
+        value_len, p = dec(data, p)
+        value = None
+        if value_len >= 0:
+            value, p = bytes(data[p:p + value_len]), p + value_len
+        header_count, p = dec(data, p)
+        headers = []
+        for _h in range(header_count):
+            hk_len, p = dec(data, p)
+            hkey = bytes(data[p:p + hk_len]).decode("utf-8")
+            p += hk_len
+            hv_len, p = dec(data, p)
+            hval = None
+            if hv_len >= 0:
+                hval, p = bytes(data[p:p + hv_len]), p + hv_len
+            headers.append((hkey, hval))
+        if p > rend or rend > len(data):
+            raise record_errors.CorruptRecordError("malformed record in a stored batch")
+        seq = (info.base_sequence + offset_delta) & 0x7FFFFFFF if info.base_sequence >= 0 else -1
+        timestamp = info.max_timestamp if log_append else info.base_timestamp + ts_delta
+        out.append(Record(info.base_offset + offset_delta, timestamp, key, value, headers, attributes, seq))
+        pos = rend
+    return out
 
 
 def delete_horizon_ms(info: BatchInfo) -> Optional[int]:

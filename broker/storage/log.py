@@ -26,6 +26,8 @@ from broker.util.file_slice import FileSlice
 from . import files
 from .config import LogConfig
 from .errors import (InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError, StorageError)
+from .checkpoints import atomic_write, fsync_dir
+from .cleaner_batch import iter_stored_records
 from .leader_epoch_file import LeaderEpochFileCache
 from .producer_state import ProducerAppendInfo, ProducerStateManager, last_sequence
 from .segment import LogOffsetMetadata, LogSegment
@@ -40,6 +42,10 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 NO_TIMESTAMP = -1
 
 Scheduler = Callable[[float, Callable[[], None]], None]
+SwapHook = Callable[[str], None]
+
+# ``<base>.swapend``: the end offset of the segment group a committed cleaner swap replaces (text).
+SWAP_END_SUFFIX = ".swapend"
 
 
 class UnexpectedAppendOffsetError(StorageError):
@@ -138,10 +144,12 @@ class Log:
                           file_already_exists=exists)
 
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
+        self._complete_interrupted_swaps()
         bases = []
         for name in sorted(os.listdir(self.dir)):
             path = os.path.join(self.dir, name)
-            if name.endswith((files.DELETED_SUFFIX, files.CLEANED_SUFFIX, files.SWAP_SUFFIX, ".tmp")):
+            if name.endswith((files.DELETED_SUFFIX, files.CLEANED_SUFFIX, files.SWAP_SUFFIX, ".tmp",
+                              SWAP_END_SUFFIX)):
                 os.unlink(path)
                 continue
             if name.endswith(files.LOG_SUFFIX) and files.is_segment_stem(name):
@@ -179,6 +187,50 @@ class Log:
         self.leader_epoch_cache.truncate_from_end(self._leo)
         self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
         self._rebuild_producer_state()
+
+    def _complete_interrupted_swaps(self) -> None:
+        """Finish a cleaner swap that a crash interrupted after its commit point (Kafka's swap recovery).
+
+        A ``<base>.log.swap`` file next to its ``<base>.swapend`` marker means the cleaned data was
+        committed: every other segment whose base offset lies in [base, end) is removed (end = the
+        larger of the swap file's next offset and the group end recorded in the marker, which also
+        covers groups whose last records were all compacted away) and the swap files take the final
+        names. A ``.swap`` without a marker was never committed and is deleted with the other
+        temporary files.
+        ``.cleaned`` files (not yet committed) are removed by the caller, keeping the old segments.
+        """
+        names = os.listdir(self.dir)
+        swap_log = files.LOG_SUFFIX + files.SWAP_SUFFIX
+        for name in sorted(n for n in names if n.endswith(swap_log) and files.is_segment_stem(n)):
+            base = files.offset_from_file_name(name)
+            swap_path = os.path.join(self.dir, name)
+            end_path = files.file_path(self.dir, base, SWAP_END_SUFFIX)
+            try:
+                with open(end_path, "r", encoding="ascii") as f:
+                    recorded_end = int(f.read().strip())
+            except (FileNotFoundError, ValueError):
+                continue  # not a swap this broker committed (the marker precedes the commit): deleted later
+            end = max(_next_offset_of_log_file(swap_path), base + 1, recorded_end)
+            logger.info("Completing the interrupted swap of cleaned segment %d (offsets up to %d) in %s",
+                        base, end, self.dir)
+            for other in os.listdir(self.dir):
+                if not files.is_segment_stem(other) or other.endswith(files.SWAP_SUFFIX):
+                    continue
+                if not other.endswith((files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX,
+                                       files.TXN_INDEX_SUFFIX)):
+                    continue
+                if base <= files.offset_from_file_name(other) < end:
+                    os.unlink(os.path.join(self.dir, other))
+            for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX):
+                idx = files.file_path(self.dir, base, suffix)
+                if os.path.exists(idx + files.SWAP_SUFFIX):
+                    os.rename(idx + files.SWAP_SUFFIX, idx)
+            os.rename(swap_path, files.file_path(self.dir, base, files.LOG_SUFFIX))
+            try:
+                os.unlink(end_path)
+            except FileNotFoundError:
+                pass
+        fsync_dir(self.dir)
 
     def _recover_from(self, recovery_point: int) -> None:
         """Recover every segment holding offsets >= recovery_point; a bad tail drops all later segments."""
@@ -545,7 +597,7 @@ class Log:
         ple = info.partition_leader_epoch if info.partition_leader_epoch >= 0 else -1
         if info.timestamp_type == 1:
             return info.base_offset, target_ts, ple
-        for rec in record_batch.iter_records(bytearray(best.read_batch(info))):
+        for rec in iter_stored_records(best.read_batch(info)):
             if rec.timestamp == target_ts:
                 return rec.offset, target_ts, ple
         return info.base_offset + info.last_offset_delta, target_ts, ple
@@ -677,6 +729,75 @@ class Log:
         else:
             remove()
 
+    # ------------------------------------------------------------------ log cleaner support
+    def cleaner_view(self) -> tuple[list[LogSegment], int, int, dict[int, tuple[int, int]]]:
+        """(segments, log start offset, first uncleanable offset bound, {producer id: (last data offset, epoch)}).
+
+        The bound is min(active segment base, LSO); the producer map drives which emptied batches the
+        cleaner keeps (a producer's last batch carries its last sequence and epoch).
+        """
+        with self._lock:
+            self._check_open()
+            first = self.producer_state.first_undecided_offset()
+            bound = min(self.segments[-1].base_offset, self._hw)
+            if first is not None:
+                bound = min(bound, first)
+            producers = {pid: (e.last_data_offset, e.producer_epoch)
+                         for pid, e in self.producer_state.producers.items()}
+            return list(self.segments), self._log_start_offset, bound, producers
+
+    def replace_segments(self, old: list[LogSegment], old_sizes: list[int], base_offset: int, end_offset: int,
+                         hook: Optional[SwapHook] = None) -> bool:
+        """Swap the closed cleaned segment ``<base_offset>.log.cleaned`` in for ``old`` (Kafka's replaceSegments).
+
+        Holds the lock only for renames. Steps: record ``end_offset`` in ``<base>.swapend``; rename the
+        cleaned log to ``.swap`` (the commit point: recovery completes the swap from here on); rename
+        the cleaned indexes; rename the old segments to ``.deleted`` (removed after
+        file.delete.delay.ms, so FileSlices already handed out stay readable); give the swap files
+        their final names. Returns False, discarding the cleaned files, when ``old`` is no longer a
+        run of this log's inactive segments of the sizes the cleaner read (retention, truncation,
+        or deletion happened meanwhile). ``hook(step)`` lets tests simulate a crash at each step.
+        """
+        step = hook if hook is not None else (lambda _s: None)
+        with self._lock:
+            try:
+                i = next(j for j, seg in enumerate(self.segments) if seg is old[0])
+            except StopIteration:
+                i = -1
+            run = self.segments[i:i + len(old)] if i >= 0 else []
+            if (self._closed or i < 0 or len(run) != len(old) or any(a is not b for a, b in zip(run, old))
+                    or i + len(old) >= len(self.segments) or [s.size for s in old] != list(old_sizes)
+                    or old[0].base_offset != base_offset):
+                discard_cleaned_files(self.dir, base_offset)
+                return False
+            step("before_swap")
+            atomic_write(files.file_path(self.dir, base_offset, SWAP_END_SUFFIX), b"%d\n" % end_offset)
+            step("after_swap_end_written")
+            cleaned_log = files.file_path(self.dir, base_offset, files.LOG_SUFFIX)
+            os.rename(cleaned_log + files.CLEANED_SUFFIX, cleaned_log + files.SWAP_SUFFIX)
+            fsync_dir(self.dir)
+            step("after_log_swap_renamed")
+            for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX):
+                path = files.file_path(self.dir, base_offset, suffix)
+                os.rename(path + files.CLEANED_SUFFIX, path + files.SWAP_SUFFIX)
+            step("after_index_swap_renamed")
+            for n, seg in enumerate(old):
+                self._schedule_delete(seg)
+                step("after_old_deleted_%d" % n)
+            for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.LOG_SUFFIX):
+                path = files.file_path(self.dir, base_offset, suffix)
+                os.rename(path + files.SWAP_SUFFIX, path)
+            fsync_dir(self.dir)
+            step("after_swap_renamed")
+            try:
+                os.unlink(files.file_path(self.dir, base_offset, SWAP_END_SUFFIX))
+            except FileNotFoundError:
+                pass
+            new = self._new_segment(base_offset, exists=True)
+            self.segments[i:i + len(old)] = [new]
+            self._bases = [s.base_offset for s in self.segments]
+            return True
+
     # ------------------------------------------------------------------ flush / close
     def flush(self, up_to_offset: Optional[int] = None) -> None:
         """fsync segments holding offsets below ``up_to_offset`` (default LEO); advances the recovery point.
@@ -747,6 +868,36 @@ class Log:
     def __repr__(self) -> str:
         return "Log(dir=%s, log_start_offset=%d, leo=%d, hw=%d)" % (
             self.dir, self._log_start_offset, self._leo, self._hw)
+
+
+def discard_cleaned_files(dir_path: str, base_offset: int) -> None:
+    """Remove an uncommitted cleaned segment (``<base>.log/.index/.timeindex.cleaned``)."""
+    for suffix in (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX):
+        try:
+            os.unlink(files.file_path(dir_path, base_offset, suffix) + files.CLEANED_SUFFIX)
+        except FileNotFoundError:
+            pass
+
+
+def _next_offset_of_log_file(path: str) -> int:
+    """The offset after the last whole batch of a segment file (its base offset if it has none)."""
+    base = files.offset_from_file_name(path)
+    nxt = base
+    with open(path, "rb", buffering=0) as f:
+        fd = f.fileno()
+        size = os.fstat(fd).st_size
+        pos = 0
+        while pos + 27 <= size:
+            head = os.pread(fd, 27, pos)
+            if len(head) < 27:
+                break
+            batch_base, length = int.from_bytes(head[0:8], "big", signed=True), int.from_bytes(head[8:12], "big",
+                                                                                                signed=True)
+            if length <= 0 or pos + 12 + length > size:
+                break
+            nxt = batch_base + int.from_bytes(head[23:27], "big", signed=True) + 1
+            pos += 12 + length
+    return nxt
 
 
 def _marker_coordinator_epoch(records: list) -> int:

@@ -7,7 +7,8 @@ format in checkpoints.py). Partition directories are ``<topic>-<partition>``; a 
 renamed ``<topic>-<partition>.<uuidhex>-delete`` and then removed.
 
 Periodic tasks (on a storage Scheduler thread): retention (log.retention.check.interval.ms),
-flush by flush.ms, producer id expiration, and checkpoints (every 60 s by default).
+flush by flush.ms, producer id expiration, and checkpoints (every 60 s by default). Compaction
+runs on the LogCleaner's own thread (cleaner.py), which owns cleaner-offset-checkpoint.
 Thread-safety: the log map is guarded by one lock; each Log has its own.
 """
 from __future__ import annotations
@@ -24,6 +25,7 @@ from . import files
 from .checkpoints import OffsetCheckpointFile, atomic_write, write_partition_metadata
 from .config import LONG_MAX, LogConfig
 from .errors import InconsistentClusterIdError, KafkaStorageError
+from .cleaner import CleanerConfig, LogCleaner
 from .log import Log
 from .scheduler import Scheduler
 
@@ -69,7 +71,8 @@ class LogManager:
                  retention_check_interval_ms: int = 300000, flush_check_interval_ms: int = LONG_MAX,
                  flush_recovery_offset_checkpoint_interval_ms: int = 60000,
                  producer_id_expiration_ms: int = 86400000,
-                 producer_id_expiration_check_interval_ms: int = 600000) -> None:
+                 producer_id_expiration_check_interval_ms: int = 600000,
+                 cleaner_config: Optional[CleanerConfig] = None) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -96,6 +99,8 @@ class LogManager:
             os.makedirs(d, exist_ok=True)
             self._check_meta_properties(d)
         self._load_logs()
+        self.cleaner = LogCleaner(cleaner_config if cleaner_config is not None else CleanerConfig(), self.log_dirs,
+                                  self.all_logs, self.log_dir_of, time=time)
 
     # ------------------------------------------------------------------ startup
     def _check_meta_properties(self, log_dir: str) -> None:
@@ -160,7 +165,7 @@ class LogManager:
         logger.info("Loaded %d logs from %s", len(self._logs), ", ".join(self.log_dirs))
 
     def startup(self) -> None:
-        """Schedule retention, flush, producer expiration and checkpoint tasks."""
+        """Schedule retention, flush, producer expiration and checkpoint tasks; start the log cleaner."""
         if self._started:
             return
         self._started = True
@@ -172,6 +177,7 @@ class LogManager:
         s.schedule("kafka-producer-id-expiration", self.remove_expired_producers,
                    self.producer_id_expiration_check_interval_ms / 1000.0,
                    self.producer_id_expiration_check_interval_ms / 1000.0)
+        self.cleaner.startup()
 
     # ------------------------------------------------------------------ access
     def get_log(self, tp: TopicPartition) -> Optional[Log]:
@@ -212,6 +218,8 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the partition dir to ``<tp>.<uuidhex>-delete`` and remove it; False if unknown."""
         tp = (topic, partition)
+        if tp in self._logs:
+            self.cleaner.abort_cleaning(tp)
         with self._lock:
             log = self._logs.pop(tp, None)
             self._log_dir_of.pop(tp, None)
@@ -291,6 +299,7 @@ class LogManager:
         if self._shut_down:
             return
         self._shut_down = True
+        self.cleaner.shutdown()
         if self._own_scheduler:
             self.scheduler.shutdown()
         self.scheduler.run_pending_now()

@@ -24,6 +24,7 @@ from broker.protocol.records.batch_info import BatchInfo
 from broker.util.file_slice import FileSlice
 
 from . import files
+from .cleaner_batch import iter_stored_records
 from .errors import LogSegmentOffsetOverflowError
 from .index import OffsetIndex, TimeIndex
 
@@ -233,7 +234,7 @@ class LogSegment:
         for info in self.iter_headers(pos):
             if info.max_timestamp >= timestamp and info.base_offset + info.last_offset_delta >= starting_offset:
                 data = bytearray(os.pread(self._fd, info.size, info.position))
-                for rec in record_batch.iter_records(data):
+                for rec in iter_stored_records(data):
                     if rec.timestamp >= timestamp and rec.offset >= starting_offset:
                         return rec.offset, rec.timestamp
         return None

@@ -1,0 +1,31 @@
+"""OffsetDelete: drop a group's offsets for partitions it no longer subscribes to."""
+from __future__ import annotations
+
+from typing import Any, Dict, List, Tuple
+
+from broker.errors import ErrorCode
+
+MIN_VERSION, MAX_VERSION = 0, 0
+
+
+async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+    coordinator = getattr(broker, "group_coordinator", None)
+    errors: Dict[Tuple[str, int], int] = {}
+    wanted: List[Tuple[str, int]] = []
+    for t in request.topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            if broker.metadata.partition(t.name, p.partition_index) is None:
+                errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            else:
+                wanted.append(tp)
+    if coordinator is None:
+        return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "throttle_time_ms": 0, "topics": []}
+    top, deleted = await coordinator.delete_offsets(request.group_id, wanted)
+    if top:
+        return {"error_code": int(top), "throttle_time_ms": 0, "topics": []}
+    errors.update(deleted)
+    return {"error_code": 0, "throttle_time_ms": 0, "topics": [
+        {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                         "error_code": int(errors[(t.name, p.partition_index)])}
+                                        for p in t.partitions]} for t in request.topics]}

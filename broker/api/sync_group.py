@@ -1,0 +1,26 @@
+"""SyncGroup: the leader hands out assignments; every member waits for its own."""
+from __future__ import annotations
+
+from typing import Any
+
+from broker.coordinator.group.state import sync_result
+from broker.errors import ErrorCode
+
+MIN_VERSION, MAX_VERSION = 0, 5
+
+
+async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+    version = ctx.api_version
+    coordinator = getattr(broker, "group_coordinator", None)
+    protocol_type = getattr(request, "protocol_type", None) if version >= 5 else None
+    protocol_name = getattr(request, "protocol_name", None) if version >= 5 else None
+    if coordinator is None:
+        result = sync_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+    elif version >= 5 and (protocol_type is None or protocol_name is None):
+        result = sync_result(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+    else:
+        result = await coordinator.sync_group(
+            request.group_id, request.generation_id, request.member_id,
+            getattr(request, "group_instance_id", None) if version >= 3 else None, protocol_type, protocol_name,
+            {a.member_id: bytes(a.assignment) for a in request.assignments})
+    return dict(result, throttle_time_ms=0)

@@ -1,0 +1,343 @@
+"""GroupCoordinator: the asyncio side of the classic group protocol.
+
+Routes each group to its ``__consumer_offsets`` partition (Java ``String.hashCode``), keeps one
+pure :class:`GroupCoordinatorState` per partition this broker leads, loads it by replaying the
+partition when leadership arrives (COORDINATOR_LOAD_IN_PROGRESS meanwhile), appends the records
+the state asks for through :class:`OffsetsTopicIO`, runs the timers it arms (session, join,
+sync), parks JoinGroup/SyncGroup requests on futures until their rebalance step completes,
+and expires offsets every ``offsets.retention.check.interval.ms``.
+
+Loop affinity: everything runs on the broker's event loop; only log reads go to I/O threads.
+"""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from typing import Any, Dict, List, Optional, Set, Tuple
+
+from broker.coordinator.group.hashing import partition_for
+from broker.coordinator.group.state import (GroupConfig, GroupCoordinatorState, OffsetAndMetadata, Outcome,
+                                            TimerKey, TopicPartition, join_result, sync_result)
+from broker.coordinator.offsets_topic import GROUP_METADATA_TOPIC_NAME, OffsetsTopicIO
+from broker.errors import ErrorCode, KafkaError
+
+log = logging.getLogger(__name__)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class GroupCoordinator:
+    """One per broker; registered as a leadership listener of ``__consumer_offsets``."""
+
+    def __init__(self, broker: Any) -> None:
+        self.broker = broker
+        self.io = OffsetsTopicIO(broker.replica_manager)
+        self.num_partitions = int(self._cfg("offsets.topic.num.partitions", 50))
+        self.shards: Dict[int, GroupCoordinatorState] = {}
+        self.loading: Dict[int, "asyncio.Task[None]"] = {}
+        self._timers: Dict[Tuple[int, TimerKey], asyncio.TimerHandle] = {}
+        self._waiters: Dict[int, "asyncio.Future[Any]"] = {}
+        self._tokens = itertools.count(1)
+        self._tasks: Set["asyncio.Task[Any]"] = set()
+        self._expiry_task: Optional["asyncio.Task[None]"] = None
+        self.active = False
+
+    def _cfg(self, key: str, default: Any) -> Any:
+        try:
+            return self.broker.config.get(key)
+        except KeyError:
+            return default
+
+    def group_config(self) -> GroupConfig:
+        return GroupConfig(
+            min_session_timeout_ms=int(self._cfg("group.min.session.timeout.ms", 6000)),
+            max_session_timeout_ms=int(self._cfg("group.max.session.timeout.ms", 1800000)),
+            initial_rebalance_delay_ms=int(self._cfg("group.initial.rebalance.delay.ms", 3000)),
+            max_size=int(self._cfg("group.max.size", 2147483647)),
+            offset_metadata_max_bytes=int(self._cfg("offset.metadata.max.bytes", 4096)),
+            offsets_retention_ms=int(self._cfg("offsets.retention.minutes", 10080)) * 60 * 1000)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self.active = True
+        self._expiry_task = asyncio.get_running_loop().create_task(self._expiry_loop())
+
+    async def stop(self) -> None:
+        self.active = False
+        if self._expiry_task is not None:
+            self._expiry_task.cancel()
+        for p in list(self.shards) + list(self.loading):
+            await self.on_resign(GROUP_METADATA_TOPIC_NAME, p)
+        for t in list(self._tasks):
+            t.cancel()
+
+    async def on_become_leader(self, topic: str, partition: int) -> None:
+        if topic != GROUP_METADATA_TOPIC_NAME or partition in self.loading:
+            return
+        self._drop_shard(partition)
+        self.loading[partition] = asyncio.get_running_loop().create_task(self._load(partition))
+
+    async def on_resign(self, topic: str, partition: int) -> None:
+        if topic != GROUP_METADATA_TOPIC_NAME:
+            return
+        task = self.loading.pop(partition, None)
+        if task is not None:
+            task.cancel()
+        self._drop_shard(partition)
+
+    def _drop_shard(self, partition: int) -> None:
+        state = self.shards.pop(partition, None)
+        for key in [k for k in self._timers if k[0] == partition]:
+            self._timers.pop(key).cancel()
+        if state is not None:
+            self._deliver(state.shutdown())
+            log.info("[GroupCoordinator] Unloaded groups of %s-%d", GROUP_METADATA_TOPIC_NAME, partition)
+
+    async def _load(self, partition: int) -> None:
+        started = time.monotonic()
+        try:
+            state = GroupCoordinatorState(self.group_config())
+            records = await self.io.read_all(partition)
+            for _offset, key, value in records:
+                try:
+                    state.replay(key, value)
+                except Exception:
+                    log.exception("[GroupCoordinator] Skipping unreadable record at %s-%d offset %d",
+                                  GROUP_METADATA_TOPIC_NAME, partition, _offset)
+            self.shards[partition] = state
+            self._apply(partition, state.finish_loading(_now_ms()))
+            log.info("[GroupCoordinator] Loaded %d groups from %s-%d (%d records) in %.0f ms", len(state.groups),
+                     GROUP_METADATA_TOPIC_NAME, partition, len(records), (time.monotonic() - started) * 1000)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("[GroupCoordinator] Loading %s-%d failed", GROUP_METADATA_TOPIC_NAME, partition)
+        finally:
+            if self.loading.get(partition) is asyncio.current_task():
+                del self.loading[partition]
+
+    async def wait_loaded(self) -> None:
+        """Wait until no partition is loading (tests and tools)."""
+        while self.loading:
+            await asyncio.gather(*self.loading.values(), return_exceptions=True)
+
+    # ------------------------------------------------------------------ plumbing
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def _route(self, group_id: str) -> Tuple[int, int, Optional[GroupCoordinatorState]]:
+        """(error, partition, state): Kafka's validateGroupStatus without the group id check."""
+        p = self.partition_for(group_id)
+        if not self.active:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE, p, None
+        if p in self.loading:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, p, None
+        state = self.shards.get(p)
+        if state is None or not self.io.is_leader(p):
+            return ErrorCode.NOT_COORDINATOR, p, None
+        return 0, p, state
+
+    def _new_waiter(self) -> Tuple[int, "asyncio.Future[Any]"]:
+        token = next(self._tokens)
+        fut: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
+        self._waiters[token] = fut
+        return token, fut
+
+    def _deliver(self, out: Outcome) -> None:
+        for token, result in out.completions:
+            fut = self._waiters.pop(token, None)
+            if fut is not None and not fut.done():
+                fut.set_result(result)
+
+    def _apply(self, partition: int, out: Outcome) -> None:
+        """Arm the outcome's timers and answer the parked requests it completes."""
+        if out.timers:
+            loop = asyncio.get_running_loop()
+            now = _now_ms()
+            for key, deadline in out.timers:
+                old = self._timers.pop((partition, key), None)
+                if old is not None:
+                    old.cancel()
+                self._timers[(partition, key)] = loop.call_later(max(0, deadline - now) / 1000.0, self._fire,
+                                                                 partition, key)
+        self._deliver(out)
+
+    def _fire(self, partition: int, key: TimerKey) -> None:
+        self._timers.pop((partition, key), None)
+        state = self.shards.get(partition)
+        if state is None:
+            return
+        out = state.on_timer(_now_ms(), key)
+        if out.records:
+            self._spawn(self._finish(partition, out))
+        else:
+            self._apply(partition, out)
+
+    def _spawn(self, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _finish(self, partition: int, out: Outcome) -> Any:
+        """Apply ``out``, append its records, then run its write callbacks; the caller's reply."""
+        self._apply(partition, out)
+        if not out.records:
+            return out.response
+        try:
+            await self.io.append(partition, out.records)
+            code = 0
+        except KafkaError as exc:
+            code = int(exc.error_code)
+        except Exception:
+            log.exception("[GroupCoordinator] Appending to %s-%d failed", GROUP_METADATA_TOPIC_NAME, partition)
+            code = int(ErrorCode.UNKNOWN_SERVER_ERROR)
+        if code:
+            log.warning("[GroupCoordinator] Appending %d records to %s-%d failed: %s", len(out.records),
+                        GROUP_METADATA_TOPIC_NAME, partition, ErrorCode(code).name)
+            after = out.on_write_failed(_now_ms(), code) if out.on_write_failed else None
+        else:
+            after = out.on_written(_now_ms()) if out.on_written else None
+        if after is None:
+            return out.response
+        if after.records:  # not produced by the current state machine; kept general
+            await self._finish(partition, after)
+        else:
+            self._apply(partition, after)
+        return after.response if after.response is not None else out.response
+
+    async def _parked(self, partition: int, out: Outcome, token: int, fut: "asyncio.Future[Any]") -> Any:
+        response = await self._finish(partition, out)
+        if response is not None:
+            self._waiters.pop(token, None)
+            return response
+        return await fut
+
+    # ------------------------------------------------------------------ the APIs
+    async def join_group(self, group_id: str, member_id: str, group_instance_id: Optional[str], client_id: str,
+                         client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+                         protocols: List[Tuple[str, bytes]], require_known_member_id: bool,
+                         support_skip_assignment: bool) -> dict:
+        err, p, state = self._route(group_id)
+        if state is None:
+            return join_result(member_id, err)
+        token, fut = self._new_waiter()
+        out = state.join_group(_now_ms(), token, group_id, member_id, group_instance_id, client_id, client_host,
+                               rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
+                               require_known_member_id, support_skip_assignment)
+        return await self._parked(p, out, token, fut)  # type: ignore[no-any-return]
+
+    async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: Optional[str],
+                         protocol_type: Optional[str], protocol_name: Optional[str],
+                         assignments: Dict[str, bytes]) -> dict:
+        err, p, state = self._route(group_id)
+        if state is None:
+            # Loading means the rebalance state is lost: members must rejoin (Kafka answers this way).
+            return sync_result(ErrorCode.REBALANCE_IN_PROGRESS if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+                               else err)
+        token, fut = self._new_waiter()
+        out = state.sync_group(_now_ms(), token, group_id, generation_id, member_id, group_instance_id,
+                               protocol_type, protocol_name, assignments)
+        return await self._parked(p, out, token, fut)  # type: ignore[no-any-return]
+
+    async def heartbeat(self, group_id: str, member_id: str, group_instance_id: Optional[str],
+                        generation_id: int) -> int:
+        err, p, state = self._route(group_id)
+        if state is None:
+            return 0 if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else err
+        return await self._finish(p, state.heartbeat(_now_ms(), group_id, member_id, group_instance_id,
+                                                     generation_id))  # type: ignore[no-any-return]
+
+    async def leave_group(self, group_id: str,
+                          members: List[Tuple[str, Optional[str]]]) -> Tuple[int, List[Tuple[str, Optional[str], int]]]:
+        err, p, state = self._route(group_id)
+        if state is None:
+            return err, []
+        return await self._finish(p, state.leave_group(_now_ms(), group_id, members))  # type: ignore[no-any-return]
+
+    async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: Optional[str],
+                             generation_id: int,
+                             offsets: Dict[TopicPartition, OffsetAndMetadata]) -> Dict[TopicPartition, int]:
+        err, p, state = self._route(group_id)
+        if state is None:
+            return {tp: err for tp in offsets}
+        out = state.commit_offsets(_now_ms(), group_id, member_id, group_instance_id, generation_id, offsets)
+        return await self._finish(p, out)  # type: ignore[no-any-return]
+
+    async def fetch_offsets(self, group_id: str, partitions: Optional[List[TopicPartition]],
+                            require_stable: bool) -> Tuple[int, List[Tuple[TopicPartition, int, int, str, int]]]:
+        err, _p, state = self._route(group_id)
+        if state is None:
+            return err, []
+        return 0, state.fetch_offsets(group_id, partitions, require_stable)
+
+    def describe_group(self, group_id: str) -> dict:
+        err, _p, state = self._route(group_id)
+        if not group_id:
+            err = ErrorCode.INVALID_GROUP_ID
+        if err or state is None:
+            return {"error_code": err, "group_id": group_id, "group_state": "", "protocol_type": "",
+                    "protocol_data": "", "members": []}
+        return state.describe_group(group_id)
+
+    def list_groups(self, states: Optional[Set[str]] = None) -> Tuple[int, List[dict]]:
+        error = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.loading else 0
+        groups: List[dict] = []
+        for state in self.shards.values():
+            groups.extend(state.list_groups(states))
+        return error, groups
+
+    async def delete_groups(self, group_ids: List[str]) -> Dict[str, int]:
+        result: Dict[str, int] = {}
+        by_partition: Dict[int, List[str]] = {}
+        for gid in group_ids:
+            err, p, state = self._route(gid)
+            if not gid:
+                err = ErrorCode.INVALID_GROUP_ID
+            if err:
+                result[gid] = err
+            else:
+                by_partition.setdefault(p, []).append(gid)
+        for p, gids in by_partition.items():
+            state = self.shards[p]
+            result.update(await self._finish(p, state.delete_groups(gids)))
+        return result
+
+    async def delete_offsets(self, group_id: str,
+                             partitions: List[TopicPartition]) -> Tuple[int, Dict[TopicPartition, int]]:
+        err, p, state = self._route(group_id)
+        if state is None:
+            return err, {}
+        return await self._finish(p, state.delete_offsets(group_id, partitions))  # type: ignore[no-any-return]
+
+    async def expire_offsets(self) -> None:
+        for p, state in list(self.shards.items()):
+            out = state.expire_offsets(_now_ms())
+            if out.records:
+                log.info("[GroupCoordinator] Expiring %d offsets/groups in %s-%d", len(out.records),
+                         GROUP_METADATA_TOPIC_NAME, p)
+                await self._finish(p, out)
+
+    async def _expiry_loop(self) -> None:
+        interval = max(1, int(self._cfg("offsets.retention.check.interval.ms", 600000))) / 1000.0
+        while True:
+            await asyncio.sleep(interval)
+            try:
+                await self.expire_offsets()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("[GroupCoordinator] Offset expiration failed")
+
+    # ------------------------------------------------------------------ FindCoordinator support
+    async def ensure_offsets_topic(self) -> int:
+        """Create ``__consumer_offsets`` on first use; 0 or COORDINATOR_NOT_AVAILABLE."""
+        configs = {"cleanup.policy": "compact",
+                   "segment.bytes": str(self._cfg("offsets.topic.segment.bytes", 104857600)),
+                   "compression.type": "producer"}
+        return int(await self.broker.admin.ensure_internal_topic(
+            GROUP_METADATA_TOPIC_NAME, self.num_partitions,
+            int(self._cfg("offsets.topic.replication.factor", 3)), configs))

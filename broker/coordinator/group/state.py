@@ -1,0 +1,1023 @@
+"""The classic group protocol as a pure state machine: one instance per ``__consumer_offsets`` partition.
+
+No asyncio, sockets or files: every call takes ``now`` (wall-clock ms) and returns an
+:class:`Outcome` naming the records to append to the partition, the timers to (re)arm, the
+immediate reply (``None`` while the request is parked) and replies for requests parked earlier
+(by the opaque token the caller passed). When records must be written before replies are sent
+(sync from the leader, offset commits, a static member's re-join), the outcome carries
+``on_written`` / ``on_write_failed`` callbacks that the I/O layer calls once the append ends;
+each returns a further Outcome. ``replay(key, value)`` rebuilds state from the partition's
+records on load. Behaviour follows Kafka 3.9's classic GroupCoordinator.
+
+Timers are keys: ``("heartbeat", group, member)``, ``("join", group)``, ``("sync", group)``; a
+timer firing early or for something that no longer exists is ignored, so a stale one is harmless.
+"""
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
+
+from broker.coordinator.group import records as rec
+from broker.errors import ErrorCode
+
+TopicPartition = Tuple[str, int]
+Record = Tuple[bytes, Optional[bytes]]
+TimerKey = Tuple[str, ...]
+
+EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD = (
+    "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
+CONSUMER_PROTOCOL_TYPE = "consumer"
+NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+
+
+@dataclass
+class GroupConfig:
+    """The broker settings the coordinator obeys (group.*, offsets.*)."""
+    min_session_timeout_ms: int = 6000
+    max_session_timeout_ms: int = 1800000
+    initial_rebalance_delay_ms: int = 3000
+    max_size: int = 2147483647
+    offset_metadata_max_bytes: int = 4096
+    offsets_retention_ms: int = 7 * 24 * 3600 * 1000
+
+
+@dataclass
+class OffsetAndMetadata:
+    offset: int
+    leader_epoch: int = -1
+    metadata: str = ""
+    commit_timestamp: int = 0
+    expire_timestamp: Optional[int] = None
+
+
+@dataclass(eq=False)
+class Member:
+    member_id: str
+    group_instance_id: Optional[str]
+    client_id: str
+    client_host: str
+    rebalance_timeout_ms: int
+    session_timeout_ms: int
+    protocol_type: str
+    protocols: List[Tuple[str, bytes]]
+    assignment: bytes = b""
+    join_waiter: Any = None
+    sync_waiter: Any = None
+    is_new: bool = False
+    heartbeat_deadline: int = 0
+
+    def metadata(self, protocol: Optional[str]) -> bytes:
+        for name, data in self.protocols:
+            if name == protocol:
+                return data
+        return b""
+
+    def matches(self, protocols: List[Tuple[str, bytes]]) -> bool:
+        return [(n, bytes(d)) for n, d in protocols] == [(n, bytes(d)) for n, d in self.protocols]
+
+    def vote(self, candidates: Set[str]) -> str:
+        return next(n for n, _ in self.protocols if n in candidates)
+
+
+@dataclass(eq=False)
+class Group:
+    group_id: str
+    state: str = EMPTY
+    generation_id: int = 0
+    protocol_type: Optional[str] = None
+    protocol_name: Optional[str] = None
+    leader_id: Optional[str] = None
+    members: Dict[str, Member] = field(default_factory=dict)
+    static_members: Dict[str, str] = field(default_factory=dict)
+    pending_members: Dict[str, int] = field(default_factory=dict)   # member id -> session deadline
+    pending_sync: Set[str] = field(default_factory=set)
+    offsets: Dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    pending_commits: Dict[TopicPartition, int] = field(default_factory=dict)
+    current_state_timestamp: Optional[int] = None
+    new_member_added: bool = False
+    join_deadline: Optional[int] = None
+    initial_delay_remaining_ms: Optional[int] = None   # set while an initial delayed join runs
+    sync_deadline: Optional[int] = None
+    subscribed_topics: Optional[Set[str]] = None
+
+    # --- queries -----------------------------------------------------------------------
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def awaiting_join_count(self) -> int:
+        return sum(1 for m in self.members.values() if m.join_waiter is not None)
+
+    def has_all_members_joined(self) -> bool:
+        return len(self.members) == self.awaiting_join_count() and not self.pending_members
+
+    def can_rebalance(self) -> bool:
+        return self.state in (STABLE, COMPLETING_REBALANCE, EMPTY)
+
+    def is_static_member_fenced(self, member_id: str, instance_id: Optional[str]) -> bool:
+        if instance_id is None or instance_id not in self.static_members:
+            return False
+        return self.static_members[instance_id] != member_id
+
+    def supports_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
+        names = list(names)
+        if self.state == EMPTY and not self.members:
+            return bool(protocol_type) and bool(names)
+        if protocol_type != self.protocol_type:
+            return False
+        counts = self._protocol_counts()
+        return any(counts.get(n, 0) == len(self.members) for n in names)
+
+    def _protocol_counts(self) -> Dict[str, int]:
+        counts: Dict[str, int] = {}
+        for m in self.members.values():
+            for n, _ in m.protocols:
+                counts[n] = counts.get(n, 0) + 1
+        return counts
+
+    def select_protocol(self) -> str:
+        counts = self._protocol_counts()
+        candidates = {n for n, c in counts.items() if c == len(self.members)}
+        votes: Dict[str, int] = {}
+        for m in self.members.values():
+            v = m.vote(candidates)
+            votes[v] = votes.get(v, 0) + 1
+        return max(votes, key=lambda n: votes[n])  # first most-voted in member order
+
+    def member_metadata(self) -> List[dict]:
+        return [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                 "metadata": m.metadata(self.protocol_name)} for m in self.members.values()]
+
+    # --- updates -----------------------------------------------------------------------
+    def transition(self, state: str, now: int) -> None:
+        self.state = state
+        self.current_state_timestamp = now
+
+    def add(self, member: Member, waiter: Any) -> None:
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+        self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+        self.pending_members.pop(member.member_id, None)
+        member.join_waiter = waiter
+
+    def remove(self, member_id: str) -> None:
+        m = self.members.pop(member_id, None)
+        if m is not None and m.group_instance_id is not None \
+                and self.static_members.get(m.group_instance_id) == member_id:
+            del self.static_members[m.group_instance_id]
+        self.pending_sync.discard(member_id)
+        if self.leader_id == member_id:
+            joined = [mid for mid, x in self.members.items() if x.join_waiter is not None]
+            self.leader_id = joined[0] if joined else next(iter(self.members), None)
+
+    def update_subscribed_topics(self) -> None:
+        """Topics the consumer-protocol members subscribe to (None: not a consumer group or unparsable)."""
+        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
+            self.subscribed_topics = None
+            return
+        topics: Set[str] = set()
+        for m in self.members.values():
+            parsed = rec.parse_subscribed_topics(m.metadata(self.protocol_name))
+            if parsed is None:
+                self.subscribed_topics = None
+                return
+            topics.update(parsed)
+        self.subscribed_topics = topics
+
+
+@dataclass
+class Outcome:
+    """What one call produced; see the module docstring."""
+    response: Any = None
+    completions: List[Tuple[Any, Any]] = field(default_factory=list)
+    records: List[Record] = field(default_factory=list)
+    timers: List[Tuple[TimerKey, int]] = field(default_factory=list)
+    on_written: Optional[Callable[[int], "Outcome"]] = None
+    on_write_failed: Optional[Callable[[int, int], "Outcome"]] = None   # (now, error code)
+
+    def merge(self, other: "Outcome") -> "Outcome":
+        self.completions.extend(other.completions)
+        self.records.extend(other.records)
+        self.timers.extend(other.timers)
+        return self
+
+
+def join_result(member_id: str, error: int, group: Optional[Group] = None, members: Optional[List[dict]] = None,
+                leader: Optional[str] = None, skip_assignment: bool = False) -> dict:
+    """A JoinGroup answer (newest version's field names)."""
+    if group is None or error:
+        return {"error_code": error, "generation_id": -1, "protocol_type": None, "protocol_name": None,
+                "leader": "", "skip_assignment": False, "member_id": member_id, "members": []}
+    return {"error_code": 0, "generation_id": group.generation_id, "protocol_type": group.protocol_type,
+            "protocol_name": group.protocol_name, "leader": leader if leader is not None else (group.leader_id or ""),
+            "skip_assignment": skip_assignment, "member_id": member_id, "members": members or []}
+
+
+def sync_result(error: int, group: Optional[Group] = None, assignment: bytes = b"") -> dict:
+    return {"error_code": error, "protocol_type": group.protocol_type if group and not error else None,
+            "protocol_name": group.protocol_name if group and not error else None, "assignment": assignment}
+
+
+def write_error_for_group(code: int) -> int:
+    """Kafka's mapping of a failed group-metadata append to the error the members see."""
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code == ErrorCode.REQUEST_TIMED_OUT:
+        return ErrorCode.REBALANCE_IN_PROGRESS
+    return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def write_error_for_commit(code: int) -> int:
+    """Kafka's mapping of a failed offset-commit append to the per-partition error."""
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return code
+
+
+class GroupCoordinatorState:
+    """Groups and committed offsets of one ``__consumer_offsets`` partition."""
+
+    def __init__(self, config: GroupConfig, new_member_id: Optional[Callable[[str], str]] = None) -> None:
+        self.config = config
+        self.groups: Dict[str, Group] = {}
+        self._new_member_id = new_member_id or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
+
+    # ================================================================== JoinGroup
+    def join_group(self, now: int, token: Any, group_id: str, member_id: str, group_instance_id: Optional[str],
+                   client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+                   protocol_type: str, protocols: List[Tuple[str, bytes]], require_known_member_id: bool,
+                   support_skip_assignment: bool = False) -> Outcome:
+        """Outcome.response is the answer, or None when parked until the rebalance completes."""
+        out = Outcome()
+        protocols = [(n, bytes(d)) for n, d in protocols]
+        if not group_id:
+            out.response = join_result(member_id, ErrorCode.INVALID_GROUP_ID)
+            return out
+        if not self.config.min_session_timeout_ms <= session_timeout_ms <= self.config.max_session_timeout_ms:
+            out.response = join_result(member_id, ErrorCode.INVALID_SESSION_TIMEOUT)
+            return out
+        unknown = member_id == ""
+        group = self.groups.get(group_id)
+        if group is None:
+            if not unknown:
+                out.response = join_result(member_id, ErrorCode.UNKNOWN_MEMBER_ID)
+                return out
+            group = self.groups[group_id] = Group(group_id, current_state_timestamp=now)
+        if not self._accept_joining_member(group, member_id):
+            out.response = join_result("", ErrorCode.GROUP_MAX_SIZE_REACHED)
+            return out
+        if rebalance_timeout_ms < 0:
+            rebalance_timeout_ms = session_timeout_ms
+        args = (now, out, token, group, group_instance_id, client_id, client_host, rebalance_timeout_ms,
+                session_timeout_ms, protocol_type, protocols)
+        if unknown:
+            self._new_member_join(*args, require_known_member_id, support_skip_assignment)
+        else:
+            self._current_member_join(*args, member_id)
+        if group.state == PREPARING_REBALANCE:
+            self._try_complete_join(now, group, out)
+        self._maybe_drop(group)
+        return out
+
+    def _accept_joining_member(self, group: Group, member_id: str) -> bool:
+        max_size = self.config.max_size
+        if group.state in (EMPTY, DEAD):
+            return True
+        if group.state == PREPARING_REBALANCE:
+            m = group.members.get(member_id)
+            return (m is not None and m.join_waiter is not None) or group.awaiting_join_count() < max_size
+        return member_id in group.members or len(group.members) < max_size
+
+    def _new_member_join(self, now: int, out: Outcome, token: Any, group: Group, instance_id: Optional[str],
+                         client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+                         protocol_type: str, protocols: List[Tuple[str, bytes]], require_known: bool,
+                         support_skip: bool) -> None:
+        if group.state == DEAD:
+            out.response = join_result("", ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return
+        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
+            out.response = join_result("", ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            return
+        new_id = self._new_member_id(instance_id if instance_id is not None else client_id)
+        if instance_id is not None:
+            old_id = group.static_members.get(instance_id)
+            if old_id is None:
+                self._add_member_and_rebalance(now, out, token, group, new_id, instance_id, client_id, client_host,
+                                               rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+            else:
+                self._static_member_rejoin(now, out, token, group, old_id, new_id, rebalance_timeout_ms,
+                                           session_timeout_ms, protocols, support_skip)
+        elif require_known:
+            deadline = now + session_timeout_ms
+            group.pending_members[new_id] = deadline
+            out.timers.append((("heartbeat", group.group_id, new_id), deadline))
+            out.response = join_result(new_id, ErrorCode.MEMBER_ID_REQUIRED)
+        else:
+            self._add_member_and_rebalance(now, out, token, group, new_id, None, client_id, client_host,
+                                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+
+    def _static_member_rejoin(self, now: int, out: Outcome, token: Any, group: Group, old_id: str, new_id: str,
+                              rebalance_timeout_ms: int, session_timeout_ms: int,
+                              protocols: List[Tuple[str, bytes]], support_skip: bool) -> None:
+        old_leader = group.leader_id
+        member = self._replace_static_member(group, old_id, new_id, out)
+        old = (member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms)
+        member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = (
+            protocols, rebalance_timeout_ms, session_timeout_ms)
+        self._schedule_heartbeat(now, group, member, out)
+        if group.state != STABLE:
+            # PreparingRebalance / CompletingRebalance: treated as a rejoin that (re)starts a rebalance.
+            self._update_member_and_rebalance(now, out, token, group, member, protocols)
+            return
+        if group.select_protocol() != group.protocol_name:
+            self._update_member_and_rebalance(now, out, token, group, member, protocols)
+            return
+        gen = group.generation_id
+        out.records.append(self._group_record(group, {m.member_id: m.assignment for m in group.members.values()}))
+
+        def written(t: int) -> Outcome:
+            if support_skip and old_leader == old_id:
+                res = join_result(new_id, 0, group, group.member_metadata(), leader=new_id, skip_assignment=True)
+            else:
+                res = join_result(new_id, 0, group, [], leader=old_leader or "")
+            return Outcome(completions=[(token, res)])
+
+        def failed(t: int, code: int) -> Outcome:
+            o = Outcome()
+            if group.generation_id == gen and new_id in group.members:
+                self._replace_static_member(group, new_id, old_id, o)
+                member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old
+            o.completions.append((token, join_result(new_id, write_error_for_group(code))))
+            return o
+
+        out.on_written, out.on_write_failed = written, failed
+
+    def _replace_static_member(self, group: Group, old_id: str, new_id: str, out: Outcome) -> Member:
+        member = group.members.pop(old_id)
+        if member.join_waiter is not None:
+            out.completions.append((member.join_waiter, join_result(old_id, ErrorCode.FENCED_INSTANCE_ID)))
+            member.join_waiter = None
+        if member.sync_waiter is not None:
+            out.completions.append((member.sync_waiter, sync_result(ErrorCode.FENCED_INSTANCE_ID)))
+            member.sync_waiter = None
+        member.member_id = new_id
+        group.members[new_id] = member
+        if group.leader_id == old_id:
+            group.leader_id = new_id
+        assert member.group_instance_id is not None
+        group.static_members[member.group_instance_id] = new_id
+        if old_id in group.pending_sync:
+            group.pending_sync.discard(old_id)
+            group.pending_sync.add(new_id)
+        return member
+
+    def _current_member_join(self, now: int, out: Outcome, token: Any, group: Group, instance_id: Optional[str],
+                             client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
+                             protocol_type: str, protocols: List[Tuple[str, bytes]], member_id: str) -> None:
+        if group.state == DEAD:
+            out.response = join_result(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+            return
+        if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
+            out.response = join_result(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+            return
+        if member_id in group.pending_members:
+            self._add_member_and_rebalance(now, out, token, group, member_id, instance_id, client_id, client_host,
+                                           rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
+            return
+        if group.is_static_member_fenced(member_id, instance_id):
+            out.response = join_result(member_id, ErrorCode.FENCED_INSTANCE_ID)
+            return
+        if member_id not in group.members or (instance_id is not None and instance_id not in group.static_members):
+            out.response = join_result(member_id, ErrorCode.UNKNOWN_MEMBER_ID)
+            return
+        member = group.members[member_id]
+        member.rebalance_timeout_ms, member.session_timeout_ms = rebalance_timeout_ms, session_timeout_ms
+        if group.state == PREPARING_REBALANCE:
+            self._update_member_and_rebalance(now, out, token, group, member, protocols)
+        elif group.state == COMPLETING_REBALANCE:
+            if member.matches(protocols):
+                members = group.member_metadata() if group.leader_id == member_id else []
+                out.response = join_result(member_id, 0, group, members)
+            else:
+                self._update_member_and_rebalance(now, out, token, group, member, protocols)
+        elif group.state == STABLE:
+            if group.leader_id == member_id or not member.matches(protocols):
+                self._update_member_and_rebalance(now, out, token, group, member, protocols)
+            else:
+                out.response = join_result(member_id, 0, group, [])
+        else:
+            out.response = join_result(member_id, ErrorCode.UNKNOWN_MEMBER_ID)
+
+    def _add_member_and_rebalance(self, now: int, out: Outcome, token: Any, group: Group, member_id: str,
+                                  instance_id: Optional[str], client_id: str, client_host: str,
+                                  rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
+                                  protocols: List[Tuple[str, bytes]]) -> None:
+        member = Member(member_id, instance_id, client_id, client_host, rebalance_timeout_ms, session_timeout_ms,
+                        protocol_type, protocols, is_new=True)
+        if group.state == PREPARING_REBALANCE and group.generation_id == 0:
+            group.new_member_added = True
+        group.add(member, token)
+        self._schedule_heartbeat(now, group, member, out, NEW_MEMBER_JOIN_TIMEOUT_MS)
+        self._maybe_prepare_rebalance(now, group, out)
+
+    def _update_member_and_rebalance(self, now: int, out: Outcome, token: Any, group: Group, member: Member,
+                                     protocols: List[Tuple[str, bytes]]) -> None:
+        member.protocols = protocols
+        if member.join_waiter is not None and member.join_waiter is not token:
+            # A second JoinGroup from the same member replaces the parked one, as in Kafka.
+            out.completions.append((member.join_waiter, join_result(member.member_id, ErrorCode.UNKNOWN_MEMBER_ID)))
+        member.join_waiter = token
+        self._maybe_prepare_rebalance(now, group, out)
+
+    # ================================================================== rebalance machinery
+    def _maybe_prepare_rebalance(self, now: int, group: Group, out: Outcome) -> None:
+        if group.can_rebalance():
+            self._prepare_rebalance(now, group, out)
+
+    def _prepare_rebalance(self, now: int, group: Group, out: Outcome) -> None:
+        if group.state == COMPLETING_REBALANCE:
+            self._reset_and_propagate_assignment_error(group, ErrorCode.REBALANCE_IN_PROGRESS, out)
+        group.pending_sync.clear()
+        group.sync_deadline = None
+        if group.state == EMPTY:
+            delay = self.config.initial_rebalance_delay_ms
+            group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
+            group.join_deadline = now + delay
+        else:
+            group.initial_delay_remaining_ms = None
+            group.join_deadline = now + group.rebalance_timeout_ms()
+        group.transition(PREPARING_REBALANCE, now)
+        out.timers.append((("join", group.group_id), group.join_deadline))
+
+    def _reset_and_propagate_assignment_error(self, group: Group, error: int, out: Outcome) -> None:
+        for m in group.members.values():
+            m.assignment = b""
+            if m.sync_waiter is not None:
+                out.completions.append((m.sync_waiter, sync_result(error)))
+                m.sync_waiter = None
+
+    def _try_complete_join(self, now: int, group: Group, out: Outcome) -> None:
+        if group.state == PREPARING_REBALANCE and group.initial_delay_remaining_ms is None \
+                and group.has_all_members_joined():
+            self._complete_join(now, group, out)
+
+    def _complete_join(self, now: int, group: Group, out: Outcome) -> None:
+        group.join_deadline = None
+        group.initial_delay_remaining_ms = None
+        group.new_member_added = False
+        for mid, m in list(group.members.items()):
+            if m.join_waiter is None and m.group_instance_id is None:
+                group.remove(mid)
+        if group.leader_id is not None and group.members[group.leader_id].join_waiter is None:
+            joined = [mid for mid, m in group.members.items() if m.join_waiter is not None]
+            if joined:
+                group.leader_id = joined[0]
+        if group.members and not any(m.join_waiter is not None for m in group.members.values()):
+            # Only static members that have not rejoined: wait another rebalance timeout.
+            group.join_deadline = now + group.rebalance_timeout_ms()
+            out.timers.append((("join", group.group_id), group.join_deadline))
+            return
+        group.generation_id += 1
+        if not group.members:
+            group.protocol_name = None
+            group.leader_id = None
+            group.transition(EMPTY, now)
+            group.update_subscribed_topics()
+            out.records.append(self._group_record(group, {}))
+            return
+        group.protocol_name = group.select_protocol()
+        group.update_subscribed_topics()
+        group.transition(COMPLETING_REBALANCE, now)
+        for m in group.members.values():
+            if m.join_waiter is None:
+                continue
+            members = group.member_metadata() if group.leader_id == m.member_id else []
+            out.completions.append((m.join_waiter, join_result(m.member_id, 0, group, members)))
+            m.join_waiter = None
+            m.is_new = False
+            self._schedule_heartbeat(now, group, m, out)
+        group.pending_sync = set(group.members)
+        group.sync_deadline = now + group.rebalance_timeout_ms()
+        out.timers.append((("sync", group.group_id), group.sync_deadline))
+
+    def _schedule_heartbeat(self, now: int, group: Group, member: Member, out: Outcome,
+                            timeout_ms: Optional[int] = None) -> None:
+        member.heartbeat_deadline = now + (timeout_ms if timeout_ms is not None else member.session_timeout_ms)
+        out.timers.append((("heartbeat", group.group_id, member.member_id), member.heartbeat_deadline))
+
+    def _remove_member_and_update_group(self, now: int, group: Group, member: Member, out: Outcome) -> None:
+        if member.join_waiter is not None:
+            out.completions.append((member.join_waiter, join_result(member.member_id, ErrorCode.UNKNOWN_MEMBER_ID)))
+            member.join_waiter = None
+        if member.sync_waiter is not None:
+            out.completions.append((member.sync_waiter, sync_result(ErrorCode.UNKNOWN_MEMBER_ID)))
+            member.sync_waiter = None
+        group.remove(member.member_id)
+        if group.state in (STABLE, COMPLETING_REBALANCE):
+            self._maybe_prepare_rebalance(now, group, out)
+        elif group.state == PREPARING_REBALANCE:
+            self._try_complete_join(now, group, out)
+
+    def _group_record(self, group: Group, assignment: Dict[str, bytes]) -> Record:
+        value = {
+            "protocol_type": group.protocol_type or "", "generation": group.generation_id,
+            "protocol": group.protocol_name, "leader": group.leader_id,
+            "current_state_timestamp": group.current_state_timestamp if group.current_state_timestamp is not None
+            else -1,
+            "members": [{"member_id": m.member_id, "group_instance_id": m.group_instance_id,
+                         "client_id": m.client_id, "client_host": m.client_host,
+                         "rebalance_timeout": m.rebalance_timeout_ms, "session_timeout": m.session_timeout_ms,
+                         "subscription": m.metadata(group.protocol_name),
+                         "assignment": assignment.get(m.member_id, b"")} for m in group.members.values()],
+        }
+        return rec.group_metadata_key(group.group_id), rec.group_metadata_value(value)
+
+    # ================================================================== timers
+    def on_timer(self, now: int, key: TimerKey) -> Outcome:
+        """A timer armed by an earlier outcome fired."""
+        out = Outcome()
+        group = self.groups.get(key[1])
+        if group is None:
+            return out
+        kind = key[0]
+        if kind == "heartbeat":
+            mid = key[2]
+            if mid in group.pending_members:
+                if now >= group.pending_members[mid]:
+                    del group.pending_members[mid]
+                    if group.state == PREPARING_REBALANCE:
+                        self._try_complete_join(now, group, out)
+                return out
+            m = group.members.get(mid)
+            if m is None or now < m.heartbeat_deadline:
+                return out
+            if not m.is_new and (m.join_waiter is not None or m.sync_waiter is not None):
+                return out  # awaiting join/sync: the rebalance timeout governs it
+            self._remove_member_and_update_group(now, group, m, out)
+        elif kind == "join":
+            if group.state != PREPARING_REBALANCE or group.join_deadline is None or now < group.join_deadline:
+                return out
+            remaining = group.initial_delay_remaining_ms
+            if remaining is not None and group.new_member_added and remaining != 0:
+                group.new_member_added = False
+                delay = min(self.config.initial_rebalance_delay_ms, remaining)
+                group.initial_delay_remaining_ms = max(remaining - self.config.initial_rebalance_delay_ms, 0)
+                group.join_deadline = now + delay
+                out.timers.append((("join", group.group_id), group.join_deadline))
+                return out
+            self._complete_join(now, group, out)
+        elif kind == "sync":
+            if group.sync_deadline is None or now < group.sync_deadline:
+                return out
+            group.sync_deadline = None
+            if group.state in (COMPLETING_REBALANCE, STABLE) and group.pending_sync:
+                for mid in list(group.pending_sync):
+                    m = group.members.get(mid)
+                    if m is not None:
+                        if m.sync_waiter is not None:
+                            out.completions.append((m.sync_waiter, sync_result(ErrorCode.UNKNOWN_MEMBER_ID)))
+                            m.sync_waiter = None
+                        group.remove(mid)
+                group.pending_sync.clear()
+                self._maybe_prepare_rebalance(now, group, out)
+        self._maybe_drop(group)
+        return out
+
+    def _maybe_drop(self, group: Group) -> None:
+        if group.state == EMPTY and not group.members and not group.pending_members and not group.offsets \
+                and group.generation_id == 0 and not group.pending_commits:
+            self.groups.pop(group.group_id, None)
+
+    # ================================================================== SyncGroup
+    def sync_group(self, now: int, token: Any, group_id: str, generation_id: int, member_id: str,
+                   group_instance_id: Optional[str], protocol_type: Optional[str], protocol_name: Optional[str],
+                   assignments: Dict[str, bytes]) -> Outcome:
+        out = Outcome()
+        group = self.groups.get(group_id)
+        if not group_id:
+            out.response = sync_result(ErrorCode.INVALID_GROUP_ID)
+        elif group is None:
+            out.response = sync_result(ErrorCode.UNKNOWN_MEMBER_ID)
+        elif group.state == DEAD:
+            out.response = sync_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        elif group.is_static_member_fenced(member_id, group_instance_id):
+            out.response = sync_result(ErrorCode.FENCED_INSTANCE_ID)
+        elif member_id not in group.members:
+            out.response = sync_result(ErrorCode.UNKNOWN_MEMBER_ID)
+        elif generation_id != group.generation_id:
+            out.response = sync_result(ErrorCode.ILLEGAL_GENERATION)
+        elif (protocol_type is not None and protocol_type != group.protocol_type) or \
+                (protocol_name is not None and protocol_name != group.protocol_name):
+            out.response = sync_result(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        elif group.state == EMPTY:
+            out.response = sync_result(ErrorCode.UNKNOWN_MEMBER_ID)
+        elif group.state == PREPARING_REBALANCE:
+            out.response = sync_result(ErrorCode.REBALANCE_IN_PROGRESS)
+        elif group.state == COMPLETING_REBALANCE:
+            member = group.members[member_id]
+            member.sync_waiter = token
+            self._remove_pending_sync(group, member_id)
+            self._schedule_heartbeat(now, group, member, out)
+            if group.leader_id == member_id:
+                assignment = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
+                gen = group.generation_id
+                out.records.append(self._group_record(group, assignment))
+
+                def written(t: int) -> Outcome:
+                    o = Outcome()
+                    if group.state == COMPLETING_REBALANCE and group.generation_id == gen:
+                        for m in group.members.values():
+                            m.assignment = assignment.get(m.member_id, b"")
+                            if m.sync_waiter is not None:
+                                o.completions.append((m.sync_waiter, sync_result(0, group, m.assignment)))
+                                m.sync_waiter = None
+                        group.transition(STABLE, t)
+                    return o
+
+                def failed(t: int, code: int) -> Outcome:
+                    o = Outcome()
+                    if group.state == COMPLETING_REBALANCE and group.generation_id == gen:
+                        self._reset_and_propagate_assignment_error(group, write_error_for_group(code), o)
+                        self._maybe_prepare_rebalance(t, group, o)
+                    return o
+
+                out.on_written, out.on_write_failed = written, failed
+        else:  # Stable
+            member = group.members[member_id]
+            self._remove_pending_sync(group, member_id)
+            out.response = sync_result(0, group, member.assignment)
+            self._schedule_heartbeat(now, group, member, out)
+        return out
+
+    def _remove_pending_sync(self, group: Group, member_id: str) -> None:
+        group.pending_sync.discard(member_id)
+        if not group.pending_sync:
+            group.sync_deadline = None
+
+    # ================================================================== Heartbeat
+    def heartbeat(self, now: int, group_id: str, member_id: str, group_instance_id: Optional[str],
+                  generation_id: int) -> Outcome:
+        """Outcome.response is the error code."""
+        out = Outcome()
+        group = self.groups.get(group_id)
+        if not group_id:
+            out.response = ErrorCode.INVALID_GROUP_ID
+        elif group is None:
+            out.response = ErrorCode.UNKNOWN_MEMBER_ID
+        elif group.state == DEAD:
+            out.response = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif group.is_static_member_fenced(member_id, group_instance_id):
+            out.response = ErrorCode.FENCED_INSTANCE_ID
+        elif member_id not in group.members:
+            out.response = ErrorCode.UNKNOWN_MEMBER_ID
+        elif generation_id != group.generation_id:
+            out.response = ErrorCode.ILLEGAL_GENERATION
+        elif group.state == EMPTY:
+            out.response = ErrorCode.UNKNOWN_MEMBER_ID
+        else:
+            self._schedule_heartbeat(now, group, group.members[member_id], out)
+            out.response = ErrorCode.REBALANCE_IN_PROGRESS if group.state == PREPARING_REBALANCE else 0
+        return out
+
+    # ================================================================== LeaveGroup
+    def leave_group(self, now: int, group_id: str, members: List[Tuple[str, Optional[str]]]) -> Outcome:
+        """Outcome.response is (top-level error, [(member_id, group_instance_id, error)])."""
+        out = Outcome()
+        group = self.groups.get(group_id)
+        if not group_id:
+            out.response = (ErrorCode.INVALID_GROUP_ID, [])
+            return out
+        if group is None:
+            out.response = (0, [(mid, iid, ErrorCode.UNKNOWN_MEMBER_ID) for mid, iid in members])
+            return out
+        if group.state == DEAD:
+            out.response = (ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
+            return out
+        results = []
+        for mid, iid in members:
+            if mid != "" and group.is_static_member_fenced(mid, iid):
+                results.append((mid, iid, ErrorCode.FENCED_INSTANCE_ID))
+            elif mid in group.pending_members:
+                del group.pending_members[mid]
+                if group.state == PREPARING_REBALANCE:
+                    self._try_complete_join(now, group, out)
+                results.append((mid, iid, 0))
+            elif mid not in group.members and (iid is None or iid not in group.static_members):
+                results.append((mid, iid, ErrorCode.UNKNOWN_MEMBER_ID))
+            else:
+                target = group.static_members[iid] if iid is not None and iid in group.static_members else mid
+                self._remove_member_and_update_group(now, group, group.members[target], out)
+                results.append((mid, iid, 0))
+        out.response = (0, results)
+        self._maybe_drop(group)
+        return out
+
+    # ================================================================== OffsetCommit
+    def commit_offsets(self, now: int, group_id: str, member_id: str, group_instance_id: Optional[str],
+                       generation_id: int, offsets: Dict[TopicPartition, OffsetAndMetadata]) -> Outcome:
+        """Outcome.response (or the on_written/on_write_failed outcome's response) maps tp -> error."""
+        out = Outcome()
+        group = self.groups.get(group_id)
+        if group is None:
+            if generation_id >= 0:
+                out.response = {tp: ErrorCode.ILLEGAL_GENERATION for tp in offsets}
+                return out
+            group = self.groups[group_id] = Group(group_id, current_state_timestamp=now)
+        error = self._validate_commit(group, member_id, group_instance_id, generation_id)
+        if error:
+            out.response = {tp: error for tp in offsets}
+            self._maybe_drop(group)
+            return out
+        if member_id in group.members and group.state == STABLE:
+            self._schedule_heartbeat(now, group, group.members[member_id], out)
+        result: Dict[TopicPartition, int] = {}
+        accepted: Dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if om.metadata is not None and len(om.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = om
+                result[tp] = 0
+        if not accepted:
+            out.response = result
+            self._maybe_drop(group)
+            return out
+        for tp, om in accepted.items():
+            out.records.append((rec.offset_commit_key(group_id, tp[0], tp[1]),
+                                rec.offset_commit_value(om.offset, om.leader_epoch, om.metadata or "",
+                                                        om.commit_timestamp, om.expire_timestamp)))
+            group.pending_commits[tp] = group.pending_commits.get(tp, 0) + 1
+
+        def done_pending() -> None:
+            for tp in accepted:
+                n = group.pending_commits.get(tp, 0) - 1
+                if n > 0:
+                    group.pending_commits[tp] = n
+                else:
+                    group.pending_commits.pop(tp, None)
+
+        def written(t: int) -> Outcome:
+            done_pending()
+            if self.groups.get(group_id) is group:
+                for tp, om in accepted.items():
+                    group.offsets[tp] = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata or "",
+                                                          om.commit_timestamp, om.expire_timestamp)
+            return Outcome(response=result)
+
+        def failed(t: int, code: int) -> Outcome:
+            done_pending()
+            err = write_error_for_commit(code)
+            self._maybe_drop(group)
+            return Outcome(response={tp: (err if tp in accepted else e) for tp, e in result.items()})
+
+        out.on_written, out.on_write_failed = written, failed
+        return out
+
+    def _validate_commit(self, group: Group, member_id: str, instance_id: Optional[str], generation_id: int) -> int:
+        if group.state == DEAD:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id >= 0 or member_id != "" or instance_id is not None:
+            if group.is_static_member_fenced(member_id, instance_id):
+                return ErrorCode.FENCED_INSTANCE_ID
+            if member_id not in group.members:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if generation_id != group.generation_id:
+                return ErrorCode.ILLEGAL_GENERATION
+            if group.state == COMPLETING_REBALANCE:
+                return ErrorCode.REBALANCE_IN_PROGRESS
+            return 0
+        if group.state != EMPTY:
+            return ErrorCode.UNKNOWN_MEMBER_ID
+        return 0
+
+    # ================================================================== OffsetFetch
+    def fetch_offsets(self, group_id: str, partitions: Optional[List[TopicPartition]],
+                      require_stable: bool) -> List[Tuple[TopicPartition, int, int, str, int]]:
+        """[(tp, offset, leader_epoch, metadata, error)]; ``partitions`` None = every committed one."""
+        group = self.groups.get(group_id)
+        offsets = group.offsets if group is not None and group.state != DEAD else {}
+        pending = group.pending_commits if group is not None else {}
+        if partitions is None:
+            partitions = sorted(offsets)
+        out = []
+        for tp in partitions:
+            if require_stable and tp in pending:
+                out.append((tp, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
+                continue
+            om = offsets.get(tp)
+            if om is None:
+                out.append((tp, -1, -1, "", 0))
+            else:
+                out.append((tp, om.offset, om.leader_epoch, om.metadata, 0))
+        return out
+
+    # ================================================================== Describe / List
+    def describe_group(self, group_id: str) -> dict:
+        group = self.groups.get(group_id)
+        if group is None:
+            return {"error_code": 0, "group_id": group_id, "group_state": DEAD, "protocol_type": "",
+                    "protocol_data": "", "members": []}
+        stable = group.state == STABLE
+        members = [{"member_id": m.member_id, "group_instance_id": m.group_instance_id, "client_id": m.client_id,
+                    "client_host": m.client_host,
+                    "member_metadata": m.metadata(group.protocol_name) if stable else b"",
+                    "member_assignment": m.assignment if stable else b""} for m in group.members.values()]
+        return {"error_code": 0, "group_id": group_id, "group_state": group.state,
+                "protocol_type": group.protocol_type or "",
+                "protocol_data": (group.protocol_name or "") if stable else "", "members": members}
+
+    def list_groups(self, states: Optional[Set[str]] = None) -> List[dict]:
+        """Groups, optionally only those whose state (lower-cased) is in ``states``."""
+        out = []
+        for g in self.groups.values():
+            if g.state == DEAD:
+                continue
+            if states and g.state.lower() not in states:
+                continue
+            out.append({"group_id": g.group_id, "protocol_type": g.protocol_type or "", "group_state": g.state,
+                        "group_type": "classic"})
+        return out
+
+    # ================================================================== DeleteGroups / OffsetDelete
+    def delete_groups(self, group_ids: List[str]) -> Outcome:
+        """Outcome.response maps group id -> error; tombstones for the deleted groups' offsets and metadata."""
+        out = Outcome()
+        result: Dict[str, int] = {}
+        for gid in group_ids:
+            group = self.groups.get(gid)
+            if group is None or group.state == DEAD:
+                result[gid] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif group.state != EMPTY:
+                result[gid] = ErrorCode.NON_EMPTY_GROUP
+            else:
+                for tp in group.offsets:
+                    out.records.append((rec.offset_commit_key(gid, tp[0], tp[1]), None))
+                out.records.append((rec.group_metadata_key(gid), None))
+                group.offsets.clear()
+                group.state = DEAD
+                del self.groups[gid]
+                result[gid] = 0
+        out.response = result
+        return out
+
+    def delete_offsets(self, group_id: str, partitions: List[TopicPartition]) -> Outcome:
+        """Outcome.response is (group error, {tp: error})."""
+        out = Outcome()
+        group = self.groups.get(group_id)
+        if group is None or group.state == DEAD:
+            out.response = (ErrorCode.GROUP_ID_NOT_FOUND, {})
+            return out
+        if group.state == EMPTY:
+            subscribed: Set[str] = set()
+        elif group.protocol_type == CONSUMER_PROTOCOL_TYPE:
+            subscribed = group.subscribed_topics if group.subscribed_topics is not None else {t for t, _ in partitions}
+        else:
+            out.response = (ErrorCode.NON_EMPTY_GROUP, {})
+            return out
+        errors: Dict[TopicPartition, int] = {}
+        for tp in partitions:
+            if tp[0] in subscribed:
+                errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                continue
+            errors[tp] = 0
+            if group.offsets.pop(tp, None) is not None:
+                out.records.append((rec.offset_commit_key(group_id, tp[0], tp[1]), None))
+        out.response = (0, errors)
+        return out
+
+    def expire_offsets(self, now: int) -> Outcome:
+        """Drop offsets older than offsets.retention.minutes (Kafka's rules) and groups left empty."""
+        out = Outcome()
+        retention = self.config.offsets_retention_ms
+        for gid, group in list(self.groups.items()):
+            if group.protocol_type is not None and group.state == EMPTY:
+                base: Callable[[OffsetAndMetadata], int] = (
+                    lambda om, g=group: g.current_state_timestamp if g.current_state_timestamp is not None
+                    else om.commit_timestamp)
+                keep: Set[str] = set()
+            elif group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.subscribed_topics is not None \
+                    and group.state == STABLE:
+                base, keep = (lambda om: om.commit_timestamp), group.subscribed_topics
+            elif group.protocol_type is None:
+                base, keep = (lambda om: om.commit_timestamp), set()
+            else:
+                continue
+            expired = [tp for tp, om in group.offsets.items()
+                       if tp[0] not in keep and tp not in group.pending_commits
+                       and (now >= om.expire_timestamp if om.expire_timestamp is not None
+                            else now - base(om) >= retention)]
+            for tp in expired:
+                del group.offsets[tp]
+                out.records.append((rec.offset_commit_key(gid, tp[0], tp[1]), None))
+            if group.state == EMPTY and not group.offsets and not group.members and not group.pending_commits:
+                group.state = DEAD
+                del self.groups[gid]
+                out.records.append((rec.group_metadata_key(gid), None))
+        return out
+
+    # ================================================================== load / unload
+    def replay(self, key: Optional[bytes], value: Optional[bytes]) -> None:
+        """Apply one ``__consumer_offsets`` record (loading; the latest record for a key wins)."""
+        if key is None:
+            return
+        k = rec.decode_key(key)
+        if isinstance(k, rec.OffsetKey):
+            tp = (k.topic, k.partition)
+            if value is None:
+                g = self.groups.get(k.group)
+                if g is not None:
+                    g.offsets.pop(tp, None)
+                return
+            v = rec.decode_offset_value(value)
+            g = self.groups.get(k.group)
+            if g is None:
+                g = self.groups[k.group] = Group(k.group)
+            expire = v.expire_timestamp if getattr(v, "expire_timestamp", -1) != -1 else None
+            g.offsets[tp] = OffsetAndMetadata(v.offset, getattr(v, "leader_epoch", -1), v.metadata or "",
+                                              v.commit_timestamp, expire)
+            return
+        g = self.groups.get(k.group)
+        if value is None:
+            if g is not None:
+                g.members.clear()
+                g.static_members.clear()
+                g.protocol_type = g.protocol_name = g.leader_id = None
+                g.generation_id = 0
+                g.state = EMPTY
+                g.current_state_timestamp = None
+            return
+        v = rec.decode_group_value(value)
+        if g is None:
+            g = self.groups[k.group] = Group(k.group)
+        g.protocol_type = v.protocol_type
+        g.generation_id = v.generation
+        g.protocol_name = v.protocol
+        g.leader_id = v.leader
+        ts = getattr(v, "current_state_timestamp", -1)
+        g.current_state_timestamp = ts if ts != -1 else None
+        g.members = {}
+        g.static_members = {}
+        for mm in v.members:
+            rt = getattr(mm, "rebalance_timeout", -1)
+            m = Member(mm.member_id, getattr(mm, "group_instance_id", None), mm.client_id, mm.client_host,
+                       rt if rt != -1 else mm.session_timeout, mm.session_timeout, v.protocol_type,
+                       [(v.protocol or "", bytes(mm.subscription))], bytes(mm.assignment))
+            g.members[m.member_id] = m
+            if m.group_instance_id is not None:
+                g.static_members[m.group_instance_id] = m.member_id
+        g.state = STABLE if g.members else EMPTY
+        g.update_subscribed_topics()
+
+    def finish_loading(self, now: int) -> Outcome:
+        """After replay: drop empty tombstoned groups and arm every loaded member's session timer."""
+        out = Outcome()
+        for gid, g in list(self.groups.items()):
+            if not g.members and not g.offsets and g.protocol_type is None:
+                del self.groups[gid]
+                continue
+            for m in g.members.values():
+                self._schedule_heartbeat(now, g, m, out)
+        return out
+
+    def shutdown(self) -> Outcome:
+        """Resigning the partition: parked requests get NOT_COORDINATOR."""
+        out = Outcome()
+        for g in self.groups.values():
+            for m in g.members.values():
+                if m.join_waiter is not None:
+                    out.completions.append((m.join_waiter, join_result(m.member_id, ErrorCode.NOT_COORDINATOR)))
+                    m.join_waiter = None
+                if m.sync_waiter is not None:
+                    out.completions.append((m.sync_waiter, sync_result(ErrorCode.NOT_COORDINATOR)))
+                    m.sync_waiter = None
+            g.state = DEAD
+        self.groups.clear()
+        return out
+
+    def snapshot(self) -> Dict[str, Any]:
+        """The persistent part of the state (what replay must rebuild), for tests and tools."""
+        out: Dict[str, Any] = {}
+        for gid, g in sorted(self.groups.items()):
+            out[gid] = {
+                "generation": g.generation_id, "protocol_type": g.protocol_type,
+                "protocol": g.protocol_name if g.members else None, "leader": g.leader_id if g.members else None,
+                "state": STABLE if g.members and g.state in (STABLE,) else (EMPTY if not g.members else g.state),
+                "members": {mid: (m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
+                                  m.rebalance_timeout_ms, m.metadata(g.protocol_name), m.assignment)
+                            for mid, m in g.members.items()},
+                "offsets": {tp: (om.offset, om.leader_epoch, om.metadata, om.commit_timestamp, om.expire_timestamp)
+                            for tp, om in sorted(g.offsets.items())},
+            }
+        return out

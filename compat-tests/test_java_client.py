@@ -199,3 +199,18 @@ def test_java_idempotent_produce_and_assign_seek_consume(java_run: JavaRun, brok
     mid = s["seekMiddle"][0]
     assert mid["first_offset"] == mid["requested"] == per_partition[0] // 2
     assert mid["first_key"] == mid["expected_key"]
+
+
+def test_java_consumer_group_classic(broker) -> None:
+    """KafkaConsumer with group.protocol=classic: join, disjoint assignment, commit, resume."""
+    prefix = f"jg{uuid.uuid4().hex[:6]}"
+    cmd = jars.java_command("group", broker.bootstrap, prefix)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    run = JavaRun(cmd, proc, prefix)
+    sc = run.scenario("group", broker)
+    a = sc.by_step["assignment"][0]
+    assert (a["union"], a["overlap"]) == (6, 0) and a["c1"] > 0 and a["c2"] > 0, a
+    c = sc.by_step["consumed"][0]
+    assert (c["distinct"], c["duplicates"]) == (3000, 0), c
+    r = sc.by_step["resume"][0]
+    assert (r["new_records"], r["old_records"]) == (1000, 0), r

@@ -333,7 +333,7 @@ class Cleaner:
             if key is None:
                 stats.invalid_messages += 1
                 continue
-            if offset_map.get(key) > rec.offset + 1:
+            if offset_map.get(key) > rec.offset:
                 continue
             if rec.value is None:
                 if not keep_tombstones:

@@ -7,6 +7,9 @@
  *     produce-consume[:<codec>] idempotent KafkaProducer (Java defaults) + KafkaConsumer without group.id
  *                               (assign + seekToBeginning/seekToEnd/position + seek + poll, and a re-read from
  *                               the middle of a partition, as Spark's Kafka source does); codec defaults to lz4
+ *     group                     two KafkaConsumers (classic group.protocol) subscribe to one 6-partition topic:
+ *                               disjoint assignments covering every partition, commitSync, then a restarted
+ *                               consumer resumes from the committed offsets (nothing lost, nothing repeated)
  *   Each scenario uses its own topic: <topic-prefix>-<scenario with ':' replaced by '-'>.
  *
  * Output: one JSON object per line on stdout, always with "scenario" and "step". The pytest side asserts on them;
@@ -81,6 +84,9 @@ public final class KafkaCompat {
                         break;
                     case "produce-consume":
                         produceConsume(out, bootstrap, topic, parts.length > 1 ? parts[1] : "lz4");
+                        break;
+                    case "group":
+                        group(out, bootstrap, topic);
                         break;
                     default:
                         throw new IllegalArgumentException("unknown scenario " + scenario);
@@ -385,6 +391,90 @@ public final class KafkaCompat {
     }
 
     // ---------------------------------------------------------------- client configs
+
+    // ---------------------------------------------------------------- consumer group (classic protocol)
+
+    static Properties groupConsumerProps(String bootstrap, String groupId) {
+        Properties cp = new Properties();
+        cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        cp.put(ConsumerConfig.GROUP_ID_CONFIG, groupId);
+        cp.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        cp.put(ConsumerConfig.AUTO_OFFSET_RESET_CONFIG, "earliest");
+        cp.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        cp.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        cp.put(ConsumerConfig.SESSION_TIMEOUT_MS_CONFIG, "10000");
+        cp.put(ConsumerConfig.HEARTBEAT_INTERVAL_MS_CONFIG, "500");
+        return cp;
+    }
+
+    static void produceValues(String bootstrap, String topic, int from, int to) throws Exception {
+        try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(producerProps(bootstrap, "lz4"))) {
+            for (int i = from; i < to; i++) {
+                p.send(new ProducerRecord<>(topic, bytes("k" + i), bytes(Integer.toString(i))));
+            }
+            p.flush();
+        }
+    }
+
+    static void group(Out out, String bootstrap, String topic) throws Exception {
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            admin.createTopics(List.of(new NewTopic(topic, 6, (short) 1))).all().get(TIMEOUT_S, TimeUnit.SECONDS);
+        }
+        produceValues(bootstrap, topic, 0, 3000);
+        String groupId = topic + "-g";
+        java.util.Set<Integer> seen = new java.util.HashSet<>();
+        int duplicates = 0;
+        try (KafkaConsumer<byte[], byte[]> c1 = new KafkaConsumer<>(groupConsumerProps(bootstrap, groupId));
+             KafkaConsumer<byte[], byte[]> c2 = new KafkaConsumer<>(groupConsumerProps(bootstrap, groupId))) {
+            c1.subscribe(List.of(topic));
+            c2.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (seen.size() < 3000 && System.currentTimeMillis() < deadline) {
+                for (KafkaConsumer<byte[], byte[]> c : List.of(c1, c2)) {
+                    for (ConsumerRecord<byte[], byte[]> r : c.poll(java.time.Duration.ofMillis(100))) {
+                        if (!seen.add(intOf(r.value()))) {
+                            duplicates++;
+                        }
+                    }
+                }
+            }
+            java.util.Set<TopicPartition> a1 = c1.assignment();
+            java.util.Set<TopicPartition> a2 = c2.assignment();
+            java.util.Set<TopicPartition> both = new java.util.HashSet<>(a1);
+            both.retainAll(a2);
+            java.util.Set<TopicPartition> union = new java.util.HashSet<>(a1);
+            union.addAll(a2);
+            out.emit("assignment", "c1", a1.size(), "c2", a2.size(), "overlap", both.size(), "union", union.size());
+            c1.commitSync();
+            c2.commitSync();
+            out.emit("consumed", "distinct", seen.size(), "duplicates", duplicates);
+        }
+        produceValues(bootstrap, topic, 3000, 4000);
+        int resumed = 0;
+        int old = 0;
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(groupConsumerProps(bootstrap, groupId))) {
+            c.subscribe(List.of(topic));
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (resumed + old < 1000 && System.currentTimeMillis() < deadline) {
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(java.time.Duration.ofMillis(200))) {
+                    if (intOf(r.value()) < 3000) {
+                        old++;
+                    } else {
+                        resumed++;
+                    }
+                }
+            }
+            c.commitSync();
+        }
+        out.emit("resume", "new_records", resumed, "old_records", old);
+    }
+
+    static int intOf(byte[] v) {
+        return Integer.parseInt(new String(v, StandardCharsets.UTF_8));
+    }
 
     static Properties adminProps(String bootstrap) {
         Properties p = new Properties();

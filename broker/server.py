@@ -22,6 +22,7 @@ from broker.coordinator.group.service import GroupCoordinator
 from broker.coordinator.producer_ids import ProducerIdManager
 from broker.network.socket_server import ListenerSpec, SocketServer
 from broker.replica.manager import ReplicaManager
+from broker.storage.cleaner import CleanerConfig
 from broker.storage.config import LogConfig
 from broker.storage.log_manager import LogManager
 from broker.zk.client import KafkaZkClient
@@ -108,7 +109,8 @@ class BrokerServer:
                           flush_check_interval_ms=cfg.get("log.flush.scheduler.interval.ms"),
                           flush_recovery_offset_checkpoint_interval_ms=cfg.get(
                               "log.flush.offset.checkpoint.interval.ms"),
-                          producer_id_expiration_ms=cfg.get("producer.id.expiration.ms"))
+                          producer_id_expiration_ms=cfg.get("producer.id.expiration.ms"),
+                          cleaner_config=CleanerConfig.from_broker_config(cfg.get))
 
     def _advertised_endpoints(self) -> List[Endpoint]:
         """Advertised listeners, with the real port where the config asked for port 0."""
@@ -149,6 +151,7 @@ class BrokerServer:
             await self.socket_server.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
+        await self.sync.stop()
         if self.zk is not None:
             await loop.run_in_executor(None, self.zk.close)
         if self.log_manager is not None:

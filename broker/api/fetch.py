@@ -21,6 +21,7 @@ def _down_convert(results: Dict[TopicPartition, Any], fetch_offsets: Dict[TopicP
     """Fetch v0-v3 clients read only magic 0/1 message sets: convert what was read, as Kafka does."""
     from broker.accel import record_batch
     from broker.protocol.records.legacy import build_legacy_message_set
+    from broker.storage.cleaner_batch import iter_stored_records  # compacted batches have offset gaps
     for tp, res in results.items():
         recs = res.records
         if recs is None:
@@ -35,7 +36,7 @@ def _down_convert(results: Dict[TopicPartition, Any], fetch_offsets: Dict[TopicP
             if info.magic < 2:
                 from broker.protocol.records.legacy import convert_legacy_message_set
                 batch = convert_legacy_message_set(batch)
-            for r in record_batch.iter_records(batch):
+            for r in iter_stored_records(batch):
                 offset = r.offset if info.magic == 2 else info.base_offset
                 if offset >= fetch_offsets[tp]:
                     out.append(r._replace(offset=offset))

@@ -27,6 +27,8 @@ class ClusterSync:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._topics_lock = asyncio.Lock()
         self._pending: set = set()
+        self._tasks: set = set()
+        self._stopping = False
 
     @property
     def zk(self) -> Any:
@@ -42,19 +44,26 @@ class ClusterSync:
             return
 
         def start() -> None:
-            if key in self._pending:
+            if key in self._pending or self._stopping:
                 return
             self._pending.add(key)
 
             async def run() -> None:
                 try:
                     await coro_fn()
+                except asyncio.CancelledError:
+                    pass
                 except Exception:
-                    log.exception("Handling ZooKeeper change %s failed", key)
+                    if self._stopping:
+                        log.debug("Handling ZooKeeper change %s interrupted by shutdown", key, exc_info=True)
+                    else:
+                        log.exception("Handling ZooKeeper change %s failed", key)
                 finally:
                     self._pending.discard(key)
 
-            loop.create_task(run())
+            task = loop.create_task(run())
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
 
         loop.call_soon_threadsafe(start)
 
@@ -76,6 +85,14 @@ class ClusterSync:
         if watch_del is not None:
             await self._io(watch_del, lambda *a: self._schedule("deletions", self.process_deletions))
         await self.process_deletions()
+
+    async def stop(self) -> None:
+        """Stop reacting to ZooKeeper changes (before the ZooKeeper client closes)."""
+        self._stopping = True
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def on_new_session(self) -> None:
         """After a ZooKeeper session expiry and re-registration: re-elect and re-read everything."""

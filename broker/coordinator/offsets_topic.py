@@ -49,6 +49,7 @@ class OffsetsTopicIO:
 
 def _read_all(log: Any) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
     from broker.accel import record_batch
+    from broker.storage.cleaner_batch import iter_stored_records  # compacted batches have offset gaps
     out: List[Tuple[int, Optional[bytes], Optional[bytes]]] = []
     offset = log.log_start_offset
     end = log.high_watermark
@@ -63,7 +64,7 @@ def _read_all(log: Any) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
             break
         for bi in infos:
             if not bi.is_control:
-                for r in record_batch.iter_records(data[bi.position:bi.position + bi.size]):
+                for r in iter_stored_records(data[bi.position:bi.position + bi.size]):
                     if r.offset >= offset:
                         out.append((r.offset, r.key, r.value))
             offset = max(offset, bi.base_offset + bi.last_offset_delta + 1)

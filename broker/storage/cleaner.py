@@ -11,16 +11,10 @@ checkpoints.py). A log qualifies when dirty bytes / (clean + dirty bytes) exceed
 min.cleanable.dirty.ratio, when max.compaction.lag.ms forces it, or when a tombstone it kept
 reached its delete horizon.
 
-One clean (``Cleaner.clean``): build an offset map (key -> latest offset) over whole dirty segments,
-then rewrite every segment from the log start up to the mapped end, in groups no larger than
-segment.bytes / segment.index.bytes (Kafka's groupSegmentsBySize). A record is kept when it is the
-latest for its key; a tombstone also needs its batch's delete horizon (set to now +
-delete.retention.ms the first time the batch is cleaned) not to have passed. Offsets, order and
-batch producer fields are kept (cleaner_batch.py); a producer's last batch is kept even when empty.
-Control batches and transactional batches are copied unchanged and transactional records do not
-enter the offset map (a simplification: aborted data is not removed). Each group is written to
-``<base>.log.cleaned`` (+ indexes) without holding the Log lock and swapped in by
-``Log.replace_segments``.
+One clean (``Cleaner.clean``): the segment list is read under the Log lock into a CleanPlan; the
+pass (cleaner_pass.py: offset map, then ``<base>.log.cleaned`` files) runs without any lock, in a
+worker process by default (CleanerConfig.use_worker_process) or on the cleaner thread; each
+cleaned group is then swapped in by ``Log.replace_segments`` (the lock is held for renames only).
 
 Thread-safety: the cleaner thread reads only inactive segments; the Log lock is taken for the
 snapshot of the segment list and for the swap. ``abort_cleaning`` (partition deletion) waits for
@@ -29,17 +23,19 @@ an in-progress clean of that partition to stop.
 from __future__ import annotations
 
 import logging
+import multiprocessing
 import os
 import threading
 import time as _time
-from dataclasses import dataclass, field
+from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
-
-from broker.protocol.records.batch_info import BatchInfo, Record
 
 from . import files
 from .checkpoints import OffsetCheckpointFile
-from .cleaner_batch import build_empty_batch, build_retained_batch, delete_horizon_ms, iter_stored_records
+from .cleaner_pass import (CleanerStats, CleanPlan, LogCleaningAbortedError, PassResult, SegmentRef,
+                           run_clean_pass)
 from .config import LogConfig
 from .log import Log, SwapHook, discard_cleaned_files
 from .segment import LogSegment
@@ -47,24 +43,24 @@ from .segment import LogSegment
 logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
-INT32_MAX = 2147483647
 _BYTES_PER_MAP_ENTRY = 24  # Kafka's SkinnyOffsetMap: 16-byte MD5 of the key + 8-byte offset
-_WRITE_CHUNK = 1 << 20
-
-
-class LogCleaningAbortedError(Exception):
-    """The partition was deleted or is being deleted while it was cleaned."""
 
 
 @dataclass(frozen=True)
 class CleanerConfig:
-    """Broker-level log.cleaner.* settings."""
+    """Broker-level log.cleaner.* settings, plus where the pass runs.
+
+    ``use_worker_process``: run the CPU-heavy pass (cleaner_pass.py) in one spawned worker
+    process, so the broker process keeps its GIL for produce and fetch; False runs it on the
+    cleaner thread (tests, tools).
+    """
 
     enable: bool = True
     threads: int = 1
     dedupe_buffer_size: int = 134217728
     io_buffer_load_factor: float = 0.9
     backoff_ms: int = 15000
+    use_worker_process: bool = True
 
     @classmethod
     def from_broker_config(cls, get: Callable[[str], Any]) -> "CleanerConfig":
@@ -79,79 +75,6 @@ class CleanerConfig:
         return max(1, int(self.dedupe_buffer_size // _BYTES_PER_MAP_ENTRY * self.io_buffer_load_factor))
 
 
-class OffsetMap:
-    """key -> offset of its latest record in the dirty section, bounded to ``capacity`` keys."""
-
-    def __init__(self, capacity: int) -> None:
-        self.capacity = capacity
-        self._map: dict[bytes, int] = {}
-        self.latest_offset = -1
-
-    def put(self, key: bytes, offset: int) -> None:
-        self._map[key] = offset
-        if offset > self.latest_offset:
-            self.latest_offset = offset
-
-    def get(self, key: bytes) -> int:
-        return self._map.get(key, -1)
-
-    @property
-    def size(self) -> int:
-        return len(self._map)
-
-    @property
-    def utilization(self) -> float:
-        return len(self._map) / self.capacity
-
-    def is_full(self) -> bool:
-        return len(self._map) >= self.capacity
-
-
-@dataclass
-class CleanerStats:
-    """What one clean did (logged like Kafka's LogCleaner stats)."""
-
-    bytes_read: int = 0
-    bytes_written: int = 0
-    map_bytes_read: int = 0
-    map_messages_read: int = 0
-    messages_read: int = 0
-    messages_written: int = 0
-    invalid_messages: int = 0
-    start_s: float = field(default_factory=_time.monotonic)
-    map_done_s: float = 0.0
-    end_s: float = 0.0
-    buffer_utilization: float = 0.0
-
-    @property
-    def elapsed_s(self) -> float:
-        return max(self.end_s - self.start_s, 1e-9)
-
-    def summary(self, name: str, first_dirty: int, end_offset: int) -> str:
-        mb = 1024.0 * 1024.0
-        total = self.elapsed_s
-        map_s = max(self.map_done_s - self.start_s, 0.0)
-        clean_s = max(self.end_s - self.map_done_s, 0.0)
-        reduction = 100.0 * (1.0 - self.bytes_written / self.bytes_read) if self.bytes_read else 0.0
-        fewer = 100.0 * (1.0 - self.messages_written / self.messages_read) if self.messages_read else 0.0
-        return ("Log cleaner cleaned log %s (dirty section = [%d, %d])\n"
-                "\t%.1f MB of log processed in %.3f seconds (%.1f MB/sec).\n"
-                "\tIndexed %.1f MB in %.3f seconds (%.1f Mb/sec, %.1f%% of total time)\n"
-                "\tBuffer utilization: %.1f%%\n"
-                "\tCleaned %.1f MB in %.3f seconds (%.1f Mb/sec, %.1f%% of total time)\n"
-                "\tStart size: %.1f MB (%d messages)\n"
-                "\tEnd size: %.1f MB (%d messages)\n"
-                "\t%.1f%% size reduction (%.1f%% fewer messages)"
-                % (name, first_dirty, end_offset,
-                   (self.map_bytes_read + self.bytes_read) / mb, total,
-                   (self.map_bytes_read + self.bytes_read) / mb / total,
-                   self.map_bytes_read / mb, map_s, self.map_bytes_read / mb / max(map_s, 1e-9),
-                   100.0 * map_s / total, 100.0 * self.buffer_utilization,
-                   self.bytes_read / mb, clean_s, self.bytes_read / mb / max(clean_s, 1e-9), 100.0 * clean_s / total,
-                   self.bytes_read / mb, self.messages_read, self.bytes_written / mb, self.messages_written,
-                   reduction, fewer))
-
-
 @dataclass
 class CleanResult:
     """Outcome of Cleaner.clean: the new first dirty offset and the earliest delete horizon kept."""
@@ -162,194 +85,113 @@ class CleanResult:
     groups_swapped: int
 
 
-def _records(seg: LogSegment, info: BatchInfo) -> list[Record]:
-    return iter_stored_records(seg.read_batch(info))
+# --- the worker process side: one pass at a time, aborted through a shared Event
+_worker_abort: Any = None
 
 
-def group_segments_by_size(segments: list[LogSegment], max_size: int, max_index_size: int,
-                           end_offset: int) -> list[list[LogSegment]]:
-    """Consecutive segments merged while their total log and index sizes fit (Kafka's groupSegmentsBySize).
+def _init_worker(abort_event: Any) -> None:
+    global _worker_abort
+    _worker_abort = abort_event
 
-    ``end_offset`` is the base offset of the first segment not being cleaned; offsets in a group
-    must stay within int32 of the group's base offset.
-    """
-    groups: list[list[LogSegment]] = []
-    i = 0
-    n = len(segments)
-    while i < n:
-        group = [segments[i]]
-        log_size = segments[i].size
-        index_size = segments[i].offset_index.size_bytes
-        time_size = segments[i].time_index.size_bytes
-        i += 1
-        while i < n:
-            seg = segments[i]
-            nxt_base = segments[i + 1].base_offset if i + 1 < n else end_offset
-            if (log_size + seg.size > max_size or index_size + seg.offset_index.size_bytes > max_index_size
-                    or time_size + seg.time_index.size_bytes > max_index_size
-                    or nxt_base - 1 - group[0].base_offset > INT32_MAX):
-                break
-            group.append(seg)
-            log_size += seg.size
-            index_size += seg.offset_index.size_bytes
-            time_size += seg.time_index.size_bytes
-            i += 1
-        groups.append(group)
-    return groups
+
+def _worker_check_abort() -> None:
+    if _worker_abort is not None and _worker_abort.is_set():
+        raise LogCleaningAbortedError("aborted")
+
+
+def _worker_run(plan: CleanPlan) -> PassResult:
+    return run_clean_pass(plan, _worker_check_abort)
 
 
 class Cleaner:
-    """Compacts one log at a time; no thread of its own (LogCleaner runs it)."""
+    """Compacts one log at a time (Kafka's Cleaner); LogCleaner's thread calls ``clean``."""
 
-    def __init__(self, config: CleanerConfig = CleanerConfig(), *, time: Callable[[], float] = _time.time,
-                 swap_hook: Optional[SwapHook] = None) -> None:
+    def __init__(self, config: CleanerConfig = CleanerConfig(use_worker_process=False), *,
+                 time: Callable[[], float] = _time.time, swap_hook: Optional[SwapHook] = None) -> None:
         self.config = config
         self._time = time
         self.swap_hook = swap_hook
+        self._pool: Optional[ProcessPoolExecutor] = None
+        self._abort_event: Any = None
 
-    def clean(self, log: Log, first_dirty_offset: int, *, uncleanable_offset: Optional[int] = None,
-              now_ms: Optional[int] = None, check_abort: Callable[[], None] = lambda: None) -> CleanResult:
-        """Clean ``log`` from its start using an offset map over [first_dirty_offset, uncleanable bound).
-
-        ``uncleanable_offset`` further caps the dirty section (min.compaction.lag.ms). Raises
-        LogCleaningAbortedError when ``check_abort`` does.
-        """
-        now = int(self._time() * 1000) if now_ms is None else now_ms
+    def plan(self, log: Log, first_dirty_offset: int, uncleanable_offset: Optional[int], now_ms: int) -> tuple[
+            CleanPlan, dict[int, LogSegment]]:
+        """The pass input for ``log`` (segment list read under its lock) and its segments by base offset."""
         cfg: LogConfig = log.config
-        stats = CleanerStats()
         segments, log_start, bound, producers = log.cleaner_view()
         if uncleanable_offset is not None:
             bound = min(bound, uncleanable_offset)
-        first_dirty = max(first_dirty_offset, log_start)
-        # whole segments strictly below the bound (never the active one)
-        cleanable = [s for i, s in enumerate(segments[:-1]) if segments[i + 1].base_offset <= bound]
-        dirty = [s for i, s in enumerate(cleanable)
-                 if (segments[i + 1].base_offset > first_dirty)]
-        offset_map = OffsetMap(self.config.max_map_entries)
-        end_offset = max(first_dirty, cleanable[0].base_offset) if cleanable else first_dirty
-        for seg in dirty:
-            check_abort()
-            if offset_map.size and offset_map.is_full():
+        refs = []
+        for seg, nxt in zip(segments, segments[1:]):
+            if nxt.base_offset > bound:
                 break
-            self._build_offset_map(seg, first_dirty, offset_map, stats)
-            end_offset = segments[segments.index(seg) + 1].base_offset
-        stats.buffer_utilization = offset_map.utilization
-        stats.map_done_s = _time.monotonic()
-        to_clean = [s for i, s in enumerate(segments[:-1]) if segments[i + 1].base_offset <= end_offset]
-        horizon_ms = now + cfg.delete_retention_ms
-        min_horizon: list[Optional[int]] = [None]
-        swapped = 0
-        for group in group_segments_by_size(to_clean, cfg.segment_bytes, cfg.segment_index_bytes, end_offset):
-            check_abort()
-            if self._clean_segments(log, group, offset_map, now, horizon_ms, producers, stats, min_horizon,
-                                    check_abort):
-                swapped += 1
-        stats.end_s = _time.monotonic()
-        if logger.isEnabledFor(logging.INFO) and to_clean:
-            logger.info(stats.summary("%s-%d" % log.topic_partition, first_dirty, end_offset))
-        return CleanResult(end_offset, stats, min_horizon[0], swapped)
+            refs.append(SegmentRef(seg.base_offset, seg.size, nxt.base_offset, seg.offset_index.size_bytes,
+                                   seg.time_index.size_bytes, seg.last_modified_ms()))
+        plan = CleanPlan(log.dir, tuple(refs), max(first_dirty_offset, log_start), now_ms, cfg.delete_retention_ms,
+                         cfg.segment_bytes, cfg.segment_index_bytes, cfg.index_interval_bytes,
+                         self.config.max_map_entries, producers)
+        return plan, {s.base_offset: s for s in segments}
 
-    @staticmethod
-    def _build_offset_map(seg: LogSegment, start: int, offset_map: OffsetMap, stats: CleanerStats) -> None:
-        for info in seg.iter_headers(0):
-            stats.map_bytes_read += info.size
-            if info.is_control or info.is_transactional or info.last_offset < start or info.record_count == 0:
-                continue
-            for rec in _records(seg, info):
-                stats.map_messages_read += 1
-                if rec.key is not None and rec.offset >= start:
-                    offset_map.put(rec.key, rec.offset)
+    def clean(self, log: Log, first_dirty_offset: int, *, uncleanable_offset: Optional[int] = None,
+              now_ms: Optional[int] = None, check_abort: Callable[[], None] = lambda: None) -> CleanResult:
+        """Clean ``log`` from its start with an offset map from ``first_dirty_offset`` (see cleaner_pass.py).
 
-    def _clean_segments(self, log: Log, group: list[LogSegment], offset_map: OffsetMap, now: int, horizon_ms: int,
-                        producers: dict[int, tuple[int, int]], stats: CleanerStats,
-                        min_horizon: list[Optional[int]], check_abort: Callable[[], None]) -> bool:
-        """Write the group's retained batches to ``<base>.log.cleaned`` and swap it in."""
-        cfg = log.config
-        base = group[0].base_offset
-        sizes = [s.size for s in group]
-        mtime = group[-1].last_modified_ms()
-        discard_cleaned_files(log.dir, base)
-        cleaned = LogSegment(log.dir, base, index_interval_bytes=cfg.index_interval_bytes,
-                             max_index_size=cfg.segment_index_bytes, now_ms=now, file_suffix=files.CLEANED_SUFFIX)
+        ``uncleanable_offset`` further caps the dirty section (min.compaction.lag.ms). Raises
+        LogCleaningAbortedError when ``check_abort`` does; cleaned files are then discarded.
+        """
+        now = int(self._time() * 1000) if now_ms is None else now_ms
+        plan, by_base = self.plan(log, first_dirty_offset, uncleanable_offset, now)
+        result = self._run(plan, check_abort)
+        swapped = i = 0
         try:
-            buf = bytearray()
-            entries: list[tuple[int, int, int]] = []
-            for seg in group:
+            for i, g in enumerate(result.groups):
                 check_abort()
-                for info in seg.iter_headers(0, sizes[group.index(seg)]):
-                    out = self._filter_batch(seg, info, offset_map, now, horizon_ms, producers, stats, min_horizon)
-                    if out is None:
-                        continue
-                    buf += out
-                    entries.append((info.last_offset, info.max_timestamp, len(out)))
-                    if len(buf) >= _WRITE_CHUNK:
-                        cleaned.append(buf, entries)
-                        stats.bytes_written += len(buf)
-                        buf, entries = bytearray(), []
-            if buf:
-                cleaned.append(buf, entries)
-                stats.bytes_written += len(buf)
-            cleaned.on_become_inactive()
-            cleaned.flush()
-            cleaned.close()
-            os.utime(files.file_path(log.dir, base, files.LOG_SUFFIX) + files.CLEANED_SUFFIX,
-                     ns=(mtime * 1_000_000, mtime * 1_000_000))
+                old = [by_base[b] for b in g.old_bases]
+                if log.replace_segments(old, list(g.old_sizes), g.base_offset, g.end_offset, self.swap_hook):
+                    swapped += 1
+                else:
+                    logger.info("Skipped swapping cleaned segment %d of %s: the log changed meanwhile",
+                                g.base_offset, log.dir)
         except BaseException:
-            if not cleaned.log_file.closed:
-                cleaned.close()
-            discard_cleaned_files(log.dir, base)
+            for g in result.groups[i:]:
+                discard_cleaned_files(log.dir, g.base_offset)
             raise
-        end = group[-1].next_offset if group[-1].next_offset > group[-1].base_offset else group[-1].base_offset
-        ok = log.replace_segments(group, sizes, base, end, self.swap_hook)
-        if not ok:
-            logger.info("Skipped swapping cleaned segment %d of %s: the log changed meanwhile", base, log.dir)
-        return ok
+        stats = result.stats
+        stats.end_s = _time.monotonic()
+        if plan.segments and logger.isEnabledFor(logging.INFO):
+            logger.info(stats.summary("%s-%d" % log.topic_partition, plan.first_dirty_offset, result.end_offset))
+        return CleanResult(result.end_offset, stats, result.min_delete_horizon_ms, swapped)
 
-    @staticmethod
-    def _filter_batch(seg: LogSegment, info: BatchInfo, offset_map: OffsetMap, now: int, horizon_ms: int,
-                      producers: dict[int, tuple[int, int]], stats: CleanerStats,
-                      min_horizon: list[Optional[int]]) -> Optional[bytes]:
-        """The bytes to keep for one batch: the original, a rewritten batch, an empty batch, or None."""
-        stats.bytes_read += info.size
-        if info.is_control or info.is_transactional:
-            stats.messages_read += info.record_count
-            stats.messages_written += info.record_count
-            return seg.read_batch(info)
-        last_of_producer = False
-        if info.producer_id >= 0:
-            last = producers.get(info.producer_id)
-            last_of_producer = last is not None and last[0] == info.last_offset
-        if info.record_count == 0:
-            return seg.read_batch(info) if last_of_producer else None
-        data = seg.read_batch(info)
-        records = iter_stored_records(data)
-        stats.messages_read += len(records)
-        existing = delete_horizon_ms(info)
-        keep_tombstones = existing is None or now < existing
-        retained: list[Record] = []
-        tombstones = False
-        for rec in records:
-            key = rec.key
-            if key is None:
-                stats.invalid_messages += 1
-                continue
-            if offset_map.get(key) > rec.offset:
-                continue
-            if rec.value is None:
-                if not keep_tombstones:
-                    continue
-                tombstones = True
-            retained.append(rec)
-        stats.messages_written += len(retained)
-        if not retained:
-            return build_empty_batch(info) if last_of_producer else None
-        new_horizon = existing if existing is not None else (horizon_ms if tombstones else None)
-        if tombstones and new_horizon is not None:
-            if min_horizon[0] is None or new_horizon < min_horizon[0]:
-                min_horizon[0] = new_horizon
-        if len(retained) == len(records) and new_horizon == existing:
-            return data
-        return build_retained_batch(info, retained, new_horizon)
+    def _run(self, plan: CleanPlan, check_abort: Callable[[], None]) -> PassResult:
+        if not self.config.use_worker_process:
+            return run_clean_pass(plan, check_abort)
+        if self._pool is None:
+            ctx = multiprocessing.get_context("spawn")
+            self._abort_event = ctx.Event()
+            self._pool = ProcessPoolExecutor(1, mp_context=ctx, initializer=_init_worker,
+                                             initargs=(self._abort_event,))
+        self._abort_event.clear()
+        future = self._pool.submit(_worker_run, plan)
+        while True:
+            try:
+                return future.result(timeout=0.1)
+            except FutureTimeout:
+                try:
+                    check_abort()
+                except BaseException:
+                    self._abort_event.set()
+                    result = future.result()  # raises LogCleaningAbortedError if the worker saw the abort
+                    for g in result.groups:
+                        discard_cleaned_files(plan.dir, g.base_offset)
+                    raise
+
+    def close(self) -> None:
+        """Stop the worker process (an in-progress pass is aborted)."""
+        if self._abort_event is not None:
+            self._abort_event.set()
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
 
 
 @dataclass
@@ -453,6 +295,7 @@ class LogCleaner:
         if self._thread is not None:
             self._thread.join(timeout=60)
             self._thread = None
+        self.cleaner.close()
         logger.info("Shutting down the log cleaner")
 
     def wake(self) -> None:

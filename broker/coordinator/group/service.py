@@ -94,8 +94,10 @@ class GroupCoordinator:
         for key in [k for k in self._timers if k[0] == partition]:
             self._timers.pop(key).cancel()
         if state is not None:
+            n = len(state.groups)
             self._deliver(state.shutdown())
-            log.info("[GroupCoordinator] Unloaded groups of %s-%d", GROUP_METADATA_TOPIC_NAME, partition)
+            log.log(logging.INFO if n else logging.DEBUG, "[GroupCoordinator] Unloaded %d groups of %s-%d", n,
+                    GROUP_METADATA_TOPIC_NAME, partition)
 
     async def _load(self, partition: int) -> None:
         started = time.monotonic()

@@ -14,12 +14,15 @@ timer firing early or for something that no longer exists is ignored, so a stale
 """
 from __future__ import annotations
 
+import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
 
 from broker.coordinator.group import records as rec
 from broker.errors import ErrorCode
+
+log = logging.getLogger(__name__)
 
 TopicPartition = Tuple[str, int]
 Record = Tuple[bytes, Optional[bytes]]
@@ -458,6 +461,8 @@ class GroupCoordinatorState:
         else:
             group.initial_delay_remaining_ms = None
             group.join_deadline = now + group.rebalance_timeout_ms()
+        log.info("[GroupCoordinator] Preparing to rebalance group %s in state %s with old generation %d",
+                 group.group_id, group.state, group.generation_id)
         group.transition(PREPARING_REBALANCE, now)
         out.timers.append((("join", group.group_id), group.join_deadline))
 
@@ -500,6 +505,8 @@ class GroupCoordinatorState:
         group.protocol_name = group.select_protocol()
         group.update_subscribed_topics()
         group.transition(COMPLETING_REBALANCE, now)
+        log.info("[GroupCoordinator] Stabilized group %s generation %d (protocol %s) with %d members",
+                 group.group_id, group.generation_id, group.protocol_name, len(group.members))
         for m in group.members.values():
             if m.join_waiter is None:
                 continue
@@ -518,6 +525,7 @@ class GroupCoordinatorState:
         out.timers.append((("heartbeat", group.group_id, member.member_id), member.heartbeat_deadline))
 
     def _remove_member_and_update_group(self, now: int, group: Group, member: Member, out: Outcome) -> None:
+        log.info("[GroupCoordinator] Removing member %s from group %s", member.member_id, group.group_id)
         if member.join_waiter is not None:
             out.completions.append((member.join_waiter, join_result(member.member_id, ErrorCode.UNKNOWN_MEMBER_ID)))
             member.join_waiter = None
@@ -961,7 +969,7 @@ class GroupCoordinatorState:
         v = rec.decode_group_value(value)
         if g is None:
             g = self.groups[k.group] = Group(k.group)
-        g.protocol_type = v.protocol_type
+        g.protocol_type = v.protocol_type or None  # Kafka writes "" for a group without a protocol type
         g.generation_id = v.generation
         g.protocol_name = v.protocol
         g.leader_id = v.leader

@@ -9,7 +9,8 @@ import pytest
 from broker.protocol.records.batch_info import DELETE_HORIZON_MASK
 from broker.storage import files
 from broker.storage.checkpoints import OffsetCheckpointFile
-from broker.storage.cleaner import Cleaner, CleanerConfig, LogCleaner, group_segments_by_size, log_to_clean
+from broker.storage.cleaner import Cleaner, CleanerConfig, LogCleaner, log_to_clean
+from broker.storage.cleaner_pass import group_segments_by_size
 from broker.storage.errors import InvalidRecordError
 from broker.storage.log import Log
 from broker.storage.log_manager import LogManager
@@ -54,11 +55,14 @@ def test_second_clean_groups_small_segments(open_log) -> None:
 def test_group_segments_by_size_respects_limits(open_log) -> None:
     log = open_log(compact_config())
     _fill(log, 300)
-    segs = log.segments[:-1]
-    groups = group_segments_by_size(segs, 2 * segs[0].size + 1, 10 << 20, log.active_segment.base_offset)
+    plan, _ = Cleaner().plan(log, 0, None, T0)
+    segs = list(plan.segments)
+    limit = 2 * segs[0].size + 1
+    groups = group_segments_by_size(segs, limit, 10 << 20)
     assert [s for g in groups for s in g] == segs
-    assert all(sum(s.size for s in g) <= 2 * segs[0].size + 1 for g in groups)
+    assert all(sum(s.size for s in g) <= limit for g in groups)
     assert max(len(g) for g in groups) == 2
+    assert [len(g) for g in group_segments_by_size(segs, 10 << 20, segs[0].index_bytes)] == [1] * len(segs)
 
 
 def test_tombstones_kept_until_delete_horizon(open_log) -> None:
@@ -218,17 +222,35 @@ def test_file_slice_of_replaced_segment_stays_readable(tmp_path, clock) -> None:
 def test_swap_skipped_when_log_changed_meanwhile(open_log) -> None:
     log = open_log(compact_config(cleanup_policy=("compact", "delete"), retention_ms=1))
     _fill(log, 100)
-    calls = []
-
-    def hook(step: str) -> None:
-        calls.append(step)
-
-    cleaner = Cleaner(swap_hook=hook)
     segs = list(log.segments)
+    steps: list[str] = []
     log.delete_old_segments(T0 + 10_000_000)  # retention removes every inactive segment
     assert log.segments[0] is not segs[0]
-    assert not log.replace_segments(segs[:2], [s.size for s in segs[:2]], segs[0].base_offset, segs[2].base_offset)
-    assert calls == [] and cleaner is not None
+    assert not log.replace_segments(segs[:2], [s.size for s in segs[:2]], segs[0].base_offset, segs[2].base_offset,
+                                    steps.append)
+    assert steps == []
+
+
+def test_offset_map_capacity_limits_the_dirty_section(open_log) -> None:
+    log = open_log(compact_config())
+    _fill(log, 200)
+    second_base = log.segments[1].base_offset
+    tiny = CleanerConfig(dedupe_buffer_size=24 * 5, io_buffer_load_factor=1.0)
+    result = Cleaner(tiny).clean(log, 0, now_ms=T0)
+    assert result.end_offset == second_base  # one whole segment mapped, then the map was full
+    recs = read_records(log)
+    assert latest_by_key(recs) == {b"k%d" % i: b"v%d" % (190 + i) for i in range(10)}
+    assert len([r for r in recs if r[0] < second_base]) == len({r[1] for r in recs if r[0] < second_base})
+
+
+def test_timestamp_lookup_works_on_cleaned_batches(open_log) -> None:
+    log = open_log(compact_config())
+    append(log, [(b"a", b"1"), (b"b", b"1"), (b"a", b"2"), (b"c", b"1")], T0 + 5)
+    log.roll()
+    append(log, [(b"t", b"1")], T0 + 9)
+    Cleaner().clean(log, 0, now_ms=T0)
+    assert read_batches(log)[0][0].record_count == 3
+    assert log.fetch_offset_by_timestamp(T0)[:2] == (1, T0 + 5)
 
 
 CRASH_STEPS = ["before_swap", "after_swap_end_written", "after_log_swap_renamed", "after_index_swap_renamed",
@@ -278,9 +300,10 @@ def test_crash_at_each_swap_step_leaves_old_or_new_segments(tmp_path, clock, ste
         reopened.close()
 
 
-def test_log_cleaner_thread_via_log_manager(tmp_path, clock) -> None:
+@pytest.mark.parametrize("use_process", [False, True])
+def test_log_cleaner_thread_via_log_manager(tmp_path, clock, use_process: bool) -> None:
     lm = LogManager([str(tmp_path)], compact_config(), broker_id=0, time=clock,
-                    cleaner_config=CleanerConfig(backoff_ms=10))
+                    cleaner_config=CleanerConfig(backoff_ms=10, use_worker_process=use_process))
     try:
         log = lm.get_or_create_log("c", 0)
         _fill(log, 150)
@@ -308,7 +331,7 @@ def test_log_cleaner_selection_and_checkpoint_roundtrip(tmp_path, clock) -> None
     logs[("b", 0)] = Log.open(os.path.join(d, "b-0"), compact_config(cleanup_policy=("delete",)), time=clock)
     _fill(logs[("a", 0)], 100)
     _fill(logs[("b", 0)], 100)
-    cleaner = LogCleaner(CleanerConfig(), [d], lambda: dict(logs), lambda tp: d, time=clock)
+    cleaner = LogCleaner(CleanerConfig(use_worker_process=False), [d], lambda: dict(logs), lambda tp: d, time=clock)
     assert [x.tp for x in cleaner.cleanable_logs(T0)] == [("a", 0)]
     assert cleaner.clean_filthiest_log()
     assert not cleaner.clean_filthiest_log()  # nothing dirty left
@@ -318,3 +341,31 @@ def test_log_cleaner_selection_and_checkpoint_roundtrip(tmp_path, clock) -> None
     assert reloaded.checkpoint_offset(("a", 0)) is None
     for log in logs.values():
         log.close()
+
+
+def test_cleaner_config_from_broker_keys() -> None:
+    values = {"log.cleaner.enable": False, "log.cleaner.threads": 2, "log.cleaner.dedupe.buffer.size": 2400,
+              "log.cleaner.io.buffer.load.factor": 0.5, "log.cleaner.backoff.ms": 7}
+    cfg = CleanerConfig.from_broker_config(values.__getitem__)
+    assert (cfg.enable, cfg.threads, cfg.backoff_ms, cfg.max_map_entries) == (False, 2, 7, 50)
+
+
+@pytest.mark.parametrize("use_process", [False, True])
+def test_aborted_clean_leaves_log_unchanged(open_log, use_process: bool) -> None:
+    from broker.storage.cleaner_pass import LogCleaningAbortedError
+
+    log = open_log(compact_config())
+    _fill(log, 200)
+    before = read_records(log)
+
+    def abort() -> None:
+        raise LogCleaningAbortedError("partition deleted")
+
+    cleaner = Cleaner(CleanerConfig(use_worker_process=use_process))
+    try:
+        with pytest.raises(LogCleaningAbortedError):
+            cleaner.clean(log, 0, now_ms=T0, check_abort=abort)
+    finally:
+        cleaner.close()
+    assert read_records(log) == before
+    assert not any(n.endswith((files.CLEANED_SUFFIX, files.SWAP_SUFFIX)) for n in os.listdir(log.dir))

@@ -27,10 +27,15 @@ def test_group_assignment_commit_and_resume(broker) -> None:
     topic = f"kpg-{uuid.uuid4().hex[:6]}"
     admin = KafkaAdminClient(bootstrap_servers=broker.bootstrap)
     admin.create_topics([NewTopic(topic, 6, 1)])
-    _produce(broker.bootstrap, topic, 0, 3000)
     group = f"{topic}-g"
 
     c1, c2 = _consumer(broker.bootstrap, group, topic), _consumer(broker.bootstrap, group, topic)
+    # Both members join (and hold partitions) before any record exists.
+    deadline = time.monotonic() + 60
+    while (not c1.assignment() or not c2.assignment()) and time.monotonic() < deadline:
+        for c in (c1, c2):
+            c.poll(timeout_ms=100)
+    _produce(broker.bootstrap, topic, 0, 3000)
     seen: set = set()
     dups = 0
     deadline = time.monotonic() + 60
@@ -56,11 +61,14 @@ def test_group_assignment_commit_and_resume(broker) -> None:
     while len(got) < 1000 and time.monotonic() < deadline:
         for recs in c.poll(timeout_ms=200).values():
             got.extend(int(r.value) for r in recs)
+    c.commit()
     c.close()
     assert sorted(got) == list(range(3000, 4000))
 
-    groups = {g[0] if isinstance(g, tuple) else g.group for g in admin.list_consumer_groups()}
+    listed = admin.list_groups()
+    groups = {g["group_id"] if isinstance(g, dict) else g[0] for g in listed}
     assert group in groups
-    offsets = admin.list_consumer_group_offsets(group)
-    assert sum(o.offset for o in offsets.values()) == 4000
+    offsets = admin.list_group_offsets(group)
+    per_group = offsets.get(group, offsets)  # {group: {tp: OffsetAndMetadata}}
+    assert sum(o.offset for o in per_group.values()) == 4000
     admin.close()

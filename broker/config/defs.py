@@ -196,6 +196,7 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("offsets.retention.check.interval.ms", T.LONG, 600000, H, "Offset expiry check interval.",
               at_least(1)),
     ConfigDef("offsets.commit.timeout.ms", T.INT, 5000, H, "Offset commit replication wait.", at_least(1)),
+    ConfigDef("offset.metadata.max.bytes", T.INT, 4096, H, "Largest metadata string of an offset commit."),
     ConfigDef("offsets.commit.required.acks", T.SHORT, -1, H, "Deprecated.", ignored=True),
     ConfigDef("group.initial.rebalance.delay.ms", T.INT, 3000, M, "Wait for more members on a new group."),
     ConfigDef("group.min.session.timeout.ms", T.INT, 6000, M, "Smallest session timeout allowed."),

@@ -4,7 +4,7 @@ Kafka's processor "mutes" a connection while a request is being handled, which k
 responses in request order. We keep the same guarantee by handling the frames of one
 connection strictly one after another, and we stop reading from the socket when too many
 frames are queued (back-pressure). Responses are lists of ``bytes`` and ``FileSlice``
-parts; slices go out with ``loop.sendfile`` (zero-copy on plaintext sockets).
+parts; slices go out with ``os.sendfile`` (zero-copy on plaintext sockets).
 
 Loop affinity: everything here runs on the broker's event loop.
 """
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 from collections import deque
 from typing import TYPE_CHECKING, Deque, Optional
 
@@ -45,6 +46,7 @@ class KafkaConnection(asyncio.Protocol):
         self._closed = False
         self._on_close = on_close
         self.context: Optional[ConnectionContext] = None
+        self._dup_fd: Optional[int] = None
         self._can_write = asyncio.Event()
         self._can_write.set()
 
@@ -76,6 +78,12 @@ class KafkaConnection(asyncio.Protocol):
             self._task = asyncio.get_running_loop().create_task(self._process())
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
+        if self._dup_fd is not None:
+            try:
+                os.close(self._dup_fd)
+            except OSError:
+                pass
+            self._dup_fd = None
         pending = self._framer.buffered_bytes
         if pending and not self._closed:
             # The peer went away in the middle of a frame: worth one line, as it hints at a broken client.
@@ -116,13 +124,12 @@ class KafkaConnection(asyncio.Protocol):
         transport = self._transport
         if transport is None or self._closed:
             return
-        loop = asyncio.get_running_loop()
         for part in parts:
             if isinstance(part, FileSlice):
                 if part.length == 0:
                     continue
                 try:
-                    await loop.sendfile(transport, part.file, part.position, part.length, fallback=True)
+                    await self._sendfile(part)
                 except (ValueError, OSError) as exc:  # segment deleted/closed under us
                     log.warning("sendfile failed on %s (%s); closing connection",
                                 self.context.connection_id if self.context else "?", exc)
@@ -133,6 +140,55 @@ class KafkaConnection(asyncio.Protocol):
         # Respect socket back-pressure: asyncio calls pause_writing() above the high-water mark.
         if not self._can_write.is_set():
             await self._can_write.wait()
+
+    async def _sendfile(self, part: FileSlice) -> None:
+        """Zero-copy ``os.sendfile`` of a log slice, after the bytes already queued on the transport.
+
+        Works the same on asyncio's and uvloop's loops: the socket is written through a dup of its
+        fd, so the loop can watch that fd for writability while the transport keeps the original.
+        """
+        transport = self._transport
+        assert transport is not None
+        while transport.get_write_buffer_size() and not self._closed:
+            await asyncio.sleep(0.0005)  # let the loop flush the response header first
+        out_fd = self._socket_fd()
+        if out_fd is None:  # no raw socket (e.g. TLS): read and write instead
+            transport.write(part.read())
+            return
+        in_fd = part.file.fileno()
+        offset, remaining = part.position, part.length
+        while remaining > 0 and not self._closed:
+            try:
+                n = os.sendfile(out_fd, in_fd, offset, remaining)
+            except BlockingIOError:
+                n = -1
+            if n == 0:
+                raise OSError(f"log segment ended {remaining} bytes before the slice did")
+            if n > 0:
+                offset += n
+                remaining -= n
+            else:
+                await self._wait_writable(out_fd)
+
+    def _socket_fd(self) -> Optional[int]:
+        if self._dup_fd is None:
+            assert self._transport is not None
+            if self._transport.get_extra_info("sslcontext") is not None:
+                return None
+            sock = self._transport.get_extra_info("socket")
+            if sock is None:
+                return None
+            self._dup_fd = os.dup(sock.fileno())
+        return self._dup_fd
+
+    async def _wait_writable(self, fd: int) -> None:
+        loop = asyncio.get_running_loop()
+        fut: asyncio.Future[None] = loop.create_future()
+        loop.add_writer(fd, lambda: fut.done() or fut.set_result(None))
+        try:
+            await fut
+        finally:
+            loop.remove_writer(fd)
 
     def pause_writing(self) -> None:
         self._can_write.clear()

@@ -423,7 +423,6 @@ public final class KafkaCompat {
         try (Admin admin = Admin.create(adminProps(bootstrap))) {
             admin.createTopics(List.of(new NewTopic(topic, 6, (short) 1))).all().get(TIMEOUT_S, TimeUnit.SECONDS);
         }
-        produceValues(bootstrap, topic, 0, 3000);
         String groupId = topic + "-g";
         java.util.Set<Integer> seen = new java.util.HashSet<>();
         int duplicates = 0;
@@ -431,6 +430,14 @@ public final class KafkaCompat {
              KafkaConsumer<byte[], byte[]> c2 = new KafkaConsumer<>(groupConsumerProps(bootstrap, groupId))) {
             c1.subscribe(List.of(topic));
             c2.subscribe(List.of(topic));
+            // Join first: both members must hold partitions before any record exists.
+            long joinDeadline = System.currentTimeMillis() + 60_000;
+            while ((c1.assignment().isEmpty() || c2.assignment().isEmpty())
+                   && System.currentTimeMillis() < joinDeadline) {
+                c1.poll(java.time.Duration.ofMillis(100));
+                c2.poll(java.time.Duration.ofMillis(100));
+            }
+            produceValues(bootstrap, topic, 0, 3000);
             long deadline = System.currentTimeMillis() + 60_000;
             while (seen.size() < 3000 && System.currentTimeMillis() < deadline) {
                 for (KafkaConsumer<byte[], byte[]> c : List.of(c1, c2)) {

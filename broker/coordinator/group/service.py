@@ -277,9 +277,7 @@ class GroupCoordinator:
         return 0, state.fetch_offsets(group_id, partitions, require_stable)
 
     def describe_group(self, group_id: str) -> dict:
-        err, _p, state = self._route(group_id)
-        if not group_id:
-            err = ErrorCode.INVALID_GROUP_ID
+        err, _p, state = self._route(group_id)  # the empty group id is valid here, as in Kafka
         if err or state is None:
             return {"error_code": err, "group_id": group_id, "group_state": "", "protocol_type": "",
                     "protocol_data": "", "members": []}
@@ -296,9 +294,7 @@ class GroupCoordinator:
         result: Dict[str, int] = {}
         by_partition: Dict[int, List[str]] = {}
         for gid in group_ids:
-            err, p, state = self._route(gid)
-            if not gid:
-                err = ErrorCode.INVALID_GROUP_ID
+            err, p, state = self._route(gid)  # the empty group id is valid here, as in Kafka
             if err:
                 result[gid] = err
             else:

@@ -117,10 +117,15 @@ class Group:
     def can_rebalance(self) -> bool:
         return self.state in (STABLE, COMPLETING_REBALANCE, EMPTY)
 
-    def is_static_member_fenced(self, member_id: str, instance_id: Optional[str]) -> bool:
-        if instance_id is None or instance_id not in self.static_members:
-            return False
-        return self.static_members[instance_id] != member_id
+    def validate_current_member(self, member_id: str, instance_id: Optional[str]) -> int:
+        """Kafka's validateCurrentMember: a given instance id must map to ``member_id``; the member must exist."""
+        if instance_id is not None:
+            current = self.static_members.get(instance_id)
+            if current is None:
+                return ErrorCode.UNKNOWN_MEMBER_ID
+            if current != member_id:
+                return ErrorCode.FENCED_INSTANCE_ID
+        return 0 if member_id in self.members else ErrorCode.UNKNOWN_MEMBER_ID
 
     def supports_protocols(self, protocol_type: str, names: Iterable[str]) -> bool:
         names = list(names)
@@ -362,7 +367,7 @@ class GroupCoordinatorState:
             if group.generation_id == gen and new_id in group.members:
                 self._replace_static_member(group, new_id, old_id, o)
                 member.protocols, member.rebalance_timeout_ms, member.session_timeout_ms = old
-            o.completions.append((token, join_result(new_id, write_error_for_group(code))))
+            o.completions.append((token, join_result("", write_error_for_group(code))))
             return o
 
         out.on_written, out.on_write_failed = written, failed
@@ -399,11 +404,9 @@ class GroupCoordinatorState:
             self._add_member_and_rebalance(now, out, token, group, member_id, instance_id, client_id, client_host,
                                            rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols)
             return
-        if group.is_static_member_fenced(member_id, instance_id):
-            out.response = join_result(member_id, ErrorCode.FENCED_INSTANCE_ID)
-            return
-        if member_id not in group.members or (instance_id is not None and instance_id not in group.static_members):
-            out.response = join_result(member_id, ErrorCode.UNKNOWN_MEMBER_ID)
+        error = group.validate_current_member(member_id, instance_id)
+        if error:
+            out.response = join_result(member_id, error)
             return
         member = group.members[member_id]
         member.rebalance_timeout_ms, member.session_timeout_ms = rebalance_timeout_ms, session_timeout_ms
@@ -508,11 +511,10 @@ class GroupCoordinatorState:
         log.info("[GroupCoordinator] Stabilized group %s generation %d (protocol %s) with %d members",
                  group.group_id, group.generation_id, group.protocol_name, len(group.members))
         for m in group.members.values():
-            if m.join_waiter is None:
-                continue
-            members = group.member_metadata() if group.leader_id == m.member_id else []
-            out.completions.append((m.join_waiter, join_result(m.member_id, 0, group, members)))
-            m.join_waiter = None
+            if m.join_waiter is not None:
+                members = group.member_metadata() if group.leader_id == m.member_id else []
+                out.completions.append((m.join_waiter, join_result(m.member_id, 0, group, members)))
+                m.join_waiter = None
             m.is_new = False
             self._schedule_heartbeat(now, group, m, out)
         group.pending_sync = set(group.members)
@@ -620,10 +622,8 @@ class GroupCoordinatorState:
             out.response = sync_result(ErrorCode.UNKNOWN_MEMBER_ID)
         elif group.state == DEAD:
             out.response = sync_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        elif group.is_static_member_fenced(member_id, group_instance_id):
-            out.response = sync_result(ErrorCode.FENCED_INSTANCE_ID)
-        elif member_id not in group.members:
-            out.response = sync_result(ErrorCode.UNKNOWN_MEMBER_ID)
+        elif group.validate_current_member(member_id, group_instance_id):
+            out.response = sync_result(group.validate_current_member(member_id, group_instance_id))
         elif generation_id != group.generation_id:
             out.response = sync_result(ErrorCode.ILLEGAL_GENERATION)
         elif (protocol_type is not None and protocol_type != group.protocol_type) or \
@@ -651,6 +651,7 @@ class GroupCoordinatorState:
                             if m.sync_waiter is not None:
                                 o.completions.append((m.sync_waiter, sync_result(0, group, m.assignment)))
                                 m.sync_waiter = None
+                                self._schedule_heartbeat(t, group, m, o)
                         group.transition(STABLE, t)
                     return o
 
@@ -686,10 +687,8 @@ class GroupCoordinatorState:
             out.response = ErrorCode.UNKNOWN_MEMBER_ID
         elif group.state == DEAD:
             out.response = ErrorCode.COORDINATOR_NOT_AVAILABLE
-        elif group.is_static_member_fenced(member_id, group_instance_id):
-            out.response = ErrorCode.FENCED_INSTANCE_ID
-        elif member_id not in group.members:
-            out.response = ErrorCode.UNKNOWN_MEMBER_ID
+        elif group.validate_current_member(member_id, group_instance_id):
+            out.response = group.validate_current_member(member_id, group_instance_id)
         elif generation_id != group.generation_id:
             out.response = ErrorCode.ILLEGAL_GENERATION
         elif group.state == EMPTY:
@@ -715,19 +714,27 @@ class GroupCoordinatorState:
             return out
         results = []
         for mid, iid in members:
-            if mid != "" and group.is_static_member_fenced(mid, iid):
-                results.append((mid, iid, ErrorCode.FENCED_INSTANCE_ID))
+            if mid == "":
+                # Administrative removal by group.instance.id.
+                target = group.static_members.get(iid) if iid is not None else None
+                if target is None:
+                    results.append((mid, iid, ErrorCode.UNKNOWN_MEMBER_ID))
+                    continue
             elif mid in group.pending_members:
                 del group.pending_members[mid]
                 if group.state == PREPARING_REBALANCE:
                     self._try_complete_join(now, group, out)
                 results.append((mid, iid, 0))
-            elif mid not in group.members and (iid is None or iid not in group.static_members):
-                results.append((mid, iid, ErrorCode.UNKNOWN_MEMBER_ID))
+                continue
             else:
-                target = group.static_members[iid] if iid is not None and iid in group.static_members else mid
-                self._remove_member_and_update_group(now, group, group.members[target], out)
-                results.append((mid, iid, 0))
+                error = group.validate_current_member(mid, iid)
+                if error:
+                    results.append((mid, iid, error))
+                    continue
+                target = mid
+            log.info("[GroupCoordinator] Member %s has left group %s through LeaveGroup", target, group_id)
+            self._remove_member_and_update_group(now, group, group.members[target], out)
+            results.append((mid, iid, 0))
         out.response = (0, results)
         self._maybe_drop(group)
         return out
@@ -748,7 +755,7 @@ class GroupCoordinatorState:
             out.response = {tp: error for tp in offsets}
             self._maybe_drop(group)
             return out
-        if member_id in group.members and group.state == STABLE:
+        if member_id in group.members and group.state in (STABLE, PREPARING_REBALANCE):
             self._schedule_heartbeat(now, group, group.members[member_id], out)
         result: Dict[TopicPartition, int] = {}
         accepted: Dict[TopicPartition, OffsetAndMetadata] = {}
@@ -796,11 +803,12 @@ class GroupCoordinatorState:
     def _validate_commit(self, group: Group, member_id: str, instance_id: Optional[str], generation_id: int) -> int:
         if group.state == DEAD:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        if generation_id < 0 and group.state == EMPTY:
+            return 0  # admin client or a consumer without group management
         if generation_id >= 0 or member_id != "" or instance_id is not None:
-            if group.is_static_member_fenced(member_id, instance_id):
-                return ErrorCode.FENCED_INSTANCE_ID
-            if member_id not in group.members:
-                return ErrorCode.UNKNOWN_MEMBER_ID
+            error = group.validate_current_member(member_id, instance_id)
+            if error:
+                return error
             if generation_id != group.generation_id:
                 return ErrorCode.ILLEGAL_GENERATION
             if group.state == COMPLETING_REBALANCE:

@@ -506,3 +506,15 @@ def test_reads_every_offset_value_version(version: int) -> None:
     assert (om.offset, om.metadata, om.commit_timestamp) == (42, "md", 7)
     assert om.leader_epoch == (5 if version >= 3 else -1)
     assert om.expire_timestamp == (9 if version == 1 else None)
+
+
+def test_member_validation_with_instance_ids_and_admin_commits() -> None:
+    d = Driver()
+    ids = d.stable_group("g", 1)
+    assert d.heartbeat("g", ids[0], 1, instance="unregistered") == E.UNKNOWN_MEMBER_ID
+    d.finish(d.state.leave_group(d.now, "g", [(ids[0], None)]))
+    d.advance(0)
+    assert d.state.groups["g"].state == EMPTY
+    # generation -1 into an empty group is an admin/standalone commit, whatever the member id says
+    assert d.commit("g", {("t", 0): 3}, member="stale-member", gen=-1) == {("t", 0): 0}
+    assert d.commit("g", {("t", 0): 3}, member="stale-member", gen=2) == {("t", 0): E.UNKNOWN_MEMBER_ID}

@@ -42,6 +42,10 @@ class OffsetsTopicIO:
             raise error_for_code(3)(f"{self.topic}-{partition} is not hosted here")
         return await self.replica_manager.run_io(_read_all, p.log)
 
+    async def run_io(self, fn: Any, *args: Any) -> Any:
+        """Run ``fn`` on a worker thread (loading state off the event loop)."""
+        return await self.replica_manager.run_io(fn, *args)
+
     def is_leader(self, partition: int) -> bool:
         p = self.replica_manager.get_partition((self.topic, partition))
         return p is not None and p.leader_id == self.replica_manager.broker_id

@@ -104,12 +104,8 @@ class GroupCoordinator:
         try:
             state = GroupCoordinatorState(self.group_config())
             records = await self.io.read_all(partition)
-            for _offset, key, value in records:
-                try:
-                    state.replay(key, value)
-                except Exception:
-                    log.exception("[GroupCoordinator] Skipping unreadable record at %s-%d offset %d",
-                                  GROUP_METADATA_TOPIC_NAME, partition, _offset)
+            # The state is not visible to anyone yet, so it can be rebuilt off the event loop.
+            await self.io.run_io(_replay_all, state, records, partition)
             self.shards[partition] = state
             self._apply(partition, state.finish_loading(_now_ms()))
             log.info("[GroupCoordinator] Loaded %d groups from %s-%d (%d records) in %.0f ms", len(state.groups),
@@ -339,3 +335,13 @@ class GroupCoordinator:
         return int(await self.broker.admin.ensure_internal_topic(
             GROUP_METADATA_TOPIC_NAME, self.num_partitions,
             int(self._cfg("offsets.topic.replication.factor", 3)), configs))
+
+
+def _replay_all(state: GroupCoordinatorState, records: list, partition: int) -> None:
+    """Apply a loaded partition's records to a fresh state (on a worker thread)."""
+    for offset, key, value in records:
+        try:
+            state.replay(key, value)
+        except Exception:
+            log.exception("[GroupCoordinator] Skipping unreadable record at %s-%d offset %d",
+                          GROUP_METADATA_TOPIC_NAME, partition, offset)

@@ -47,6 +47,9 @@ class FakeOffsetsTopic:
             self.records.append((len(self.records), k, v))
         return len(self.records) - 1
 
+    async def run_io(self, fn, *args):
+        return fn(*args)
+
     async def read_all(self, partition: int) -> List[Tuple[int, bytes, Optional[bytes]]]:
         return list(self.records)
 

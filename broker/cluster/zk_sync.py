@@ -74,7 +74,7 @@ class ClusterSync:
         await self.elect()
         await self.refresh_all_topics()
         await self._io(self.zk.watch_brokers, lambda *a: self._schedule("brokers", self.refresh_brokers))
-        await self._io(self.zk.watch_topics, lambda *a: self._schedule("topics", self.refresh_all_topics))
+        await self._io(self.zk.watch_topics, lambda *a: self._schedule("topics", self.refresh_topic_set))
         watch_cfg = getattr(self.zk, "watch_config_changes", None)
         if watch_cfg is not None:
             await self._io(watch_cfg, lambda *a: self._schedule("configs", self.refresh_all_configs))
@@ -122,6 +122,15 @@ class ClusterSync:
         return self.server.metadata.controller_id == self.server.broker_id
 
     # --- topics ----------------------------------------------------------------------------
+    async def refresh_topic_set(self) -> None:
+        """A topic appeared or vanished: read only those (not every partition of every topic)."""
+        names = set(await self._io(self.zk.get_all_topics))
+        known = set(self.server.metadata.topics)
+        for gone in known - names:
+            await self._remove_topic(gone)
+        for name in sorted(names - known):
+            await self.refresh_topic(name)
+
     async def refresh_all_topics(self) -> None:
         names = set(await self._io(self.zk.get_all_topics))
         for gone in set(self.server.metadata.topics) - names:

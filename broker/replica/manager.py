@@ -117,19 +117,17 @@ class ReplicaManager:
                 p.log.update_high_watermark(p.log.log_end_offset)
 
     async def stop_replica(self, topic: str, partition: int, delete: bool) -> None:
-        p = self.partitions.pop((topic, partition), None)
+        """Stop hosting ``topic-partition``; its log is deleted or stays open in the log manager."""
+        self.partitions.pop((topic, partition), None)
         if delete:
             await self.run_io(self.log_manager.delete_log, topic, partition)
-        elif p is not None:
-            pass  # the log stays open in the log manager
         self.purgatory.check_and_complete((topic, partition))
 
     def update_config(self, topic: str, log_config: Any) -> None:
+        """Apply a topic's new effective config (AlterConfigs, dynamic broker defaults) to its logs."""
         for (t, _), p in self.partitions.items():
             if t == topic:
-                p.log.config = log_config if not hasattr(p.log, "update_config") else p.log.config
-                if hasattr(p.log, "update_config"):
-                    p.log.update_config(log_config)
+                p.log.update_config(log_config)
 
     # --- produce -------------------------------------------------------------------
     async def append_records(self, acks: int, entries: Dict[TopicPartition, Any]) -> Dict[TopicPartition, ProduceResult]:

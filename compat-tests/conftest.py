@@ -8,20 +8,12 @@ from typing import Iterator
 import pytest
 
 from tests.conftest import zookeeper  # noqa: F401  (re-exported fixture)
-from tests.harness.broker_process import BrokerProcess
+from tests.harness.broker_process import BrokerProcess, running_broker
 
 
 @pytest.fixture(scope="module")
 def broker(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:  # noqa: F811
     """One broker started from bin/kafka-server-start.sh, with its own ZooKeeper chroot."""
-    workdir = Path(tmp_path_factory.mktemp("broker"))
-    b = BrokerProcess(workdir, f"{zookeeper}/c-{uuid.uuid4().hex[:10]}", broker_id=0,
-                      overrides={"num.partitions": "3"})
-    b.start()
-    try:
+    with running_broker(Path(tmp_path_factory.mktemp("broker")), f"{zookeeper}/c-{uuid.uuid4().hex[:10]}",
+                        broker_id=0, overrides={"num.partitions": "3"}) as b:
         yield b
-    finally:
-        rc = b.stop()
-        out = b.output()
-        assert "Traceback" not in out, f"broker logged a traceback:\n{out[-6000:]}"
-        assert rc == 0, f"broker exited with {rc}"

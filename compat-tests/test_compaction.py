@@ -17,7 +17,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.storage.checkpoints import OffsetCheckpointFile
 from tests.conftest import zookeeper  # noqa: F401  (fixture)
-from tests.harness.broker_process import BrokerProcess
+from tests.harness.broker_process import BrokerProcess, running_broker
 
 N_UPDATES = 1_000_000
 N_KEYS = 10_000
@@ -26,17 +26,9 @@ TOPIC = "compacted-updates"
 
 @pytest.fixture(scope="module")
 def cleaner_broker(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:  # noqa: F811
-    workdir = Path(tmp_path_factory.mktemp("compaction"))
-    b = BrokerProcess(workdir, f"{zookeeper}/cmp-{uuid.uuid4().hex[:10]}", broker_id=0,
-                      overrides={"log.cleaner.backoff.ms": "200"})
-    b.start()
-    try:
+    with running_broker(Path(tmp_path_factory.mktemp("compaction")), f"{zookeeper}/cmp-{uuid.uuid4().hex[:10]}",
+                        broker_id=0, overrides={"log.cleaner.backoff.ms": "200"}) as b:
         yield b
-    finally:
-        rc = b.stop()
-        out = b.output()
-        assert "Traceback" not in out, f"broker logged a traceback:\n{out[-6000:]}"
-        assert rc == 0, f"broker exited with {rc}"
 
 
 def _cleaner_checkpoint(b: BrokerProcess) -> int:

@@ -11,6 +11,8 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from confluent_kafka.admin import (AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource, NewPartitions,
                                    NewTopic)
 
+from tests.harness.clients import consume_from_start
+
 N_RECORDS = 10_000
 
 
@@ -26,22 +28,7 @@ def _create(admin: AdminClient, name: str, partitions: int = 3, config: Dict[str
 
 def _consume_all(broker, topic: str, partitions: int, expected: int, timeout: float = 60.0,
                  extra: Dict[str, object] | None = None) -> List:
-    conf = {"bootstrap.servers": broker.bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-            "enable.auto.commit": False, "auto.offset.reset": "earliest"}
-    conf.update(extra or {})
-    c = Consumer(conf)
-    c.assign([TopicPartition(topic, p, 0) for p in range(partitions)])
-    got = []
-    deadline = time.monotonic() + timeout
-    try:
-        while len(got) < expected and time.monotonic() < deadline:
-            for m in c.consume(1000, 1.0):
-                if m.error():
-                    raise KafkaException(m.error())
-                got.append(m)
-    finally:
-        c.close()
-    return got
+    return consume_from_start(broker.bootstrap, [(topic, p) for p in range(partitions)], expected, timeout, extra)
 
 
 def test_admin_create_describe_partitions_configs_delete(broker) -> None:

@@ -11,7 +11,8 @@ import socket
 import subprocess
 import time
 from pathlib import Path
-from typing import Dict, Optional
+from contextlib import contextmanager
+from typing import Any, Dict, Iterator, Optional
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -114,3 +115,21 @@ class BrokerProcess:
 
     def is_alive(self) -> bool:
         return self.proc is not None and self.proc.poll() is None
+
+
+@contextmanager
+def running_broker(workdir: Path, zk_connect: str, **kwargs: Any) -> Iterator[BrokerProcess]:
+    """A started broker that must, at the end, stop cleanly (exit 0) with no traceback in its log."""
+    b = BrokerProcess(workdir, zk_connect, **kwargs)
+    try:
+        b.start()
+    except BaseException:
+        b.kill()
+        raise
+    try:
+        yield b
+    finally:
+        rc = b.stop()
+        out = b.output()
+        assert "Traceback" not in out, f"broker logged a traceback:\n{out[-6000:]}"
+        assert rc == 0, f"broker exited with {rc}"

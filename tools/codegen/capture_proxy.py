@@ -25,12 +25,14 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Dict, List, Set, Tuple
+from typing import Callable, Dict, List, Optional, Set, Tuple
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 
 from broker.protocol.api import ApiKey, decode_request_header  # noqa: E402
+from broker.protocol.exceptions import ProtocolError  # noqa: E402
+from broker.protocol.framing import RequestFramer  # noqa: E402
 from tests.harness.broker_process import BrokerProcess, free_port  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
 
@@ -74,41 +76,22 @@ class Proxy:
             except OSError:
                 c.close()
                 continue
-            threading.Thread(target=self._pump_requests, args=(c, upstream), daemon=True).start()
+            threading.Thread(target=self._pump, args=(c, upstream, RequestFramer(1 << 30)), daemon=True).start()
             threading.Thread(target=self._pump, args=(upstream, c), daemon=True).start()
 
-    def _pump(self, src: socket.socket, dst: socket.socket) -> None:
+    def _pump(self, src: socket.socket, dst: socket.socket,
+              framer: Optional[RequestFramer] = None) -> None:
+        """Copy src to dst until either side closes; with a framer, record each request frame on the way."""
         try:
             while True:
                 data = src.recv(65536)
                 if not data:
                     break
                 dst.sendall(data)
-        except OSError:
-            pass
-        finally:
-            for s in (src, dst):
-                try:
-                    s.shutdown(socket.SHUT_RDWR)
-                except OSError:
-                    pass
-
-    def _pump_requests(self, src: socket.socket, dst: socket.socket) -> None:
-        buf = b""
-        try:
-            while True:
-                data = src.recv(65536)
-                if not data:
-                    break
-                dst.sendall(data)
-                buf += data
-                while len(buf) >= 4:
-                    size = int.from_bytes(buf[:4], "big", signed=True)
-                    if len(buf) < 4 + size:
-                        break
-                    self._record(buf[4:4 + size])
-                    buf = buf[4 + size:]
-        except OSError:
+                if framer is not None:
+                    for frame in framer.feed(data):
+                        self._record(bytes(frame))
+        except (OSError, ProtocolError):
             pass
         finally:
             for s in (src, dst):
@@ -239,7 +222,7 @@ def main(argv: List[str] | None = None) -> int:
         zk.stop()
         shutil.rmtree(work, ignore_errors=True)
     for p in proxy.written:
-        print(p.relative_to(ROOT))
+        print(p.relative_to(ROOT) if p.is_relative_to(ROOT) else p)
     print(f"{len(proxy.written)} new golden frames")
     return 0
 

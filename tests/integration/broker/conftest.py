@@ -8,10 +8,11 @@ from pathlib import Path
 from typing import Dict, Iterator, List, Optional, Tuple
 
 import pytest
-from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
+from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.harness.broker_process import BrokerProcess
+from tests.harness.broker_process import BrokerProcess, running_broker
+from tests.harness.clients import consume_from_start
 
 #: socket.request.max.bytes of the shared broker: small, so an oversized frame is cheap to send
 MAX_REQUEST_BYTES = 65536
@@ -44,43 +45,15 @@ class Canary:
 def consume(bootstrap: str, topic: str, partition: int, expected: int, timeout_s: float = 30.0,
             extra: Optional[Dict[str, object]] = None) -> List:
     """Read `expected` records from offset 0 of one partition with confluent-kafka (no group commits)."""
-    import time
-    conf: Dict[str, object] = {"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:6]}",
-                               "enable.auto.commit": False, "auto.offset.reset": "earliest"}
-    conf.update(extra or {})
-    c = Consumer(conf)
-    c.assign([TopicPartition(topic, partition, 0)])
-    got: List = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(got) < expected and time.monotonic() < deadline:
-            for m in c.consume(100, 0.5):
-                if m.error():
-                    raise KafkaException(m.error())
-                got.append(m)
-    finally:
-        c.close()
-    return got
+    return consume_from_start(bootstrap, [(topic, partition)], expected, timeout_s, extra)
 
 
 @pytest.fixture(scope="module")
 def broker(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
     """One broker for the module, with a small socket.request.max.bytes; checked for a clean exit at the end."""
-    workdir = Path(tmp_path_factory.mktemp("robust"))
-    b = BrokerProcess(workdir, f"{zookeeper}/r-{uuid.uuid4().hex[:10]}", broker_id=0,
-                      overrides={"socket.request.max.bytes": str(MAX_REQUEST_BYTES)})
-    try:
-        b.start()
-    except BaseException:
-        b.kill()
-        raise
-    try:
+    with running_broker(Path(tmp_path_factory.mktemp("robust")), f"{zookeeper}/r-{uuid.uuid4().hex[:10]}",
+                        broker_id=0, overrides={"socket.request.max.bytes": str(MAX_REQUEST_BYTES)}) as b:
         yield b
-    finally:
-        rc = b.stop()
-        out = b.output()
-        assert "Traceback" not in out, f"broker logged a traceback:\n{out[-6000:]}"
-        assert rc == 0, f"broker exited with {rc}"
 
 
 @pytest.fixture(scope="module")

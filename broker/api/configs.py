@@ -6,13 +6,19 @@ Topic overrides live in ``/config/topics/<t>``; dynamic broker configs in
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from broker.config.defs import BROKER_CONFIGS
 from broker.config.topic_defs import TOPIC_CONFIGS, describe_broker_config, describe_topic_config, \
     validate_topic_configs
 from broker.config.types import ConfigError, ConfigSource, ConfigType, Dynamic, InvalidConfigError
 from broker.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.cluster.admin import AdminManager
+    from broker.cluster.metadata_cache import MetadataCache
+    from broker.config.dynamic import DynamicBrokerConfig
 
 log = logging.getLogger(__name__)
 
@@ -35,17 +41,18 @@ def _entry_dict(e: Any, version: int, include_synonyms: bool, include_docs: bool
     }
 
 
-def _broker_entity(broker: Any, name: str) -> Tuple[int, Optional[str], Optional[str]]:
+def _broker_entity(broker_id: int, name: str) -> Tuple[int, Optional[str], Optional[str]]:
     """(error, message, zk entity name) for a BROKER resource name."""
     if name == "":
         return 0, None, DEFAULT_ENTITY
-    if name == str(broker.broker_id):
+    if name == str(broker_id):
         return 0, None, name
     return (ErrorCode.INVALID_REQUEST,
-            f"Unexpected broker id, expected {broker.broker_id} or empty string, but received {name}", None)
+            f"Unexpected broker id, expected {broker_id} or empty string, but received {name}", None)
 
 
-async def describe(broker: Any, ctx: Any, request: Any) -> dict:
+async def describe(ctx: "RequestContext", request: Any, *, config: "DynamicBrokerConfig", metadata: "MetadataCache",
+                   admin: "AdminManager") -> dict:
     version = ctx.api_version
     include_syn = bool(getattr(request, "include_synonyms", False)) or version == 0
     include_docs = bool(getattr(request, "include_documentation", False))
@@ -55,22 +62,22 @@ async def describe(broker: Any, ctx: Any, request: Any) -> dict:
                "resource_name": r.resource_name, "configs": []}
         entries: List[Any] = []
         if r.resource_type == TOPIC:
-            if broker.metadata.topic(r.resource_name) is None:
+            if metadata.topic(r.resource_name) is None:
                 res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                            error_message=f"Topic {r.resource_name} does not exist.")
             else:
-                overrides = await broker.admin.topic_overrides(r.resource_name)
-                entries = describe_topic_config(broker.config, overrides)
+                overrides = await admin.topic_overrides(r.resource_name)
+                entries = describe_topic_config(config.current, overrides)
         elif r.resource_type == BROKER:
-            err, msg, entity = _broker_entity(broker, r.resource_name)
+            err, msg, entity = _broker_entity(config.broker_id, r.resource_name)
             if err:
                 res.update(error_code=err, error_message=msg)
             else:
-                entries = describe_broker_config(broker.config)
+                entries = describe_broker_config(config.current)
                 if entity == DEFAULT_ENTITY:
                     entries = [e for e in entries if e.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
         elif r.resource_type == BROKER_LOGGER:
-            err, msg, _ = _broker_entity(broker, r.resource_name)
+            err, msg, _ = _broker_entity(config.broker_id, r.resource_name)
             if err or r.resource_name == "":
                 res.update(error_code=ErrorCode.INVALID_REQUEST, error_message=msg or "Broker id must be given")
             else:
@@ -125,21 +132,22 @@ def _apply_ops(current: Dict[str, str], ops: List[Any], list_keys: set) -> Dict[
     return new
 
 
-async def _alter_topic(broker: Any, name: str, new: Dict[str, str], validate_only: bool) -> Tuple[int, Optional[str]]:
-    if broker.metadata.topic(name) is None:
+async def _alter_topic(metadata: "MetadataCache", admin: "AdminManager", name: str, new: Dict[str, str], validate_only: bool) -> Tuple[int, Optional[str]]:
+    if metadata.topic(name) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
     try:
         validate_topic_configs(new)
     except InvalidConfigError as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
     if not validate_only:
-        await broker.admin.set_topic_overrides(name, new)
+        await admin.set_topic_overrides(name, new)
     return 0, None
 
 
-async def _alter_broker(broker: Any, name: str, new: Dict[str, str], validate_only: bool,
+async def _alter_broker(config: "DynamicBrokerConfig", admin: "AdminManager", name: str, new: Dict[str, str],
+                        validate_only: bool,
                         current: Dict[str, str]) -> Tuple[int, Optional[str]]:
-    err, msg, entity = _broker_entity(broker, name)
+    err, msg, entity = _broker_entity(config.broker_id, name)
     if err:
         return err, msg
     changed = {k for k in set(new) | set(current) if new.get(k) != current.get(k)}
@@ -152,33 +160,34 @@ async def _alter_broker(broker: Any, name: str, new: Dict[str, str], validate_on
         return ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {set(static_only)}"
     try:
         if entity == DEFAULT_ENTITY:
-            candidate = broker.config.with_dynamic(cluster_default=new)
+            candidate = config.current.with_dynamic(cluster_default=new)
         else:
-            candidate = broker.config.with_dynamic(per_broker=new)
+            candidate = config.current.with_dynamic(per_broker=new)
     except ConfigError as exc:
         return ErrorCode.INVALID_CONFIG, str(exc)
     if not validate_only:
-        await broker.replica_manager.run_io(broker.zk.set_entity_config, "brokers", entity, new)
-        broker.apply_config(candidate)
+        await admin.set_broker_overrides(entity, new)
+        config.update(candidate)
     return 0, None
 
 
-async def _current_broker(broker: Any, name: str) -> Dict[str, str]:
-    _, _, entity = _broker_entity(broker, name)
+async def _current_broker(config: "DynamicBrokerConfig", admin: "AdminManager", name: str) -> Dict[str, str]:
+    _, _, entity = _broker_entity(config.broker_id, name)
     if entity is None:
         return {}
-    return dict(await broker.replica_manager.run_io(broker.zk.get_entity_config, "brokers", entity) or {})
+    return await admin.broker_overrides(entity)
 
 
-async def alter(broker: Any, ctx: Any, request: Any) -> dict:
+async def alter(ctx: "RequestContext", request: Any, *, config: "DynamicBrokerConfig", metadata: "MetadataCache",
+                admin: "AdminManager") -> dict:
     out = []
     for r in request.resources:
         new = {c.name: c.value for c in r.configs if c.value is not None}
         if r.resource_type == TOPIC:
-            code, msg = await _alter_topic(broker, r.resource_name, new, request.validate_only)
+            code, msg = await _alter_topic(metadata, admin, r.resource_name, new, request.validate_only)
         elif r.resource_type == BROKER:
-            current = await _current_broker(broker, r.resource_name)
-            code, msg = await _alter_broker(broker, r.resource_name, new, request.validate_only, current)
+            current = await _current_broker(config, admin, r.resource_name)
+            code, msg = await _alter_broker(config, admin, r.resource_name, new, request.validate_only, current)
         else:
             code, msg = ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}"
         out.append({"error_code": code, "error_message": msg, "resource_type": r.resource_type,
@@ -186,25 +195,26 @@ async def alter(broker: Any, ctx: Any, request: Any) -> dict:
     return {"throttle_time_ms": 0, "responses": out}
 
 
-async def incremental_alter(broker: Any, ctx: Any, request: Any) -> dict:
+async def incremental_alter(ctx: "RequestContext", request: Any, *, config: "DynamicBrokerConfig",
+                            metadata: "MetadataCache", admin: "AdminManager") -> dict:
     out = []
     for r in request.resources:
         try:
             if r.resource_type == TOPIC:
-                if broker.metadata.topic(r.resource_name) is None:
+                if metadata.topic(r.resource_name) is None:
                     code, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {r.resource_name} does not exist."
                 else:
-                    current = await broker.admin.topic_overrides(r.resource_name)
+                    current = await admin.topic_overrides(r.resource_name)
                     lists = {k for k, d in TOPIC_CONFIGS.items() if d.type == ConfigType.LIST}
                     new = _apply_ops(current, list(r.configs), lists)
-                    code, msg = await _alter_topic(broker, r.resource_name, new, request.validate_only)
+                    code, msg = await _alter_topic(metadata, admin, r.resource_name, new, request.validate_only)
             elif r.resource_type == BROKER:
-                current = await _current_broker(broker, r.resource_name)
+                current = await _current_broker(config, admin, r.resource_name)
                 lists = {k for k, d in BROKER_CONFIGS.items() if d.type == ConfigType.LIST}
                 new = _apply_ops(current, list(r.configs), lists)
-                code, msg = await _alter_broker(broker, r.resource_name, new, request.validate_only, current)
+                code, msg = await _alter_broker(config, admin, r.resource_name, new, request.validate_only, current)
             elif r.resource_type == BROKER_LOGGER:
-                code, msg = _alter_loggers(broker, r, request.validate_only)
+                code, msg = _alter_loggers(config.broker_id, r, request.validate_only)
             else:
                 code, msg = ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}"
         except InvalidConfigError as exc:
@@ -214,8 +224,8 @@ async def incremental_alter(broker: Any, ctx: Any, request: Any) -> dict:
     return {"throttle_time_ms": 0, "responses": out}
 
 
-def _alter_loggers(broker: Any, r: Any, validate_only: bool) -> Tuple[int, Optional[str]]:
-    err, msg, _ = _broker_entity(broker, r.resource_name)
+def _alter_loggers(broker_id: int, r: Any, validate_only: bool) -> Tuple[int, Optional[str]]:
+    err, msg, _ = _broker_entity(broker_id, r.resource_name)
     if err:
         return err, msg
     levels = {"TRACE": logging.DEBUG, "DEBUG": logging.DEBUG, "INFO": logging.INFO, "WARN": logging.WARNING,

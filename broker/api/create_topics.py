@@ -2,24 +2,29 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, Dict
+from typing import TYPE_CHECKING, Any, Dict
 
 from broker.config.topic_defs import describe_topic_config
 from broker.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.cluster.admin import AdminManager
+    from broker.config.dynamic import DynamicBrokerConfig
 
 MIN_VERSION, MAX_VERSION = 0, 7
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def _config_entries(broker: Any, overrides: Dict[str, str]) -> list:
+def _config_entries(config: "DynamicBrokerConfig", overrides: Dict[str, str]) -> list:
     out = []
-    for e in describe_topic_config(broker.config, overrides):
+    for e in describe_topic_config(config.current, overrides):
         out.append({"name": e.name, "value": None if e.is_sensitive else e.value, "read_only": e.read_only,
                     "config_source": int(e.source), "is_sensitive": e.is_sensitive})
     return out
 
 
-async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager", config: "DynamicBrokerConfig") -> dict:
     version = ctx.api_version
     seen: Dict[str, int] = {}
     for t in request.topics:
@@ -34,13 +39,13 @@ async def handle(broker: Any, ctx: Any, request: Any) -> dict:
             continue
         configs = {c.name: c.value for c in t.configs}
         assignments = [(a.partition_index, list(a.broker_ids)) for a in t.assignments]
-        r = await broker.admin.create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
+        r = await admin.create_topic(t.name, t.num_partitions, t.replication_factor, assignments, configs,
                                             bool(getattr(request, "validate_only", False)))
         entry = {"name": t.name, "topic_id": r.topic_id or ZERO_UUID, "error_code": r.error_code,
                  "error_message": r.error_message if version >= 1 else None,
                  "num_partitions": -1, "replication_factor": -1, "configs": None}
         if r.error_code == 0 and version >= 5:
             entry.update(num_partitions=r.num_partitions, replication_factor=r.replication_factor,
-                         configs=_config_entries(broker, {k: v for k, v in configs.items() if v is not None}))
+                         configs=_config_entries(config, {k: v for k, v in configs.items() if v is not None}))
         results.append(entry)
     return {"throttle_time_ms": 0, "topics": results}

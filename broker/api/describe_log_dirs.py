@@ -3,16 +3,21 @@ from __future__ import annotations
 
 import os
 import shutil
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
+
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.config.dynamic import DynamicBrokerConfig
+    from broker.replica.manager import ReplicaManager
 
 MIN_VERSION, MAX_VERSION = 0, 4
 
 
-def _collect(broker: Any, wanted: Optional[Set[Tuple[str, int]]]
+def _collect(replica_manager: "ReplicaManager", log_dirs: List[str], wanted: Optional[Set[Tuple[str, int]]]
              ) -> Tuple[Dict[str, Dict[str, List[dict]]], Dict[str, Tuple[int, int]]]:
     """(dir -> topic -> partition entries, dir -> (total, usable) bytes); runs on a worker thread."""
-    by_dir: Dict[str, Dict[str, List[dict]]] = {os.path.abspath(d): {} for d in broker.config.log_dirs}
-    for tp, p in sorted(broker.replica_manager.partitions.items()):
+    by_dir: Dict[str, Dict[str, List[dict]]] = {os.path.abspath(d): {} for d in log_dirs}
+    for tp, p in sorted(replica_manager.partitions.items()):
         if wanted is not None and tp not in wanted:
             continue
         d = os.path.abspath(os.path.dirname(str(p.log.dir)))
@@ -29,11 +34,11 @@ def _collect(broker: Any, wanted: Optional[Set[Tuple[str, int]]]
     return by_dir, usage
 
 
-async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "ReplicaManager", config: "DynamicBrokerConfig") -> dict:
     wanted = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
-    by_dir, usage = await broker.replica_manager.run_io(_collect, broker, wanted)
+    by_dir, usage = await replica_manager.run_io(_collect, replica_manager, config.current.log_dirs, wanted)
     results = []
     for d, topics in by_dir.items():
         total, usable = usage[d]

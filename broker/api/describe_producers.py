@@ -1,15 +1,19 @@
 """DescribeProducers: the idempotent/transactional producers active on a partition."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.replica.manager import ReplicaManager
 
 MIN_VERSION, MAX_VERSION = 0, 0
 
 
-async def handle(broker: Any, ctx: Any, request: Any) -> dict:
-    rm = broker.replica_manager
+async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "ReplicaManager") -> dict:
+    rm = replica_manager
     topics = []
     for t in request.topics:
         parts = []
@@ -19,7 +23,7 @@ async def handle(broker: Any, ctx: Any, request: Any) -> dict:
                 parts.append({"partition_index": idx, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                               "active_producers": []})
                 continue
-            if p.leader_id != broker.broker_id:
+            if p.leader_id != replica_manager.broker_id:
                 parts.append({"partition_index": idx, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER,
                               "active_producers": []})
                 continue

@@ -11,7 +11,7 @@ import logging
 import time
 from typing import Any, List, Optional, Union
 
-from broker.api.registry import ApiRegistry
+from broker.api.registry import CLOSE_CONNECTION, ApiRegistry
 from broker.protocol import api as proto
 from broker.util.file_slice import FileSlice
 
@@ -24,7 +24,8 @@ Parts = List[Union[bytes, FileSlice]]
 class ConnectionContext:
     """What a handler may know about the peer (never the transport itself)."""
 
-    __slots__ = ("connection_id", "client_host", "client_port", "listener_name", "security_protocol", "principal")
+    __slots__ = ("connection_id", "client_host", "client_port", "listener_name", "security_protocol", "principal",
+                 "throttle_time_ms")
 
     def __init__(self, connection_id: str, client_host: str, client_port: int, listener_name: str,
                  security_protocol: str = "PLAINTEXT") -> None:
@@ -34,6 +35,8 @@ class ConnectionContext:
         self.listener_name = listener_name
         self.security_protocol = security_protocol
         self.principal = "User:ANONYMOUS"
+        #: set by a handler (quotas) to keep the connection muted this long after its response is sent
+        self.throttle_time_ms = 0
 
 
 class RequestContext:
@@ -58,7 +61,7 @@ class RequestDispatcher:
     """Routes frames to the registered handler of their API."""
 
     #: returned by :meth:`handle` when the connection must be closed
-    CLOSE = object()
+    CLOSE = CLOSE_CONNECTION
 
     def __init__(self, registry: ApiRegistry) -> None:
         self._registry = registry

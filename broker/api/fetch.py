@@ -7,10 +7,16 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import Any, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
 from broker.api.fetch_session import CachedPartition
 from broker.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.api.fetch_session import FetchSessionCache
+    from broker.cluster.metadata_cache import MetadataCache
+    from broker.replica.manager import ReplicaManager
 
 MIN_VERSION, MAX_VERSION = 0, 17
 ZERO_UUID = uuid.UUID(int=0)
@@ -56,10 +62,10 @@ def _partition_entry(index: int, error: int, res: Any = None) -> dict:
             "records": res.records if res.records is not None else b""}
 
 
-async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "ReplicaManager", metadata: "MetadataCache", fetch_sessions: "FetchSessionCache") -> dict:
     version = ctx.api_version
     uses_ids = version >= 13
-    meta = broker.metadata
+    meta = metadata
     # 1. Requested partitions, in request order; unknown topic ids are answered directly.
     requested: List[Tuple[TopicPartition, CachedPartition]] = []
     id_of: Dict[str, uuid.UUID] = {}
@@ -88,13 +94,13 @@ async def handle(broker: Any, ctx: Any, request: Any) -> dict:
     now_ms = int(time.time() * 1000)
     session_id = getattr(request, "session_id", 0)
     epoch = getattr(request, "session_epoch", -1)
-    err, session, to_read = broker.fetch_sessions.begin(session_id, epoch, uses_ids, requested, forgotten, now_ms)
+    err, session, to_read = fetch_sessions.begin(session_id, epoch, uses_ids, requested, forgotten, now_ms)
     if err:
         return {"throttle_time_ms": 0, "error_code": err, "session_id": 0, "responses": []}
     incremental = session is not None and epoch > 0
 
     # 3. Leader-epoch checks, then the read (long-polled).
-    rm = broker.replica_manager
+    rm = replica_manager
     reads: List[Tuple[TopicPartition, int, int]] = []
     pre_errors: Dict[TopicPartition, int] = {}
     for tp, cp in to_read:

@@ -1,8 +1,14 @@
-"""The table of served APIs: (API key, handler module, version range). ApiVersions is built from it."""
+"""The table of served APIs: (API key, handler, version range), and the collaborators each handler gets.
+
+This is the one place that knows every collaborator of the API layer (:class:`ApiServices`);
+each handler is bound to exactly the ones it names as keyword arguments, so no handler sees an
+untyped "broker" object. ApiVersions is built from the resulting registry.
+"""
 from __future__ import annotations
 
 import functools
-from typing import Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from broker.api import (api_versions, configs, create_partitions, create_topics, delete_records, delete_topics,
                         describe_cluster, describe_log_dirs, describe_producers, fetch, init_producer_id,
@@ -12,30 +18,68 @@ from broker.api import (delete_groups, describe_groups, find_coordinator, heartb
 from broker.api.registry import ApiRegistry
 from broker.protocol.api import ApiKey
 
+if TYPE_CHECKING:
+    from broker.api.fetch_session import FetchSessionCache
+    from broker.cluster.admin import AdminManager
+    from broker.cluster.metadata_cache import MetadataCache
+    from broker.config.dynamic import DynamicBrokerConfig
+    from broker.coordinator.group.service import GroupCoordinator
+    from broker.coordinator.producer_ids import ProducerIdManager
+    from broker.replica.manager import ReplicaManager
 
-def build_registry(broker: Any) -> ApiRegistry:
+
+@dataclass(frozen=True)
+class ApiServices:
+    """The broker's components that API handlers may use (built by ``server.py``)."""
+
+    config: "DynamicBrokerConfig"
+    metadata: "MetadataCache"
+    replica_manager: "ReplicaManager"
+    admin: "AdminManager"
+    group_coordinator: "GroupCoordinator"
+    producer_ids: "ProducerIdManager"
+    fetch_sessions: "FetchSessionCache"
+
+
+def build_registry(s: ApiServices) -> ApiRegistry:
     reg = ApiRegistry()
 
-    def add(key: ApiKey, fn: Any, lo: int, hi: int) -> None:
-        reg.register(key, key.name, lo, hi, functools.partial(fn, broker))
+    def add(key: ApiKey, fn: Any, lo: int, hi: int, **collaborators: Any) -> None:
+        reg.register(key, key.name, lo, hi, functools.partial(fn, **collaborators))
 
-    for key, mod in [
-        (ApiKey.PRODUCE, produce), (ApiKey.FETCH, fetch), (ApiKey.LIST_OFFSETS, list_offsets),
-        (ApiKey.METADATA, metadata), (ApiKey.API_VERSIONS, api_versions), (ApiKey.CREATE_TOPICS, create_topics),
-        (ApiKey.DELETE_TOPICS, delete_topics), (ApiKey.DELETE_RECORDS, delete_records),
-        (ApiKey.INIT_PRODUCER_ID, init_producer_id), (ApiKey.OFFSET_FOR_LEADER_EPOCH, offset_for_leader_epoch),
-        (ApiKey.DESCRIBE_LOG_DIRS, describe_log_dirs), (ApiKey.CREATE_PARTITIONS, create_partitions),
-        (ApiKey.DESCRIBE_CLUSTER, describe_cluster), (ApiKey.DESCRIBE_PRODUCERS, describe_producers),
-        # group coordinator (classic protocol)
-        (ApiKey.FIND_COORDINATOR, find_coordinator), (ApiKey.JOIN_GROUP, join_group),
-        (ApiKey.SYNC_GROUP, sync_group), (ApiKey.HEARTBEAT, heartbeat), (ApiKey.LEAVE_GROUP, leave_group),
-        (ApiKey.OFFSET_COMMIT, offset_commit), (ApiKey.OFFSET_FETCH, offset_fetch),
-        (ApiKey.DESCRIBE_GROUPS, describe_groups), (ApiKey.LIST_GROUPS, list_groups),
-        (ApiKey.DELETE_GROUPS, delete_groups), (ApiKey.OFFSET_DELETE, offset_delete),
-    ]:
-        add(key, mod.handle, mod.MIN_VERSION, mod.MAX_VERSION)
-    add(ApiKey.DESCRIBE_CONFIGS, configs.describe, configs.DESCRIBE_MIN, configs.DESCRIBE_MAX)
-    add(ApiKey.ALTER_CONFIGS, configs.alter, configs.ALTER_MIN, configs.ALTER_MAX)
+    def mod(key: ApiKey, m: Any, **collaborators: Any) -> None:
+        add(key, m.handle, m.MIN_VERSION, m.MAX_VERSION, **collaborators)
+
+    rm, md, gc = s.replica_manager, s.metadata, s.group_coordinator
+    mod(ApiKey.PRODUCE, produce, replica_manager=rm, metadata=md)
+    mod(ApiKey.FETCH, fetch, replica_manager=rm, metadata=md, fetch_sessions=s.fetch_sessions)
+    mod(ApiKey.LIST_OFFSETS, list_offsets, replica_manager=rm)
+    mod(ApiKey.METADATA, metadata, metadata=md, admin=s.admin, config=s.config)
+    mod(ApiKey.API_VERSIONS, api_versions, registry=reg)
+    mod(ApiKey.CREATE_TOPICS, create_topics, admin=s.admin, config=s.config)
+    mod(ApiKey.DELETE_TOPICS, delete_topics, admin=s.admin, metadata=md)
+    mod(ApiKey.DELETE_RECORDS, delete_records, replica_manager=rm)
+    mod(ApiKey.INIT_PRODUCER_ID, init_producer_id, producer_ids=s.producer_ids)
+    mod(ApiKey.OFFSET_FOR_LEADER_EPOCH, offset_for_leader_epoch, replica_manager=rm)
+    mod(ApiKey.DESCRIBE_LOG_DIRS, describe_log_dirs, replica_manager=rm, config=s.config)
+    mod(ApiKey.CREATE_PARTITIONS, create_partitions, admin=s.admin)
+    mod(ApiKey.DESCRIBE_CLUSTER, describe_cluster, metadata=md)
+    mod(ApiKey.DESCRIBE_PRODUCERS, describe_producers, replica_manager=rm)
+    # group coordinator (classic protocol)
+    mod(ApiKey.FIND_COORDINATOR, find_coordinator, coordinator=gc, metadata=md)
+    mod(ApiKey.JOIN_GROUP, join_group, coordinator=gc)
+    mod(ApiKey.SYNC_GROUP, sync_group, coordinator=gc)
+    mod(ApiKey.HEARTBEAT, heartbeat, coordinator=gc)
+    mod(ApiKey.LEAVE_GROUP, leave_group, coordinator=gc)
+    mod(ApiKey.OFFSET_COMMIT, offset_commit, coordinator=gc, metadata=md)
+    mod(ApiKey.OFFSET_FETCH, offset_fetch, coordinator=gc)
+    mod(ApiKey.DESCRIBE_GROUPS, describe_groups, coordinator=gc)
+    mod(ApiKey.LIST_GROUPS, list_groups, coordinator=gc)
+    mod(ApiKey.DELETE_GROUPS, delete_groups, coordinator=gc)
+    mod(ApiKey.OFFSET_DELETE, offset_delete, coordinator=gc, metadata=md)
+    cfg = dict(config=s.config, metadata=md, admin=s.admin)
+    add(ApiKey.DESCRIBE_CONFIGS, configs.describe, configs.DESCRIBE_MIN, configs.DESCRIBE_MAX, **cfg)
+    add(ApiKey.ALTER_CONFIGS, configs.alter, configs.ALTER_MIN, configs.ALTER_MAX, **cfg)
     add(ApiKey.INCREMENTAL_ALTER_CONFIGS, configs.incremental_alter, configs.INCREMENTAL_MIN,
-        configs.INCREMENTAL_MAX)
+        configs.INCREMENTAL_MAX, **cfg)
     return reg

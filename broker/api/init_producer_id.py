@@ -8,9 +8,13 @@ COORDINATOR_NOT_AVAILABLE (retriable), what a cluster without a live coordinator
 from __future__ import annotations
 
 import logging
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.coordinator.producer_ids import ProducerIdManager
 
 log = logging.getLogger(__name__)
 
@@ -21,11 +25,11 @@ def _answer(error: int, pid: int = -1, epoch: int = -1) -> dict:
     return {"throttle_time_ms": 0, "error_code": error, "producer_id": pid, "producer_epoch": epoch}
 
 
-async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+async def handle(ctx: "RequestContext", request: Any, *, producer_ids: "ProducerIdManager") -> dict:
     if request.transactional_id is not None:
         return _answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
     try:
-        pid = await broker.producer_ids.generate()
+        pid = await producer_ids.generate()
     except Exception as exc:
         log.warning("Could not allocate a producer id: %s", exc)
         return _answer(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS)

@@ -1,24 +1,23 @@
 """LeaveGroup: members leave (v3+: several at once, static members by group.instance.id)."""
 from __future__ import annotations
 
-from typing import Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
-from broker.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.coordinator.group.service import GroupCoordinator
 
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+async def handle(ctx: "RequestContext", request: Any, *, coordinator: "GroupCoordinator") -> dict:
     version = ctx.api_version
-    coordinator = getattr(broker, "group_coordinator", None)
     if version >= 3:
         leaving: List[Tuple[str, Optional[str]]] = [(m.member_id, m.group_instance_id) for m in request.members]
     else:
         leaving = [(request.member_id, None)]
-    if coordinator is None:
-        top, members = ErrorCode.COORDINATOR_NOT_AVAILABLE, []
-    else:
-        top, members = await coordinator.leave_group(request.group_id, leaving)
+    top, members = await coordinator.leave_group(request.group_id, leaving)
     if version >= 3:
         return {"throttle_time_ms": 0, "error_code": int(top),
                 "members": [{"member_id": mid, "group_instance_id": iid, "error_code": int(e)}

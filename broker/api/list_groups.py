@@ -1,18 +1,18 @@
 """ListGroups: the groups this broker coordinates (v4+: state filter, v5+: type filter)."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from broker.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.coordinator.group.service import GroupCoordinator
 
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+async def handle(ctx: "RequestContext", request: Any, *, coordinator: "GroupCoordinator") -> dict:
     version = ctx.api_version
-    coordinator = getattr(broker, "group_coordinator", None)
-    if coordinator is None:
-        return {"throttle_time_ms": 0, "error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "groups": []}
     states = {s.lower() for s in (request.states_filter or [])} if version >= 4 else set()
     types = {t.lower() for t in (request.types_filter or [])} if version >= 5 else set()
     error, groups = coordinator.list_groups(states or None)

@@ -1,17 +1,21 @@
 """ListOffsets: earliest, latest (high watermark), max timestamp, and offset-for-time lookups."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.replica.manager import ReplicaManager
 
 MIN_VERSION, MAX_VERSION = 0, 9
 EARLIEST_TIERED = -5
 
 
-async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "ReplicaManager") -> dict:
     version = ctx.api_version
-    rm = broker.replica_manager
+    rm = replica_manager
     isolation = getattr(request, "isolation_level", 0)
     topics = []
     for t in request.topics:

@@ -2,18 +2,24 @@
 from __future__ import annotations
 
 import uuid
-from typing import Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional
 
 from broker.api import acl_ops
 from broker.api.topic_names import invalid_topic_reason
 from broker.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.cluster.admin import AdminManager
+    from broker.cluster.metadata_cache import MetadataCache
+    from broker.config.dynamic import DynamicBrokerConfig
+
 MIN_VERSION, MAX_VERSION = 0, 12
 ZERO_UUID = uuid.UUID(int=0)
 
 
-def partition_entries(broker: Any, topic: Any, version: int) -> List[dict]:
-    live = broker.metadata.live_broker_ids()
+def partition_entries(metadata: "MetadataCache", topic: Any, version: int) -> List[dict]:
+    live = metadata.live_broker_ids()
     out = []
     for p in sorted(topic.partitions.values(), key=lambda m: m.partition):
         leader_alive = p.leader in live
@@ -29,9 +35,9 @@ def partition_entries(broker: Any, topic: Any, version: int) -> List[dict]:
     return out
 
 
-def topic_entry(broker: Any, name: Optional[str], version: int, include_ops: bool,
+def topic_entry(metadata: "MetadataCache", name: Optional[str], version: int, include_ops: bool,
                 topic_id: Optional[uuid.UUID] = None, error: int = 0) -> dict:
-    meta = broker.metadata.topic(name) if name is not None else None
+    meta = metadata.topic(name) if name is not None else None
     if meta is None:
         return {"error_code": error or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
                 "topic_id": topic_id or ZERO_UUID, "is_internal": False, "partitions": [],
@@ -41,49 +47,49 @@ def topic_entry(broker: Any, name: Optional[str], version: int, include_ops: boo
         "name": meta.name,
         "topic_id": meta.topic_id,
         "is_internal": meta.is_internal,
-        "partitions": partition_entries(broker, meta, version),
+        "partitions": partition_entries(metadata, meta, version),
         "topic_authorized_operations": acl_ops.TOPIC_OPERATIONS if include_ops else acl_ops.NOT_REQUESTED,
     }
 
 
-async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+async def handle(ctx: "RequestContext", request: Any, *, metadata: "MetadataCache", admin: "AdminManager", config: "DynamicBrokerConfig") -> dict:
     version = ctx.api_version
     include_ops = bool(getattr(request, "include_topic_authorized_operations", False))
     requested = request.topics
     topics: List[dict] = []
     if requested is None or (version == 0 and len(requested) == 0):
-        for name in sorted(broker.metadata.topics):
-            topics.append(topic_entry(broker, name, version, include_ops))
+        for name in sorted(metadata.topics):
+            topics.append(topic_entry(metadata, name, version, include_ops))
     else:
         allow_auto = (getattr(request, "allow_auto_topic_creation", True) if version >= 4 else True)
-        auto_create = allow_auto and broker.config.get("auto.create.topics.enable")
+        auto_create = allow_auto and config.get("auto.create.topics.enable")
         for t in requested:
             name = t.name
             tid = getattr(t, "topic_id", None)
             if name is None:
-                name = broker.metadata.topic_name(tid) if tid is not None else None
+                name = metadata.topic_name(tid) if tid is not None else None
                 if name is None:
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": tid,
                                    "partitions": []})
                     continue
-            if broker.metadata.topic(name) is None:
+            if metadata.topic(name) is None:
                 if invalid_topic_reason(name) is not None:
-                    topics.append(topic_entry(broker, None, version, include_ops,
+                    topics.append(topic_entry(metadata, None, version, include_ops,
                                               error=ErrorCode.INVALID_TOPIC_EXCEPTION) | {"name": name})
                     continue
                 if auto_create and not name.startswith("__"):
-                    err = await broker.admin.auto_create_topic(name)
+                    err = await admin.auto_create_topic(name)
                     if err:
-                        topics.append(topic_entry(broker, None, version, include_ops, error=err) | {"name": name})
+                        topics.append(topic_entry(metadata, None, version, include_ops, error=err) | {"name": name})
                         continue
-            topics.append(topic_entry(broker, name, version, include_ops))
+            topics.append(topic_entry(metadata, name, version, include_ops))
     brokers = [{"node_id": bid, "host": ep.host, "port": ep.port, "rack": rack}
-               for bid, ep, rack in broker.metadata.alive_endpoints(ctx.listener_name)]
+               for bid, ep, rack in metadata.alive_endpoints(ctx.listener_name)]
     return {
         "throttle_time_ms": 0,
         "brokers": brokers,
-        "cluster_id": broker.metadata.cluster_id,
-        "controller_id": broker.metadata.controller_id,
+        "cluster_id": metadata.cluster_id,
+        "controller_id": metadata.controller_id,
         "topics": topics,
         "cluster_authorized_operations": (acl_ops.CLUSTER_OPERATIONS
                                           if getattr(request, "include_cluster_authorized_operations", False)

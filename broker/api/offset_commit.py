@@ -2,29 +2,33 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Dict, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Tuple
 
 from broker.coordinator.group.state import OffsetAndMetadata
 from broker.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.cluster.metadata_cache import MetadataCache
+    from broker.coordinator.group.service import GroupCoordinator
+
 MIN_VERSION, MAX_VERSION = 0, 9
 
 
-async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+async def handle(ctx: "RequestContext", request: Any, *, coordinator: "GroupCoordinator", metadata: "MetadataCache") -> dict:
     version = ctx.api_version
-    coordinator = getattr(broker, "group_coordinator", None)
     now = int(time.time() * 1000)
     retention_ms = getattr(request, "retention_time_ms", -1) if 2 <= version <= 4 else -1
     errors: Dict[Tuple[str, int], int] = {}
     offsets: Dict[Tuple[str, int], OffsetAndMetadata] = {}
     order = []
     for t in request.topics:
-        known = broker.metadata.topic(t.name) is not None
+        known = metadata.topic(t.name) is not None
         idxs = []
         for p in t.partitions:
             tp = (t.name, p.partition_index)
             idxs.append(p.partition_index)
-            if not known or broker.metadata.partition(t.name, p.partition_index) is None:
+            if not known or metadata.partition(t.name, p.partition_index) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue
             ts = getattr(p, "commit_timestamp", -1) if version == 1 else -1
@@ -36,14 +40,11 @@ async def handle(broker: Any, ctx: Any, request: Any) -> dict:
                 expire_timestamp=now + retention_ms if retention_ms != -1 else None)
         order.append((t.name, idxs))
     if offsets:
-        if coordinator is None:
-            errors.update({tp: ErrorCode.COORDINATOR_NOT_AVAILABLE for tp in offsets})
-        else:
-            generation = request.generation_id_or_member_epoch if version >= 1 else -1
-            member_id = request.member_id if version >= 1 else ""
-            instance_id = getattr(request, "group_instance_id", None) if version >= 7 else None
-            errors.update(await coordinator.commit_offsets(request.group_id, member_id, instance_id, generation,
-                                                           offsets))
+        generation = request.generation_id_or_member_epoch if version >= 1 else -1
+        member_id = request.member_id if version >= 1 else ""
+        instance_id = getattr(request, "group_instance_id", None) if version >= 7 else None
+        errors.update(await coordinator.commit_offsets(request.group_id, member_id, instance_id, generation,
+                                                       offsets))
     return {"throttle_time_ms": 0, "topics": [
         {"name": name, "partitions": [{"partition_index": i, "error_code": int(errors[(name, i)])} for i in idxs]}
         for name, idxs in order]}

@@ -1,26 +1,28 @@
 """OffsetDelete: drop a group's offsets for partitions it no longer subscribes to."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
 from broker.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.cluster.metadata_cache import MetadataCache
+    from broker.coordinator.group.service import GroupCoordinator
 
 MIN_VERSION, MAX_VERSION = 0, 0
 
 
-async def handle(broker: Any, ctx: Any, request: Any) -> dict:
-    coordinator = getattr(broker, "group_coordinator", None)
+async def handle(ctx: "RequestContext", request: Any, *, coordinator: "GroupCoordinator", metadata: "MetadataCache") -> dict:
     errors: Dict[Tuple[str, int], int] = {}
     wanted: List[Tuple[str, int]] = []
     for t in request.topics:
         for p in t.partitions:
             tp = (t.name, p.partition_index)
-            if broker.metadata.partition(t.name, p.partition_index) is None:
+            if metadata.partition(t.name, p.partition_index) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
                 wanted.append(tp)
-    if coordinator is None:
-        return {"error_code": ErrorCode.COORDINATOR_NOT_AVAILABLE, "throttle_time_ms": 0, "topics": []}
     top, deleted = await coordinator.delete_offsets(request.group_id, wanted)
     if top:
         return {"error_code": int(top), "throttle_time_ms": 0, "topics": []}

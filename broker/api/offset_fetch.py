@@ -1,9 +1,12 @@
 """OffsetFetch: a group's committed offsets (v8+: several groups; v7+: require_stable)."""
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from broker.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.coordinator.group.service import GroupCoordinator
 
 MIN_VERSION, MAX_VERSION = 0, 9
 
@@ -23,26 +26,23 @@ def _group_topics(rows: List[Tuple[Tuple[str, int], int, int, str, int]]) -> Lis
     return [{"name": name, "partitions": parts} for name, parts in by_topic.items()]
 
 
-async def _fetch(broker: Any, group_id: str, partitions: Optional[List[Tuple[str, int]]],
+async def _fetch(coordinator: "GroupCoordinator", group_id: str, partitions: Optional[List[Tuple[str, int]]],
                  require_stable: bool) -> Tuple[int, List[Any]]:
-    coordinator = getattr(broker, "group_coordinator", None)
-    if coordinator is None:
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE, []
     return await coordinator.fetch_offsets(group_id, partitions, require_stable)  # type: ignore[no-any-return]
 
 
-async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+async def handle(ctx: "RequestContext", request: Any, *, coordinator: "GroupCoordinator") -> dict:
     version = ctx.api_version
     require_stable = bool(getattr(request, "require_stable", False)) if version >= 7 else False
     if version >= 8:
         groups = []
         for g in request.groups:
-            error, rows = await _fetch(broker, g.group_id, _requested(g.topics), require_stable)
+            error, rows = await _fetch(coordinator, g.group_id, _requested(g.topics), require_stable)
             groups.append({"group_id": g.group_id, "error_code": int(error),
                            "topics": [] if error else _group_topics(rows)})
         return {"throttle_time_ms": 0, "groups": groups}
     partitions = _requested(request.topics)
-    error, rows = await _fetch(broker, request.group_id, partitions, require_stable)
+    error, rows = await _fetch(coordinator, request.group_id, partitions, require_stable)
     if error:
         if version < 2:
             # No top-level error field: every requested partition carries it.

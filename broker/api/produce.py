@@ -7,9 +7,15 @@ are converted to magic 2 first, as a Kafka 3.x broker does.
 from __future__ import annotations
 
 import logging
-from typing import Any, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
+from broker.api.registry import CLOSE_CONNECTION
 from broker.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.cluster.metadata_cache import MetadataCache
+    from broker.replica.manager import ReplicaManager
 
 log = logging.getLogger(__name__)
 
@@ -44,7 +50,7 @@ def _prepare(records: Any, version: int) -> Tuple[int, Any, str]:
     return 0, bytearray(records), ""
 
 
-async def handle(broker: Any, ctx: Any, request: Any) -> Any:
+async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "ReplicaManager", metadata: "MetadataCache") -> Any:
     version = ctx.api_version
     acks = request.acks
     entries: Dict[Tuple[str, int], Any] = {}
@@ -58,7 +64,7 @@ async def handle(broker: Any, ctx: Any, request: Any) -> Any:
             if acks not in (0, 1, -1):
                 results[tp] = (ErrorCode.INVALID_REQUIRED_ACKS, "")
                 continue
-            if broker.metadata.partition(topic.name, pd.index) is None:
+            if metadata.partition(topic.name, pd.index) is None:
                 results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")
                 continue
             code, buf, msg = _prepare(pd.records, version)
@@ -68,7 +74,7 @@ async def handle(broker: Any, ctx: Any, request: Any) -> Any:
             entries[tp] = buf
         order.append((topic.name, idxs))
 
-    appended = await broker.replica_manager.append_records(acks, entries) if entries else {}
+    appended = await replica_manager.append_records(acks, entries) if entries else {}
 
     any_error = False
     responses = []
@@ -94,5 +100,5 @@ async def handle(broker: Any, ctx: Any, request: Any) -> Any:
         responses.append({"name": name, "partition_responses": parts})
     if acks == 0:
         # No response; on error Kafka closes the connection so the client notices.
-        return broker.dispatcher.CLOSE if any_error else None
+        return CLOSE_CONNECTION if any_error else None
     return {"responses": responses, "throttle_time_ms": 0}

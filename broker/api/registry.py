@@ -10,6 +10,9 @@ from typing import Any, Awaitable, Callable, Dict, Iterator, Optional
 
 Handler = Callable[[Any, Any], Awaitable[Any]]
 
+#: What a handler returns when the connection must be closed instead of answered (e.g. a failed acks=0 produce).
+CLOSE_CONNECTION: Any = object()
+
 
 @dataclass(frozen=True)
 class ApiEntry:

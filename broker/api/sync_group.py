@@ -1,22 +1,23 @@
 """SyncGroup: the leader hands out assignments; every member waits for its own."""
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from broker.coordinator.group.state import sync_result
 from broker.errors import ErrorCode
 
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.coordinator.group.service import GroupCoordinator
+
 MIN_VERSION, MAX_VERSION = 0, 5
 
 
-async def handle(broker: Any, ctx: Any, request: Any) -> dict:
+async def handle(ctx: "RequestContext", request: Any, *, coordinator: "GroupCoordinator") -> dict:
     version = ctx.api_version
-    coordinator = getattr(broker, "group_coordinator", None)
     protocol_type = getattr(request, "protocol_type", None) if version >= 5 else None
     protocol_name = getattr(request, "protocol_name", None) if version >= 5 else None
-    if coordinator is None:
-        result = sync_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
-    elif version >= 5 and (protocol_type is None or protocol_name is None):
+    if version >= 5 and (protocol_type is None or protocol_name is None):
         result = sync_result(ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
     else:
         result = await coordinator.sync_group(

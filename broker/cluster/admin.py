@@ -10,13 +10,21 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from broker.api.topic_names import invalid_topic_reason
 from broker.cluster.assignment import assign_replicas
 from broker.config.topic_defs import validate_topic_configs
 from broker.config.types import InvalidConfigError
 from broker.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.cluster.dynamic_config import DynamicConfigManager
+    from broker.cluster.metadata_cache import MetadataCache
+    from broker.cluster.zk_sync import ClusterSync
+    from broker.config.dynamic import DynamicBrokerConfig
+    from broker.util.executor import NamedExecutor
+    from broker.zk.client import KafkaZkClient
 
 log = logging.getLogger(__name__)
 
@@ -39,26 +47,28 @@ class TopicResult:
 
 
 class AdminManager:
-    def __init__(self, server: Any) -> None:
-        self.server = server
-
-    @property
-    def zk(self) -> Any:
-        return self.server.zk
+    def __init__(self, config: "DynamicBrokerConfig", metadata: "MetadataCache", zk: "KafkaZkClient",
+                 zk_calls: "NamedExecutor", sync: "ClusterSync", dynamic_config: "DynamicConfigManager") -> None:
+        self.config = config
+        self.dynamic_config = dynamic_config
+        self.metadata = metadata
+        self.zk = zk
+        self.zk_calls = zk_calls
+        self.sync = sync
 
     async def _zk(self, fn: Any, *args: Any) -> Any:
-        return await self.server.replica_manager.run_io(fn, *args)
+        return await self.zk_calls.run(fn, *args)
 
     # --- create ----------------------------------------------------------------------
     def _plan(self, name: str, num_partitions: int, replication_factor: int,
               assignments: List[Tuple[int, List[int]]], configs: Dict[str, Optional[str]]) -> TopicResult:
-        cfg = self.server.config
+        cfg = self.config
         reason = invalid_topic_reason(name)
         if reason:
             return TopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
-        if self.server.metadata.topic(name) is not None:
+        if self.metadata.topic(name) is not None:
             return TopicResult(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
-        live = sorted(self.server.metadata.live_broker_ids())
+        live = sorted(self.metadata.live_broker_ids())
         if assignments:
             if num_partitions != -1 or replication_factor != -1:
                 return TopicResult(name, ErrorCode.INVALID_REQUEST,
@@ -125,14 +135,14 @@ class AdminManager:
         r.topic_id = topic_id
         log.info("Created topic %s with %d partitions, replication factor %d, configs %s", name,
                  r.num_partitions, r.replication_factor, clean)
-        await self.server.sync.refresh_topic(name)
+        await self.sync.refresh_topic(name)
         return r
 
     async def auto_create_topic(self, name: str) -> int:
         """Create ``name`` with the broker defaults; 0 or an error code (Metadata auto-create)."""
         r = await self.create_topic(name, -1, -1, [], {}, False)
         if r.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
-            await self.server.sync.refresh_topic(name)
+            await self.sync.refresh_topic(name)
             return 0
         if r.error_code == ErrorCode.INVALID_REPLICATION_FACTOR:
             return ErrorCode.LEADER_NOT_AVAILABLE
@@ -145,9 +155,9 @@ class AdminManager:
         Like Kafka, refuses (COORDINATOR_NOT_AVAILABLE) while fewer brokers are alive than the
         topic's replication factor, rather than creating it under-replicated.
         """
-        if self.server.metadata.topic(name) is not None:
+        if self.metadata.topic(name) is not None:
             return 0
-        live = sorted(self.server.metadata.live_broker_ids())
+        live = sorted(self.metadata.live_broker_ids())
         if len(live) < replication_factor:
             log.warning("Cannot create %s yet: replication factor %d but only %d live brokers", name,
                         replication_factor, len(live))
@@ -164,20 +174,20 @@ class AdminManager:
             if type(exc).__name__ not in ("TopicExistsError", "NodeExistsError"):
                 log.exception("Creating internal topic %s failed", name)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        await self.server.sync.refresh_topic(name)
+        await self.sync.refresh_topic(name)
         return 0
 
     # --- delete ----------------------------------------------------------------------
     async def delete_topic(self, name: str, timeout_ms: int) -> Tuple[int, Optional[str]]:
-        if not self.server.config.get("delete.topic.enable"):
+        if not self.config.get("delete.topic.enable"):
             return ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."
-        if self.server.metadata.topic(name) is None:
+        if self.metadata.topic(name) is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
         await self._zk(self.zk.mark_topic_for_deletion, name)
-        await self.server.sync.process_deletions()
+        await self.sync.process_deletions()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(timeout_ms, 0) / 1000.0
-        while self.server.metadata.topic(name) is not None:
+        while self.metadata.topic(name) is not None:
             if loop.time() >= deadline:
                 return ErrorCode.REQUEST_TIMED_OUT, f"Deletion of topic {name} did not finish in time"
             await asyncio.sleep(0.02)
@@ -186,7 +196,7 @@ class AdminManager:
     # --- partitions --------------------------------------------------------------------
     async def create_partitions(self, name: str, count: int, assignments: Optional[List[List[int]]],
                                 validate_only: bool) -> Tuple[int, Optional[str]]:
-        meta = self.server.metadata.topic(name)
+        meta = self.metadata.topic(name)
         if meta is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
         current = len(meta.partitions)
@@ -195,7 +205,7 @@ class AdminManager:
                     f"Topic currently has {current} partitions, which is higher than the requested {count}.")
         if count == current:
             return ErrorCode.INVALID_PARTITIONS, f"Topic already has {current} partitions."
-        live = sorted(self.server.metadata.live_broker_ids())
+        live = sorted(self.metadata.live_broker_ids())
         rf = len(next(iter(meta.partitions.values())).replicas) if meta.partitions else 1
         if assignments:
             if len(assignments) != count - current:
@@ -215,7 +225,7 @@ class AdminManager:
         if validate_only:
             return 0, None
         await self._zk(self.zk.add_partitions, name, new)
-        await self.server.sync.refresh_topic(name)
+        await self.sync.refresh_topic(name)
         return 0, None
 
     # --- configs -----------------------------------------------------------------------
@@ -224,4 +234,12 @@ class AdminManager:
 
     async def set_topic_overrides(self, name: str, configs: Dict[str, str]) -> None:
         await self._zk(self.zk.set_topic_config, name, configs)
-        await self.server.sync.refresh_topic_config(name)
+        await self.dynamic_config.refresh_topic(name)
+
+    async def broker_overrides(self, entity: str) -> Dict[str, str]:
+        """Dynamic configs of ``/config/brokers/<entity>`` (a broker id or ``<default>``)."""
+        return dict(await self._zk(self.zk.get_entity_config, "brokers", entity) or {})
+
+    async def set_broker_overrides(self, entity: str, configs: Dict[str, str]) -> None:
+        """Replace ``/config/brokers/<entity>`` and announce it, so every broker reloads it."""
+        await self._zk(self.zk.set_entity_config, "brokers", entity, configs)

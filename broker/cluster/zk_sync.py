@@ -35,7 +35,7 @@ class ClusterSync:
         return self.server.zk
 
     async def _io(self, fn: Any, *args: Any) -> Any:
-        return await self.server.replica_manager.run_io(fn, *args)
+        return await self.server.zk_calls.run(fn, *args)
 
     def _schedule(self, key: str, coro_fn: Any) -> None:
         """From any thread: run ``coro_fn()`` on the loop, coalescing repeats of ``key``."""
@@ -75,9 +75,6 @@ class ClusterSync:
         await self.refresh_all_topics()
         await self._io(self.zk.watch_brokers, lambda *a: self._schedule("brokers", self.refresh_brokers))
         await self._io(self.zk.watch_topics, lambda *a: self._schedule("topics", self.refresh_topic_set))
-        watch_cfg = getattr(self.zk, "watch_config_changes", None)
-        if watch_cfg is not None:
-            await self._io(watch_cfg, lambda *a: self._schedule("configs", self.refresh_all_configs))
         watch_ctl = getattr(self.zk, "watch_controller", None)
         if watch_ctl is not None:
             await self._io(watch_ctl, lambda *a: self._schedule("controller", self.elect))
@@ -139,7 +136,7 @@ class ClusterSync:
             await self.refresh_topic(name)
 
     def _log_config(self, overrides: Dict[str, str]) -> LogConfig:
-        return LogConfig.from_props(effective_topic_config(self.server.config, overrides))
+        return LogConfig.from_props(effective_topic_config(self.server.config.current, overrides))
 
     async def refresh_topic(self, name: str) -> None:
         found = await self._io(self.zk.get_topic, name)
@@ -163,7 +160,7 @@ class ClusterSync:
                 parts[int(p)] = PartitionMeta(int(p), st.leader, st.leader_epoch, tuple(replicas), tuple(st.isr),
                                               getattr(st, "zk_version", 0))
         log_config = self._log_config(overrides)
-        min_isr = int(effective_topic_config(self.server.config, overrides).get("min.insync.replicas", 1))
+        min_isr = int(effective_topic_config(self.server.config.current, overrides).get("min.insync.replicas", 1))
         me = self.server.broker_id
         became_leader = []
         for p, pm in parts.items():
@@ -176,14 +173,6 @@ class ClusterSync:
         self.server.metadata.put_topic(TopicMeta(name, topic_id, parts))
         for p in became_leader:
             await self.server.on_become_leader(name, p)
-
-    async def refresh_topic_config(self, name: str) -> None:
-        overrides = await self._io(self.zk.get_topic_config, name) or {}
-        self.server.replica_manager.update_config(name, self._log_config(overrides))
-
-    async def refresh_all_configs(self) -> None:
-        for name in list(self.server.metadata.topics):
-            await self.refresh_topic_config(name)
 
     async def _remove_topic(self, name: str) -> None:
         meta = self.server.metadata.remove_topic(name)

@@ -87,6 +87,8 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("max.connections", T.INT, INT_MAX, M, "Max connections per broker.", at_least(0), CW),
     ConfigDef("max.connections.per.ip", T.INT, INT_MAX, M, "Max connections per IP.", at_least(0), CW),
     ConfigDef("fetch.max.bytes", T.INT, 57671680, M, "Max bytes in one fetch response.", at_least(1024)),
+    ConfigDef("max.incremental.fetch.session.cache.slots", T.INT, 1000, M, "Incremental fetch sessions kept.",
+              at_least(0)),
     ConfigDef("queued.max.requests", T.INT, 500, H, "Request queue size.", at_least(1), ignored=True),
     ConfigDef("num.network.threads", T.INT, 3, H, "Network threads (asyncio here).", at_least(1), CW,
               ignored=True),

@@ -4,21 +4,30 @@ The coordinator produces its records (offset commits, group metadata, tombstones
 ordinary record batches, appended as leader with acks=all, and replays a partition from its
 log start offset when it becomes the partition's leader. Keys and values are the already
 encoded bytes of Kafka's OffsetCommitKey/Value and GroupMetadataKey/Value.
+
+Loading (reading a whole partition and replaying it) runs on the coordinator's own loader
+thread, never on the disk I/O workers, so a large load cannot delay appends or fetches.
 """
 from __future__ import annotations
 
 import time
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
 
 from broker.errors import KafkaError, error_for_code
 from broker.protocol.records.builder import build_batch
+from broker.util.executor import NamedExecutor
+
+if TYPE_CHECKING:
+    from broker.replica.manager import ReplicaManager
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 
 
 class OffsetsTopicIO:
-    def __init__(self, replica_manager: Any, topic: str = GROUP_METADATA_TOPIC_NAME) -> None:
+    def __init__(self, replica_manager: "ReplicaManager", loader: NamedExecutor,
+                 topic: str = GROUP_METADATA_TOPIC_NAME) -> None:
         self.replica_manager = replica_manager
+        self.loader = loader
         self.topic = topic
 
     async def append(self, partition: int, records: Sequence[Tuple[bytes, Optional[bytes]]]) -> int:
@@ -40,11 +49,11 @@ class OffsetsTopicIO:
         p = self.replica_manager.get_partition((self.topic, partition))
         if p is None:
             raise error_for_code(3)(f"{self.topic}-{partition} is not hosted here")
-        return await self.replica_manager.run_io(_read_all, p.log)
+        return await self.loader.run(_read_all, p.log)
 
     async def run_io(self, fn: Any, *args: Any) -> Any:
-        """Run ``fn`` on a worker thread (loading state off the event loop)."""
-        return await self.replica_manager.run_io(fn, *args)
+        """Run ``fn`` on the loader thread (rebuilding state off the event loop and off the I/O workers)."""
+        return await self.loader.run(fn, *args)
 
     def is_leader(self, partition: int) -> bool:
         p = self.replica_manager.get_partition((self.topic, partition))

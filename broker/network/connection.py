@@ -1,10 +1,13 @@
 """One client connection: bytes in, frames to the request handler, responses out.
 
-Kafka's processor "mutes" a connection while a request is being handled, which keeps
-responses in request order. We keep the same guarantee by handling the frames of one
-connection strictly one after another, and we stop reading from the socket when too many
-frames are queued (back-pressure). Responses are lists of ``bytes`` and ``FileSlice``
-parts; slices go out with ``os.sendfile`` (zero-copy on plaintext sockets).
+As Kafka's processor does, a connection is *muted* as soon as a whole request has arrived:
+reading from the socket pauses until that request's response is written (and, once quotas
+exist, until its throttle time has passed: KIP-219), then it is unmuted. So one request per
+connection is in flight inside the broker, responses stay in request order, a client that
+pipelines requests is held back by TCP itself, and a throttled client simply waits. Bytes that
+had already arrived with the request (the start of a pipelined one) stay buffered in the framer.
+Responses are lists of ``bytes`` and ``FileSlice`` parts; slices go out with ``os.sendfile``
+(zero-copy on plaintext sockets).
 
 Loop affinity: everything here runs on the broker's event loop.
 """
@@ -25,9 +28,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-#: Frames queued before we stop reading from the socket.
-MAX_QUEUED_FRAMES = 32
-
 
 class KafkaConnection(asyncio.Protocol):
     """asyncio protocol for one accepted socket."""
@@ -42,7 +42,7 @@ class KafkaConnection(asyncio.Protocol):
         self._queue: Deque[memoryview] = deque()
         self._transport: Optional[asyncio.Transport] = None
         self._task: Optional[asyncio.Task[None]] = None
-        self._paused = False
+        self._muted = False
         self._closed = False
         self._on_close = on_close
         self.context: Optional[ConnectionContext] = None
@@ -71,11 +71,19 @@ class KafkaConnection(asyncio.Protocol):
         if not frames:
             return
         self._queue.extend(frames)
-        if len(self._queue) >= MAX_QUEUED_FRAMES and not self._paused and self._transport is not None:
-            self._paused = True
-            self._transport.pause_reading()
+        self._mute()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._process())
+
+    def _mute(self) -> None:
+        if not self._muted and self._transport is not None:
+            self._muted = True
+            self._transport.pause_reading()
+
+    def _unmute(self) -> None:
+        if self._muted and not self._closed and self._transport is not None:
+            self._muted = False
+            self._transport.resume_reading()
 
     def connection_lost(self, exc: Optional[Exception]) -> None:
         if self._dup_fd is not None:
@@ -100,17 +108,18 @@ class KafkaConnection(asyncio.Protocol):
         try:
             while self._queue and not self._closed:
                 frame = self._queue.popleft()
-                if self._paused and len(self._queue) < MAX_QUEUED_FRAMES // 2 and self._transport is not None:
-                    self._paused = False
-                    self._transport.resume_reading()
                 assert self.context is not None
                 result = await self._dispatcher.handle(self.context, frame)
-                if result is None:
-                    continue  # e.g. acks=0 produce: no response
                 if result is self._dispatcher.CLOSE:
                     self.close()
                     return
-                await self._write(result)
+                if result is not None:  # None: e.g. acks=0 produce, no response
+                    await self._write(result)
+                throttle_ms = self.context.throttle_time_ms
+                if throttle_ms > 0:  # KIP-219: stay muted for the throttle time after answering
+                    self.context.throttle_time_ms = 0
+                    await asyncio.sleep(throttle_ms / 1000.0)
+            self._unmute()
         except Exception:  # a bug in a handler must not kill the broker
             log.exception("Unexpected error on connection %s; closing it",
                           self.context.connection_id if self.context else "?")

@@ -1,6 +1,8 @@
 """LogManager: every partition log on this broker, across log.dirs, plus their periodic upkeep.
 
-Per log dir it owns ``meta.properties`` (Java properties text: ``version=0``, ``broker.id``,
+Per log dir it holds an exclusive lock on ``.lock`` for its whole life (taken before any other
+file of the dir is read or written, so a second broker on the same ``log.dirs`` stops at once), and owns
+``meta.properties`` (Java properties text: ``version=0``, ``broker.id``,
 ``cluster.id``), the ``.kafka_cleanshutdown`` marker and the offset checkpoints
 (recovery-point-offset-checkpoint, log-start-offset-checkpoint, replication-offset-checkpoint;
 format in checkpoints.py). Partition directories are ``<topic>-<partition>``; a deleted one is
@@ -13,6 +15,7 @@ Thread-safety: the log map is guarded by one lock; each Log has its own.
 """
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import shutil
@@ -95,14 +98,43 @@ class LogManager:
         self._last_flush_ms: dict[TopicPartition, int] = {}
         self._started = False
         self._shut_down = False
-        for d in self.log_dirs:
-            os.makedirs(d, exist_ok=True)
-            self._check_meta_properties(d)
+        self._dir_locks: list[int] = []
+        try:
+            for d in self.log_dirs:
+                os.makedirs(d, exist_ok=True)
+                self._lock_dir(d)
+            for d in self.log_dirs:
+                self._check_meta_properties(d)
+        except BaseException:
+            self._unlock_dirs()
+            raise
         self._load_logs()
         self.cleaner = LogCleaner(cleaner_config if cleaner_config is not None else CleanerConfig(), self.log_dirs,
                                   self.all_logs, self.log_dir_of, time=time)
 
     # ------------------------------------------------------------------ startup
+    def _lock_dir(self, log_dir: str) -> None:
+        """Take the exclusive ``.lock`` of ``log_dir`` (released when this process ends or shuts down)."""
+        path = os.path.join(log_dir, files.LOCK_FILE)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise KafkaStorageError(
+                "Failed to acquire lock on file .lock in %s. A Kafka instance in another process or thread is "
+                "using this directory." % log_dir) from None
+        self._dir_locks.append(fd)
+
+    def _unlock_dirs(self) -> None:
+        for fd in self._dir_locks:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_UN)
+                os.close(fd)
+            except OSError:
+                pass
+        self._dir_locks = []
+
     def _check_meta_properties(self, log_dir: str) -> None:
         path = os.path.join(log_dir, files.META_PROPERTIES)
         if not os.path.exists(path):
@@ -312,4 +344,5 @@ class LogManager:
         self.checkpoint_all()
         for d in self.log_dirs:
             atomic_write(os.path.join(d, files.CLEAN_SHUTDOWN_FILE), b"")
+        self._unlock_dirs()
         logger.info("Log manager shut down")

@@ -15,7 +15,7 @@ import asyncio
 import itertools
 import logging
 import time
-from typing import Any, Dict, List, Optional, Set, Tuple
+from typing import Any, Dict, List, Optional, Protocol, Set, Tuple
 
 from broker.coordinator.group.hashing import partition_for
 from broker.coordinator.group.state import (GroupConfig, GroupCoordinatorState, OffsetAndMetadata, Outcome,
@@ -30,12 +30,22 @@ def _now_ms() -> int:
     return int(time.time() * 1000)
 
 
+class ConfigSource(Protocol):
+    def get(self, name: str) -> Any: ...
+
+
+class InternalTopicCreator(Protocol):
+    async def ensure_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
+                                    configs: Dict[str, str]) -> int: ...
+
+
 class GroupCoordinator:
     """One per broker; registered as a leadership listener of ``__consumer_offsets``."""
 
-    def __init__(self, broker: Any) -> None:
-        self.broker = broker
-        self.io = OffsetsTopicIO(broker.replica_manager)
+    def __init__(self, config: ConfigSource, io: OffsetsTopicIO, topics: InternalTopicCreator) -> None:
+        self.config = config
+        self.io = io
+        self.topics = topics
         self.num_partitions = int(self._cfg("offsets.topic.num.partitions", 50))
         self.shards: Dict[int, GroupCoordinatorState] = {}
         self.loading: Dict[int, "asyncio.Task[None]"] = {}
@@ -48,7 +58,7 @@ class GroupCoordinator:
 
     def _cfg(self, key: str, default: Any) -> Any:
         try:
-            return self.broker.config.get(key)
+            return self.config.get(key)
         except KeyError:
             return default
 
@@ -332,7 +342,7 @@ class GroupCoordinator:
         configs = {"cleanup.policy": "compact",
                    "segment.bytes": str(self._cfg("offsets.topic.segment.bytes", 104857600)),
                    "compression.type": "producer"}
-        return int(await self.broker.admin.ensure_internal_topic(
+        return int(await self.topics.ensure_internal_topic(
             GROUP_METADATA_TOPIC_NAME, self.num_partitions,
             int(self._cfg("offsets.topic.replication.factor", 3)), configs))
 

@@ -117,6 +117,27 @@ def test_second_broker_with_the_same_id_refuses_to_start(tmp_path: Path, zk_chro
         assert first.stop() == 0
 
 
+def test_second_broker_on_the_same_log_dirs_refuses_to_start(tmp_path: Path, zk_chroot: str,
+                                                              new_broker: Callable[..., BrokerProcess]) -> None:
+    first = new_broker("a", broker_id=0)
+    first.start()
+    try:
+        topic = create_topic(first.bootstrap)
+        produce_acked(first.bootstrap, topic, [b"mine"])
+        before = sorted(p.name for p in first.log_dir.iterdir())
+        rc, out, err = run_to_exit(tmp_path / "b", zk_chroot, {"broker.id": "1", "log.dirs": str(first.log_dir)})
+        assert rc == 1
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert len(lines) == 1 and "Failed to acquire lock on file .lock in" in lines[0], err
+        assert "Traceback" not in out + err
+        assert sorted(p.name for p in first.log_dir.iterdir()) == before
+        assert first.is_alive()
+        produce_acked(first.bootstrap, topic, [b"still-mine"])
+        assert_values(first.bootstrap, topic, [b"mine", b"still-mine"])
+    finally:
+        assert first.stop() == 0
+
+
 def test_restart_after_sigkill_waits_for_the_old_session_then_serves(
         new_broker: Callable[..., BrokerProcess]) -> None:
     b = new_broker(broker_id=0)

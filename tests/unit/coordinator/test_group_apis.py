@@ -74,11 +74,9 @@ def make_broker() -> Any:
     async def ensure_internal_topic(*_: Any) -> int:
         return 0
 
-    broker = SimpleNamespace(config=FakeConfig(), metadata=md, replica_manager=None,
-                             admin=SimpleNamespace(ensure_internal_topic=ensure_internal_topic))
-    broker.group_coordinator = GroupCoordinator(broker)
-    broker.group_coordinator.io = FakeOffsetsTopic()
-    return broker
+    coordinator = GroupCoordinator(FakeConfig(), FakeOffsetsTopic(),  # type: ignore[arg-type]
+                                   SimpleNamespace(ensure_internal_topic=ensure_internal_topic))
+    return SimpleNamespace(metadata=md, group_coordinator=coordinator)
 
 
 async def call(broker: Any, key: ApiKey, version: int, body: Dict[str, Any]) -> Any:
@@ -87,7 +85,10 @@ async def call(broker: Any, key: ApiKey, version: int, body: Dict[str, Any]) -> 
     request = proto.decode_request(key, version, frame, offset)
     ctx = SimpleNamespace(api_version=version, client_id=header.client_id, listener_name="PLAINTEXT",
                           connection=SimpleNamespace(client_host="10.0.0.1", listener_name="PLAINTEXT"))
-    response = await MODULES[key].handle(broker, ctx, request)
+    collaborators: Dict[str, Any] = {"coordinator": broker.group_coordinator}
+    if key in (ApiKey.FIND_COORDINATOR, ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_DELETE):
+        collaborators["metadata"] = broker.metadata
+    response = await MODULES[key].handle(ctx, request, **collaborators)
     return proto.decode_response(key, version, b"".join(proto.encode_response(key, version, 7, response)))
 
 

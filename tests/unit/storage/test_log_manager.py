@@ -4,7 +4,7 @@ import pytest
 
 from broker.storage.checkpoints import OffsetCheckpointFile, read_partition_metadata
 from broker.storage.config import LogConfig
-from broker.storage.errors import InconsistentClusterIdError
+from broker.storage.errors import InconsistentClusterIdError, KafkaStorageError
 from broker.storage.log_manager import LogManager, read_meta_properties
 from broker.storage.scheduler import Scheduler
 
@@ -37,8 +37,8 @@ def test_new_logs_spread_over_dirs_and_partition_metadata(tmp_path, clock, sched
     m = _manager([a, b], clock, scheduler)
     logs = [m.get_or_create_log("t", p, topic_id="AAAAAAAAAAAAAAAAAAAAAQ") for p in range(4)]
     assert m.get_or_create_log("t", 0) is logs[0]
-    assert sorted(os.listdir(a)) == ["meta.properties", "t-0", "t-2"]
-    assert sorted(os.listdir(b)) == ["meta.properties", "t-1", "t-3"]
+    assert sorted(os.listdir(a)) == [".lock", "meta.properties", "t-0", "t-2"]
+    assert sorted(os.listdir(b)) == [".lock", "meta.properties", "t-1", "t-3"]
     assert read_partition_metadata(str(a / "t-0")) == "AAAAAAAAAAAAAAAAAAAAAQ"
     m.shutdown()
 
@@ -71,6 +71,7 @@ def test_unclean_reload_recovers(tmp_path, clock, scheduler) -> None:
     # simulate a crash: no shutdown, torn tail
     with open(path, "r+b") as f:
         f.truncate(os.path.getsize(path) - 3)
+    m._unlock_dirs()  # the OS drops a dead process's flock
     m2 = _manager([tmp_path], clock, scheduler)
     assert m2.get_log(("t", 0)).log_end_offset == 2
     m2.shutdown()
@@ -89,7 +90,7 @@ def test_delete_log(tmp_path, clock, scheduler) -> None:
 def test_leftover_delete_dirs_removed_at_startup(tmp_path, clock, scheduler) -> None:
     os.makedirs(tmp_path / "t-0.0123456789abcdef0123456789abcdef-delete")
     m = _manager([tmp_path], clock, scheduler)
-    assert os.listdir(tmp_path) == ["meta.properties"]
+    assert sorted(os.listdir(tmp_path)) == [".lock", "meta.properties"]
     m.shutdown()
 
 
@@ -138,3 +139,16 @@ def test_log_start_offset_checkpoint_survives_restart(tmp_path, clock, scheduler
     m2 = _manager([tmp_path], clock, scheduler)
     assert m2.get_log(("t", 0)).log_start_offset == 2
     m2.shutdown()
+
+
+def test_second_manager_on_the_same_dir_is_refused_before_touching_a_file(tmp_path, clock, scheduler) -> None:
+    m = _manager([tmp_path], clock, scheduler)
+    m.get_or_create_log("t", 0).append_as_leader(batch(1), 0)
+    before = {p: os.path.getmtime(os.path.join(tmp_path, p)) for p in os.listdir(tmp_path)}
+    other = tmp_path.parent / (tmp_path.name + "-other")
+    with pytest.raises(KafkaStorageError, match=r"Failed to acquire lock on file \.lock in .*another process"):
+        _manager([other, tmp_path], clock, scheduler)
+    assert {p: os.path.getmtime(os.path.join(tmp_path, p)) for p in os.listdir(tmp_path)} == before
+    assert not os.path.exists(other / "meta.properties")  # the lock of every dir comes before any other file
+    m.shutdown()
+    _manager([tmp_path], clock, scheduler).shutdown()  # released by a clean shutdown

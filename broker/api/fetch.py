@@ -62,7 +62,9 @@ def _partition_entry(index: int, error: int, res: Any = None) -> dict:
             "records": res.records if res.records is not None else b""}
 
 
-async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "ReplicaManager", metadata: "MetadataCache", fetch_sessions: "FetchSessionCache") -> dict:
+async def handle(ctx: "RequestContext", request: Any, *,
+                 replica_manager: "ReplicaManager", metadata: "MetadataCache",
+                 fetch_sessions: "FetchSessionCache") -> dict:
     version = ctx.api_version
     uses_ids = version >= 13
     meta = metadata

@@ -46,11 +46,13 @@ async def _lookup(coordinator: "GroupCoordinator", metadata: "MetadataCache", ct
     return entry
 
 
-async def handle(ctx: "RequestContext", request: Any, *, coordinator: "GroupCoordinator", metadata: "MetadataCache") -> dict:
+async def handle(ctx: "RequestContext", request: Any, *,
+                 coordinator: "GroupCoordinator", metadata: "MetadataCache") -> dict:
     version = ctx.api_version
     key_type = getattr(request, "key_type", GROUP)
     if version >= 4:
-        coordinators: List[dict] = [await _lookup(coordinator, metadata, ctx, k, key_type) for k in request.coordinator_keys]
+        coordinators: List[dict] = [await _lookup(coordinator, metadata, ctx, k, key_type)
+                                    for k in request.coordinator_keys]
         return {"throttle_time_ms": 0, "coordinators": coordinators}
     e = await _lookup(coordinator, metadata, ctx, request.key, key_type)
     return {"throttle_time_ms": 0, "error_code": e["error_code"], "error_message": e["error_message"],

@@ -15,7 +15,8 @@ if TYPE_CHECKING:
 MIN_VERSION, MAX_VERSION = 0, 9
 
 
-async def handle(ctx: "RequestContext", request: Any, *, coordinator: "GroupCoordinator", metadata: "MetadataCache") -> dict:
+async def handle(ctx: "RequestContext", request: Any, *,
+                 coordinator: "GroupCoordinator", metadata: "MetadataCache") -> dict:
     version = ctx.api_version
     now = int(time.time() * 1000)
     retention_ms = getattr(request, "retention_time_ms", -1) if 2 <= version <= 4 else -1

@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 MIN_VERSION, MAX_VERSION = 0, 0
 
 
-async def handle(ctx: "RequestContext", request: Any, *, coordinator: "GroupCoordinator", metadata: "MetadataCache") -> dict:
+async def handle(ctx: "RequestContext", request: Any, *,
+                 coordinator: "GroupCoordinator", metadata: "MetadataCache") -> dict:
     errors: Dict[Tuple[str, int], int] = {}
     wanted: List[Tuple[str, int]] = []
     for t in request.topics:

@@ -50,7 +50,8 @@ def _prepare(records: Any, version: int) -> Tuple[int, Any, str]:
     return 0, bytearray(records), ""
 
 
-async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "ReplicaManager", metadata: "MetadataCache") -> Any:
+async def handle(ctx: "RequestContext", request: Any, *,
+                 replica_manager: "ReplicaManager", metadata: "MetadataCache") -> Any:
     version = ctx.api_version
     acks = request.acks
     entries: Dict[Tuple[str, int], Any] = {}

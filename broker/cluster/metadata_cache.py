@@ -1,22 +1,37 @@
-"""The broker's view of the cluster: live brokers, topics, partition leaders and ISRs.
+"""The broker's view of the cluster: live brokers, controller, topics, partition leaders and ISRs.
 
-Filled from ZooKeeper (by :mod:`broker.cluster.zk_sync`) and read by the API handlers.
-Only the event loop mutates it; readers on the loop see consistent snapshots because each
-update replaces whole entries.
+As in Kafka's ZooKeeper mode (ZkMetadataCache), a broker learns this only from the controller's
+UpdateMetadata requests (:meth:`MetadataCache.update_metadata`); no broker reads partition state
+znodes on its own. A partition whose leader is ``LEADER_DURING_DELETE`` (-2) is being deleted and
+leaves the cache. Handlers that must wait for the controller (CreateTopics until every partition
+has a leader, DeleteTopics until the topic is gone) wait with :meth:`wait_until`, which is checked
+after every update.
+
+Loop affinity: the event loop only. Readers see consistent snapshots because each update replaces
+whole entries.
 """
 from __future__ import annotations
 
+import asyncio
 import uuid
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Set, Tuple
 
 from broker.config.kafka_config import Endpoint
 
 INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state"})
+LEADER_DURING_DELETE = -2
+NO_LEADER = -1
+ZERO_UUID = uuid.UUID(int=0)
 
+#: Kafka's SecurityProtocol ids, as UpdateMetadata carries them.
+SECURITY_PROTOCOLS = {0: "PLAINTEXT", 1: "SSL", 2: "SASL_PLAINTEXT", 3: "SASL_SSL"}
+SECURITY_PROTOCOL_IDS = {v: k for k, v in SECURITY_PROTOCOLS.items()}
 
 #: A broker's listener endpoint, as parsed from ``listeners`` and registered in ZooKeeper.
 BrokerEndpoint = Endpoint
+
+TopicPartition = Tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -40,9 +55,12 @@ class PartitionMeta:
     replicas: Tuple[int, ...]
     isr: Tuple[int, ...]
     zk_version: int = 0
+    controller_epoch: int = -1
+    offline: Tuple[int, ...] = ()
 
     def offline_replicas(self, live: "set[int]") -> List[int]:
-        return [r for r in self.replicas if r not in live]
+        """Replicas the controller reported offline, plus any whose broker is not alive."""
+        return [r for r in self.replicas if r in self.offline or r not in live]
 
 
 @dataclass(frozen=True)
@@ -63,20 +81,82 @@ class MetadataCache:
         self.broker_id = broker_id
         self.cluster_id: Optional[str] = None
         self.controller_id: int = -1
+        #: epoch of the controller whose UpdateMetadata was applied last
+        self.controller_epoch: int = -1
         self.brokers: Dict[int, BrokerMeta] = {}
         self.topics: Dict[str, TopicMeta] = {}
         self._by_id: Dict[uuid.UUID, str] = {}
+        self._waiters: List[Tuple[Callable[[], bool], "asyncio.Future[bool]"]] = []
 
     # updates ------------------------------------------------------------------------
+    def update_metadata(self, request: Any, api_version: int) -> List[TopicPartition]:
+        """Apply an UpdateMetadata request (any version); returns the partitions it deleted."""
+        self.controller_id = request.controller_id
+        self.controller_epoch = request.controller_epoch
+        brokers: Dict[int, BrokerMeta] = {}
+        for b in request.live_brokers:
+            if api_version == 0:
+                eps: Tuple[Endpoint, ...] = (Endpoint("PLAINTEXT", b.v0_host, b.v0_port, "PLAINTEXT"),)
+            else:
+                eps = tuple(Endpoint(
+                    (getattr(e, "listener", None) or SECURITY_PROTOCOLS.get(e.security_protocol, "PLAINTEXT"))
+                    if api_version >= 3 else SECURITY_PROTOCOLS.get(e.security_protocol, "PLAINTEXT"),
+                    e.host, e.port, SECURITY_PROTOCOLS.get(e.security_protocol, "PLAINTEXT")) for e in b.endpoints)
+            brokers[b.id] = BrokerMeta(b.id, eps, getattr(b, "rack", None) if api_version >= 2 else None)
+        self.brokers = brokers
+
+        states: List[Tuple[str, Optional[uuid.UUID], Any]] = []
+        if api_version >= 5:
+            for t in request.topic_states:
+                tid = getattr(t, "topic_id", None) if api_version >= 7 else None
+                for ps in t.partition_states:
+                    states.append((t.topic_name, tid, ps))
+        else:
+            for ps in request.ungrouped_partition_states:
+                states.append((ps.topic_name, None, ps))
+
+        deleted: List[TopicPartition] = []
+        changed: Dict[str, Dict[int, Optional[PartitionMeta]]] = {}
+        ids: Dict[str, uuid.UUID] = {}
+        for topic, tid, ps in states:
+            if tid is not None and tid != ZERO_UUID:
+                ids[topic] = tid
+            if ps.leader == LEADER_DURING_DELETE:
+                changed.setdefault(topic, {})[ps.partition_index] = None
+                deleted.append((topic, ps.partition_index))
+            else:
+                changed.setdefault(topic, {})[ps.partition_index] = PartitionMeta(
+                    ps.partition_index, ps.leader, ps.leader_epoch, tuple(ps.replicas), tuple(ps.isr),
+                    ps.zk_version, ps.controller_epoch,
+                    tuple(getattr(ps, "offline_replicas", ()) or ()) if api_version >= 4 else ())
+        for topic, parts in changed.items():
+            old = self.topics.get(topic)
+            merged = dict(old.partitions) if old is not None else {}
+            for p, meta in parts.items():
+                if meta is None:
+                    merged.pop(p, None)
+                else:
+                    merged[p] = meta
+            if not merged:
+                self.remove_topic(topic)
+                continue
+            tid = ids.get(topic) or (old.topic_id if old is not None else ZERO_UUID)
+            self.put_topic(TopicMeta(topic, tid, merged))
+        self._check_waiters()
+        return deleted
+
     def set_brokers(self, brokers: Dict[int, BrokerMeta]) -> None:
         self.brokers = dict(brokers)
+        self._check_waiters()
 
     def put_topic(self, topic: TopicMeta) -> None:
         old = self.topics.get(topic.name)
         if old is not None and old.topic_id != topic.topic_id:
             self._by_id.pop(old.topic_id, None)
         self.topics[topic.name] = topic
-        self._by_id[topic.topic_id] = topic.name
+        if topic.topic_id != ZERO_UUID:
+            self._by_id[topic.topic_id] = topic.name
+        self._check_waiters()
 
     def put_partition(self, topic: str, meta: PartitionMeta) -> None:
         t = self.topics.get(topic)
@@ -85,12 +165,43 @@ class MetadataCache:
         parts = dict(t.partitions)
         parts[meta.partition] = meta
         self.topics[topic] = TopicMeta(t.name, t.topic_id, parts)
+        self._check_waiters()
 
     def remove_topic(self, name: str) -> Optional[TopicMeta]:
         t = self.topics.pop(name, None)
         if t is not None:
             self._by_id.pop(t.topic_id, None)
+        self._check_waiters()
         return t
+
+    # waiting for the controller ---------------------------------------------------
+    async def wait_until(self, predicate: Callable[[], bool], timeout_s: float) -> bool:
+        """Wait until ``predicate()`` holds after some update (or already does); False on timeout."""
+        if predicate():
+            return True
+        if timeout_s <= 0:
+            return False
+        fut: "asyncio.Future[bool]" = asyncio.get_running_loop().create_future()
+        entry = (predicate, fut)
+        self._waiters.append(entry)
+        try:
+            return await asyncio.wait_for(asyncio.shield(fut), timeout_s)
+        except asyncio.TimeoutError:
+            return predicate()
+        finally:
+            if entry in self._waiters:
+                self._waiters.remove(entry)
+
+    def _check_waiters(self) -> None:
+        for predicate, fut in list(self._waiters):
+            if not fut.done():
+                try:
+                    ok = predicate()
+                except Exception as exc:  # a broken predicate must not break the update
+                    fut.set_exception(exc)
+                    continue
+                if ok:
+                    fut.set_result(True)
 
     # queries ------------------------------------------------------------------------
     def topic(self, name: str) -> Optional[TopicMeta]:
@@ -107,8 +218,15 @@ class MetadataCache:
         t = self.topics.get(topic)
         return t.partitions.get(partition) if t else None
 
-    def live_broker_ids(self) -> "set[int]":
+    def live_broker_ids(self) -> Set[int]:
         return set(self.brokers)
+
+    def has_leaders(self, topic: str, num_partitions: Optional[int] = None) -> bool:
+        """True when the topic is known and every partition has a live leader (CreateTopics waits for this)."""
+        t = self.topics.get(topic)
+        if t is None or (num_partitions is not None and len(t.partitions) < num_partitions):
+            return False
+        return all(p.leader >= 0 and p.leader in self.brokers for p in t.partitions.values())
 
     def alive_endpoints(self, listener_name: str) -> List[Tuple[int, BrokerEndpoint, Optional[str]]]:
         out = []
@@ -118,3 +236,7 @@ class MetadataCache:
             if ep is not None:
                 out.append((bid, ep, b.rack))
         return out
+
+    def endpoint_of(self, broker_id: int, listener_name: str) -> Optional[BrokerEndpoint]:
+        b = self.brokers.get(broker_id)
+        return b.endpoint(listener_name) if b is not None else None

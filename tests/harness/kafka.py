@@ -1,0 +1,110 @@
+"""A real Apache Kafka 3.9.1 broker (ZooKeeper mode) for compatibility tests, from the jars the install step resolved.
+
+``scripts/install.sh`` copies Kafka's jars from Maven Central into ``.cache/kafka-3.9.1/libs``; a broker is run
+as Kafka's own ``kafka.Kafka`` main class with a properties file written here. A missing jar directory fails
+the test loudly (it never skips).
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+from typing import Dict, Optional
+
+from tools.cluster import ROOT, free_port
+
+KAFKA_LIBS = ROOT / ".cache" / "kafka-3.9.1" / "libs"
+
+_LOG4J = """log4j.rootLogger=INFO, stdout
+log4j.appender.stdout=org.apache.log4j.ConsoleAppender
+log4j.appender.stdout.layout=org.apache.log4j.PatternLayout
+log4j.appender.stdout.layout.ConversionPattern=[%d] %p %m (%c)%n
+log4j.logger.kafka.request.logger=WARN
+log4j.logger.state.change.logger=INFO
+"""
+
+
+class KafkaUnavailable(RuntimeError):
+    """Kafka's jars or java are missing."""
+
+
+def kafka_classpath() -> str:
+    if not (KAFKA_LIBS / ".complete").exists():
+        raise KafkaUnavailable(f"Apache Kafka 3.9.1 jars not found in {KAFKA_LIBS}: run bash scripts/install.sh")
+    return str(KAFKA_LIBS / "*")
+
+
+class RealKafkaBroker:
+    """``kafka.Kafka server.properties`` in its own process; output in ``kafka-<id>.out``."""
+
+    def __init__(self, workdir: Path, zk_connect: str, broker_id: int, port: Optional[int] = None,
+                 overrides: Optional[Dict[str, str]] = None) -> None:
+        self.workdir = Path(workdir)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.zk_connect = zk_connect
+        self.broker_id = broker_id
+        self.port = port or free_port()
+        self.log_dir = self.workdir / f"kafka-real-logs-{broker_id}"
+        self.overrides = dict(overrides or {})
+        self.config_path = self.workdir / f"kafka-real-{broker_id}.properties"
+        self.output_path = self.workdir / f"kafka-{broker_id}.out"
+        self.proc: Optional[subprocess.Popen[bytes]] = None
+
+    @property
+    def bootstrap(self) -> str:
+        return f"127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 90.0) -> None:
+        java = shutil.which("java")
+        if java is None:
+            raise KafkaUnavailable("java not found on PATH")
+        props = {"broker.id": str(self.broker_id), "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
+                 "log.dirs": str(self.log_dir), "zookeeper.connect": self.zk_connect,
+                 "zookeeper.session.timeout.ms": "6000", "group.initial.rebalance.delay.ms": "0"}
+        props.update(self.overrides)
+        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
+        log4j = self.workdir / "kafka-log4j.properties"
+        log4j.write_text(_LOG4J)
+        with open(self.output_path, "ab") as out:
+            self.proc = subprocess.Popen(
+                [java, "-Xmx512m", "-XX:+UseSerialGC", f"-Dlog4j.configuration=file:{log4j}", "-cp",
+                 kafka_classpath(), "kafka.Kafka", str(self.config_path)],
+                cwd=str(self.workdir), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                start_new_session=True)
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"Kafka exited with {self.proc.returncode}:\n{self.output()[-4000:]}")
+            if f"[KafkaServer id={self.broker_id}] started" in self.output():
+                return
+            time.sleep(0.1)
+        raise TimeoutError(f"Kafka {self.broker_id} did not start within {timeout}s:\n{self.output()[-4000:]}")
+
+    def output(self) -> str:
+        try:
+            return self.output_path.read_text(errors="replace")
+        except FileNotFoundError:
+            return ""
+
+    def stop(self, timeout: float = 60.0) -> int:
+        if self.proc is None:
+            return 0
+        if self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        return int(self.proc.returncode)
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def is_alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None

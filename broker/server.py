@@ -1,33 +1,49 @@
 """BrokerServer: builds the broker's components in dependency order and stops them in reverse.
 
-Start-up mirrors Kafka's KafkaServer: connect to ZooKeeper, get the cluster id, load the
-logs (recovering after a crash), bind the listeners, register ``/brokers/ids/<id>``, join
-the cluster (controller election, topics), then accept requests.
+Start-up mirrors Kafka's KafkaServer in ZooKeeper mode: connect to ZooKeeper, get the cluster id and
+this broker's dynamic configs, lock and load the logs (recovering after a crash), bind the listeners,
+register ``/brokers/ids/<id>`` (its czxid is the broker epoch), start the KafkaController (every broker
+runs for ``/controller``), then serve. From then on the broker learns the cluster only from the
+controller: LeaderAndIsr makes it leader or follower of partitions, UpdateMetadata fills the metadata
+cache, StopReplica stops or deletes replicas.
+
+Shutdown is controlled (``controlled.shutdown.enable``): the broker first asks the controller to move
+its leaderships away (ControlledShutdown), while it still serves requests, then stops listening,
+stops replication, resigns as controller, closes ZooKeeper and finally flushes and closes the logs.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
 import os
-from typing import Any, List, Optional
+import socket
+from typing import Any, List, Optional, Tuple
 
 from broker.api.dispatcher import RequestDispatcher
 from broker.api.fetch_session import FetchSessionCache
 from broker.api.handlers import ApiServices, build_registry
 from broker.cluster.admin import AdminManager
+from broker.cluster.controller import ControllerConfig, KafkaController
+from broker.cluster.controller_channel import BrokerToControllerChannel, ControllerUnavailableError
 from broker.cluster.dynamic_config import DynamicConfigManager
 from broker.cluster.metadata_cache import MetadataCache
-from broker.cluster.zk_sync import ClusterSync
 from broker.config.dynamic import DynamicBrokerConfig
+from broker.config.ibp import InterBrokerProtocolVersion
 from broker.config.kafka_config import Endpoint, KafkaConfig
 from broker.coordinator.group.service import GroupCoordinator
 from broker.coordinator.offsets_topic import OffsetsTopicIO
 from broker.coordinator.producer_ids import ProducerIdManager
+from broker.errors import ErrorCode
+from broker.network.client import NetworkClient
 from broker.network.socket_server import ListenerSpec, SocketServer
+from broker.protocol.api import ApiKey
+from broker.replica.alter_partition import AlterPartitionManager
+from broker.replica.config import ReplicaConfig
 from broker.replica.manager import ReplicaManager
 from broker.storage.cleaner import CleanerConfig
 from broker.storage.config import LogConfig
 from broker.storage.log_manager import LogManager
+from broker.util.broker_channel import BrokerChannel, BrokerNode
 from broker.util.executor import NamedExecutor
 from broker.zk.client import KafkaZkClient
 
@@ -42,28 +58,56 @@ class BrokerServer:
     def __init__(self, config: KafkaConfig) -> None:
         self.config = DynamicBrokerConfig(config)
         self.broker_id: int = config.broker_id
-        self.controller_epoch: int = -1
-        self.zk: Any = None
+        self.ibp = InterBrokerProtocolVersion.parse(config.get("inter.broker.protocol.version"))
+        self.zk: Optional[KafkaZkClient] = None
         #: blocking ZooKeeper calls run here, never on the disk I/O workers
         self.zk_calls = NamedExecutor("zk-call", max_workers=2)
         #: coordinator loads (replaying __consumer_offsets partitions) run here
         self.coordinator_loader = NamedExecutor("group-metadata-loader", max_workers=1)
-        self.log_manager: Any = None
+        self.log_manager: Optional[LogManager] = None
         self.replica_manager: Optional[ReplicaManager] = None
         self.metadata = MetadataCache(self.broker_id)
         self.fetch_sessions = FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots"))
         self.dispatcher: Optional[RequestDispatcher] = None
-        self.sync = ClusterSync(self)
         self.admin: Optional[AdminManager] = None
         self.dynamic_config: Optional[DynamicConfigManager] = None
+        self.controller: Optional[KafkaController] = None
+        self.to_controller: Optional[BrokerToControllerChannel] = None
         self.producer_ids: Optional[ProducerIdManager] = None
         self.group_coordinator: Optional[GroupCoordinator] = None
-        #: objects with ``async on_become_leader(topic, p)`` / ``async on_resign(topic, p)`` (coordinators)
-        self.leadership_listeners: List[Any] = []
         self.socket_server: Optional[SocketServer] = None
+        self._channels: List[BrokerChannel] = []
+        self._registered = False
         self._stopped = asyncio.Event()
 
-    # ------------------------------------------------------------------------------------
+    # ------------------------------------------------------------------------------------ wiring helpers
+    def _channel(self, client_id: str) -> BrokerChannel:
+        """A NetworkClient for one component (each owns its connections, as in Kafka)."""
+        cfg = self.config.current
+        ch = NetworkClient(f"broker-{self.broker_id}-{client_id}",
+                           request_timeout_ms=cfg.get("replica.socket.timeout.ms"))
+        self._channels.append(ch)
+        return ch
+
+    def _broker_epoch(self) -> int:
+        return self.zk.broker_epoch if self.zk is not None else -1
+
+    def _broker_node(self, broker_id: int) -> Optional[BrokerNode]:
+        """Where ``broker_id`` listens for other brokers (the inter-broker listener), from the metadata cache."""
+        ep = self.metadata.endpoint_of(broker_id, self.config.current.inter_broker_listener_name)
+        return BrokerNode(broker_id, ep.host, ep.port) if ep is not None else None
+
+    def _controller_node(self) -> Optional[BrokerNode]:
+        cid = self.metadata.controller_id
+        if cid < 0 and self.controller is not None:
+            cid = self.controller.active_controller_id
+        return self._broker_node(cid) if cid >= 0 else None
+
+    def _replicas(self) -> ReplicaManager:
+        assert self.replica_manager is not None
+        return self.replica_manager
+
+    # ------------------------------------------------------------------------------------ start
     async def start(self) -> None:
         cfg = self.config.current
         loop = asyncio.get_running_loop()
@@ -73,33 +117,44 @@ class BrokerServer:
             except OSError as exc:
                 raise StartupError(f"Cannot create log directory {d} (log.dirs): {exc.strerror}") from None
 
-        self.zk = KafkaZkClient(cfg.zk_connect, cfg.zk_session_timeout_ms, cfg.zk_connection_timeout_ms)
-        await self.zk_calls.run(self.zk.start)
-        cluster_id = await self.zk_calls.run(self.zk.get_or_create_cluster_id)
+        zk = self.zk = KafkaZkClient(cfg.zk_connect, cfg.zk_session_timeout_ms, cfg.zk_connection_timeout_ms)
+        await self.zk_calls.run(zk.start)
+        cluster_id = await self.zk_calls.run(zk.get_or_create_cluster_id)
         self.metadata.cluster_id = cluster_id
         log.info("Cluster ID = %s", cluster_id)
         # Dynamic broker configs (/config/brokers/<id> and <default>) apply from the start, as in Kafka.
         self.dynamic_config = DynamicConfigManager(
-            self.config, self.zk, self.zk_calls, lambda t, c: self._replicas().update_config(t, c),
+            self.config, zk, self.zk_calls, lambda t, c: self._replicas().update_config(t, c),
             lambda: {t for t, _ in self._replicas().partitions})
         await self.dynamic_config.load_broker_configs()
         cfg = self.config.current
 
         default_log_config = LogConfig.from_props(cfg.log_config_defaults())
         self.log_manager = await loop.run_in_executor(None, self._make_log_manager, default_log_config, cluster_id)
-        self.replica_manager = ReplicaManager(self.broker_id, self.log_manager,
-                                              io_threads=min(4, int(cfg.get("num.io.threads"))))
-        self.producer_ids = ProducerIdManager(self.broker_id, self.zk.allocate_producer_id_block, self.zk_calls.run)
-        self.admin = AdminManager(self.config, self.metadata, self.zk, self.zk_calls, self.sync, self.dynamic_config)
+
+        replica_config = ReplicaConfig.from_props(cfg.get)
+        self.to_controller = BrokerToControllerChannel(self._channel("to-controller"), self._controller_node)
+        self.replica_manager = rm = ReplicaManager(
+            self.broker_id, self.log_manager, io_threads=min(4, int(cfg.get("num.io.threads"))),
+            config=replica_config,
+            alter_partition_manager=AlterPartitionManager(self.broker_id, self._broker_epoch,
+                                                          self._channel("alter-partition"), self._controller_node),
+            channel_factory=self._channel, broker_epoch=self._broker_epoch,
+            is_broker_alive=lambda b: b in self.metadata.brokers, broker_node=self._broker_node,
+            broker_rack=lambda b: self.metadata.brokers[b].rack if b in self.metadata.brokers else None,
+            metadata_has_partition=lambda tp: self.metadata.partition(*tp) is not None)
+        self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
+        self.admin = AdminManager(self.config, self.metadata, zk, self.zk_calls, self.dynamic_config)
         # Group coordinator: loads __consumer_offsets partitions as this broker becomes their leader.
         self.group_coordinator = GroupCoordinator(
-            self.config, OffsetsTopicIO(self.replica_manager, self.coordinator_loader), self.admin)
+            self.config, OffsetsTopicIO(rm, self.coordinator_loader,
+                                        required_acks=cfg.get("offsets.commit.required.acks"),
+                                        commit_timeout_ms=cfg.get("offsets.commit.timeout.ms")), self.admin)
         self.group_coordinator.start()
-        self.leadership_listeners.append(self.group_coordinator)
-        self.dispatcher = RequestDispatcher(build_registry(ApiServices(
-            config=self.config, metadata=self.metadata, replica_manager=self.replica_manager, admin=self.admin,
-            group_coordinator=self.group_coordinator, producer_ids=self.producer_ids,
-            fetch_sessions=self.fetch_sessions)))
+        rm.add_leadership_listener(self.group_coordinator)
+        self.controller = KafkaController(ControllerConfig.from_kafka_config(cfg, self.broker_id), zk,
+                                          self._channel, loop)
+        self.dispatcher = RequestDispatcher(self._build_registry())
 
         listeners = [ListenerSpec(e.listener_name, e.host, e.port, e.security_protocol) for e in cfg.listeners]
         self.config.add_listener(self._on_config_change)
@@ -109,16 +164,40 @@ class BrokerServer:
 
         endpoints = self._advertised_endpoints()
         await self.zk_calls.run(self._register, endpoints)
-        await self.sync.start()
+        self._registered = True
+        rm.startup()
+        await self.zk_calls.run(self.controller.startup)
         await self.dynamic_config.start()
         self.log_manager.startup()
-        self.zk.on_new_session(lambda: self.sync._schedule("session", self.sync.on_new_session))
+        # Serving clients makes sense once the controller told us about the cluster (first UpdateMetadata).
+        if not await self.metadata.wait_initialized(cfg.zk_session_timeout_ms / 1000.0 + 5):
+            log.warning("No UpdateMetadata from a controller yet; serving with an empty view of the cluster")
         log.info("[KafkaServer id=%d] started (listeners: %s)", self.broker_id,
                  ", ".join(e.connection_string() for e in endpoints))
 
-    def _replicas(self) -> ReplicaManager:
-        assert self.replica_manager is not None
-        return self.replica_manager
+    def _build_registry(self) -> Any:
+        assert self.replica_manager is not None and self.admin is not None and self.controller is not None
+        assert self.group_coordinator is not None and self.producer_ids is not None
+        assert self.dynamic_config is not None
+        return build_registry(ApiServices(
+            config=self.config, metadata=self.metadata, replica_manager=self.replica_manager, admin=self.admin,
+            group_coordinator=self.group_coordinator, producer_ids=self.producer_ids,
+            fetch_sessions=self.fetch_sessions, controller=self.controller, dynamic_config=self.dynamic_config,
+            broker_epoch=self._broker_epoch))
+
+    async def _allocate_producer_ids(self) -> Tuple[int, int]:
+        """The next producer-id block: from the controller at IBP >= 3.0 (KIP-730), else from ZooKeeper."""
+        assert self.zk is not None
+        if not self.ibp.is_at_least("3.0-IV0"):
+            return await self.zk_calls.run(self.zk.allocate_producer_id_block, self.broker_id)  # type: ignore
+        assert self.to_controller is not None
+        response = await self.to_controller.send(ApiKey.ALLOCATE_PRODUCER_IDS, 0,
+                                                  {"broker_id": self.broker_id, "broker_epoch": self._broker_epoch()},
+                                                  self.config.get("request.timeout.ms"))
+        if response.error_code:
+            raise RuntimeError(f"AllocateProducerIds failed: {ErrorCode(response.error_code).name}")
+        start = int(response.producer_id_start)
+        return start, start + int(response.producer_id_len) - 1
 
     def _make_log_manager(self, default_log_config: LogConfig, cluster_id: str) -> Any:
         cfg = self.config.current
@@ -141,34 +220,71 @@ class BrokerServer:
         return out
 
     def _register(self, endpoints: List[Endpoint]) -> None:
+        assert self.zk is not None
         self.zk.register_broker(self.broker_id, endpoints, self.config.current.broker_rack)
-
-    async def on_become_leader(self, topic: str, partition: int) -> None:
-        """Called after this broker became leader of ``topic-partition`` (coordinators load state here)."""
-        for listener in self.leadership_listeners:
-            await listener.on_become_leader(topic, partition)
-
-    async def on_resign(self, topic: str, partition: int) -> None:
-        """Called before this broker stops leading ``topic-partition``."""
-        for listener in self.leadership_listeners:
-            await listener.on_resign(topic, partition)
 
     def _on_config_change(self, old: KafkaConfig, new: KafkaConfig) -> None:
         """A dynamic broker config changed: topic configs derived from broker defaults follow."""
         if self.dynamic_config is not None:
             asyncio.get_running_loop().create_task(self.dynamic_config.refresh_all_topics())
+        if (self.controller is not None and new.get("unclean.leader.election.enable")
+                and not old.get("unclean.leader.election.enable")):
+            self.controller.enable_unclean_leader_election()
 
-    # ------------------------------------------------------------------------------------
+    # ------------------------------------------------------------------------------------ stop
+    async def controlled_shutdown(self) -> bool:
+        """Ask the controller to move this broker's leaderships away (KafkaServer.controlledShutdown).
+
+        Retried ``controlled.shutdown.max.retries`` times, ``controlled.shutdown.retry.backoff.ms`` apart,
+        while partitions remain or no controller answers; True once nothing is left to move.
+        """
+        cfg = self.config.current
+        if not cfg.get("controlled.shutdown.enable") or not self._registered or self.to_controller is None:
+            return False
+        retries = int(cfg.get("controlled.shutdown.max.retries"))
+        backoff_s = int(cfg.get("controlled.shutdown.retry.backoff.ms")) / 1000.0
+        body = {"broker_id": self.broker_id, "broker_epoch": self._broker_epoch()}
+        for attempt in range(1, retries + 1):
+            try:
+                response = await self.to_controller.send(ApiKey.CONTROLLED_SHUTDOWN, 3, body,
+                                                         cfg.get("request.timeout.ms"))
+            except ControllerUnavailableError as exc:
+                log.warning("Controlled shutdown attempt %d/%d: %s", attempt, retries, exc)
+            else:
+                remaining = [(p.topic_name, p.partition_index) for p in response.remaining_partitions]
+                if response.error_code == 0 and not remaining:
+                    log.info("[KafkaServer id=%d] Controlled shutdown succeeded", self.broker_id)
+                    return True
+                log.info("Controlled shutdown attempt %d/%d: error %s, %d partitions still led here", attempt,
+                         retries, ErrorCode(response.error_code).name, len(remaining))
+            if attempt < retries:
+                await asyncio.sleep(backoff_s)
+        log.warning("[KafkaServer id=%d] Proceeding to do an unclean shutdown as all the controlled shutdown "
+                    "attempts failed", self.broker_id)
+        return False
+
     async def stop(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
         loop = asyncio.get_running_loop()
+        try:
+            await self.controlled_shutdown()
+        except Exception:
+            log.exception("Controlled shutdown failed")
         if self.socket_server is not None:
             await self.socket_server.stop()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
-        await self.sync.stop()
+        if self.replica_manager is not None:
+            await self.replica_manager.stop()
+        if self.controller is not None:
+            await loop.run_in_executor(None, self.controller.shutdown)
         if self.dynamic_config is not None:
             await self.dynamic_config.stop()
+        for ch in self._channels:
+            try:
+                await ch.close()
+            except Exception:
+                log.debug("Closing an inter-broker channel failed", exc_info=True)
         if self.zk is not None:
             await self.zk_calls.run(self.zk.close)
         if self.log_manager is not None:
@@ -185,5 +301,4 @@ class BrokerServer:
 
 
 def _default_host() -> str:
-    import socket
     return socket.getfqdn() or "localhost"

@@ -1,19 +1,37 @@
-"""CreatePartitions: add partitions to existing topics."""
+"""CreatePartitions: add partitions to existing topics (the controller places and starts them).
+
+Only the active controller accepts it (NOT_CONTROLLER elsewhere, as in Kafka's ZooKeeper mode); the
+answer waits until the new partitions have leaders in this broker's metadata, up to ``timeout_ms``.
+"""
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING, Any
+
+from broker.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
     from broker.cluster.admin import AdminManager
+    from broker.cluster.controller import KafkaController
 
 MIN_VERSION, MAX_VERSION = 0, 3
 
 
-async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager") -> dict:
-    results = []
-    for t in request.topics:
+async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager",
+                 controller: "KafkaController") -> dict:
+    if not controller.is_active:
+        return {"throttle_time_ms": 0, "results": [
+            {"name": t.name, "error_code": ErrorCode.NOT_CONTROLLER, "error_message": None} for t in request.topics]}
+    names = [t.name for t in request.topics]
+
+    async def one(t: Any) -> dict:
+        if names.count(t.name) > 1:
+            return {"name": t.name, "error_code": ErrorCode.INVALID_REQUEST,
+                    "error_message": "Duplicate topic in request."}
         assignments = [list(a.broker_ids) for a in t.assignments] if t.assignments is not None else None
-        code, msg = await admin.create_partitions(t.name, t.count, assignments, request.validate_only)
-        results.append({"name": t.name, "error_code": code, "error_message": msg})
-    return {"throttle_time_ms": 0, "results": results}
+        code, msg = await admin.create_partitions(t.name, t.count, assignments, request.validate_only,
+                                                  request.timeout_ms)
+        return {"name": t.name, "error_code": code, "error_message": msg}
+
+    return {"throttle_time_ms": 0, "results": list(await asyncio.gather(*(one(t) for t in request.topics)))}

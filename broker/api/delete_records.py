@@ -1,7 +1,9 @@
-"""DeleteRecords: advance a partition's log start offset (its low watermark)."""
+"""DeleteRecords: advance partitions' log start offsets; answered once every live replica followed (the low
+watermark passed the offset) or the request's timeout ended (REQUEST_TIMED_OUT), as Kafka's
+DelayedDeleteRecords does."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Dict, Tuple
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
@@ -11,11 +13,16 @@ MIN_VERSION, MAX_VERSION = 0, 2
 
 
 async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "ReplicaManager") -> dict:
+    wanted: Dict[Tuple[str, int], int] = {}
+    for t in request.topics:
+        for p in t.partitions:
+            wanted[(t.name, p.partition_index)] = p.offset
+    done = await replica_manager.delete_records_all(wanted, request.timeout_ms) if wanted else {}
     topics = []
     for t in request.topics:
         parts = []
         for p in t.partitions:
-            code, low = await replica_manager.delete_records((t.name, p.partition_index), p.offset)
+            code, low = done[(t.name, p.partition_index)]
             parts.append({"partition_index": p.partition_index, "low_watermark": low, "error_code": code})
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics}

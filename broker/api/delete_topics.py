@@ -1,6 +1,7 @@
 """DeleteTopics: by name (v0-v5) or by name/topic id (v6)."""
 from __future__ import annotations
 
+import asyncio
 import uuid
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
@@ -9,19 +10,32 @@ from broker.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
     from broker.cluster.admin import AdminManager
+    from broker.cluster.controller import KafkaController
+    from broker.config.dynamic import DynamicBrokerConfig
     from broker.cluster.metadata_cache import MetadataCache
 
 MIN_VERSION, MAX_VERSION = 0, 6
 ZERO_UUID = uuid.UUID(int=0)
 
 
-async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager", metadata: "MetadataCache") -> dict:
+async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager", metadata: "MetadataCache",
+                 controller: "KafkaController", config: "DynamicBrokerConfig") -> dict:
     wanted: List[Tuple[Optional[str], Optional[uuid.UUID]]] = []
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
     else:
         wanted = [(n, None) for n in request.topic_names]
-    responses = []
+    refused = 0
+    if not controller.is_active:  # in ZooKeeper mode only the controller deletes topics
+        refused = ErrorCode.NOT_CONTROLLER
+    elif not config.get("delete.topic.enable"):
+        refused = ErrorCode.INVALID_REQUEST if ctx.api_version < 3 else ErrorCode.TOPIC_DELETION_DISABLED
+    if refused:
+        return {"throttle_time_ms": 0, "responses": [
+            {"name": n, "topic_id": tid or ZERO_UUID, "error_code": refused, "error_message": None}
+            for n, tid in wanted]}
+    todo: List[Tuple[int, str]] = []
+    responses: List[dict] = []
     for name, tid in wanted:
         if name is None and tid is not None and tid != ZERO_UUID:
             name = metadata.topic_name(tid)
@@ -33,7 +47,10 @@ async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager", 
             responses.append({"name": None, "topic_id": tid or ZERO_UUID, "error_code": ErrorCode.INVALID_REQUEST,
                               "error_message": "Neither topic name nor id was given."})
             continue
-        topic_id = metadata.topic_id(name) or ZERO_UUID
-        code, msg = await admin.delete_topic(name, request.timeout_ms)
-        responses.append({"name": name, "topic_id": topic_id, "error_code": code, "error_message": msg})
+        responses.append({"name": name, "topic_id": metadata.topic_id(name) or ZERO_UUID})
+        todo.append((len(responses) - 1, name))
+    # All topics of the request are marked at once and waited for together (one timeout).
+    outcomes = await asyncio.gather(*(admin.delete_topic(name, request.timeout_ms) for _, name in todo))
+    for (i, _), (code, msg) in zip(todo, outcomes):
+        responses[i].update(error_code=code, error_message=msg)
     return {"throttle_time_ms": 0, "responses": responses}

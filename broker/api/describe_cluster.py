@@ -15,6 +15,8 @@ BROKER_ENDPOINT = 1
 
 
 async def handle(ctx: "RequestContext", request: Any, *, metadata: "MetadataCache") -> dict:
+    if not metadata.initialized:
+        await metadata.wait_initialized(5.0)
     endpoint_type = getattr(request, "endpoint_type", BROKER_ENDPOINT)
     if endpoint_type != BROKER_ENDPOINT:
         return {"throttle_time_ms": 0, "error_code": ErrorCode.UNSUPPORTED_ENDPOINT_TYPE,

@@ -10,6 +10,8 @@ import uuid
 from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
 from broker.api.fetch_session import CachedPartition
+from broker.api.leader_hint import current_leader
+from broker.replica.manager import ClientMetadata, FetchPartitionInfo, fetch_request_replica
 from broker.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -19,6 +21,7 @@ if TYPE_CHECKING:
     from broker.replica.manager import ReplicaManager
 
 MIN_VERSION, MAX_VERSION = 0, 17
+_LEADER_MOVED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 ZERO_UUID = uuid.UUID(int=0)
 TopicPartition = Tuple[str, int]
 
@@ -56,10 +59,14 @@ def _partition_entry(index: int, error: int, res: Any = None) -> dict:
         return {"partition_index": index, "error_code": error, "high_watermark": -1, "last_stable_offset": -1,
                 "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1,
                 "records": b""}
-    return {"partition_index": index, "error_code": error or res.error_code, "high_watermark": res.high_watermark,
-            "last_stable_offset": res.last_stable_offset, "log_start_offset": res.log_start_offset,
-            "aborted_transactions": [] if res.last_stable_offset >= 0 else None, "preferred_read_replica": -1,
-            "records": res.records if res.records is not None else b""}
+    entry = {"partition_index": index, "error_code": error or res.error_code, "high_watermark": res.high_watermark,
+             "last_stable_offset": res.last_stable_offset, "log_start_offset": res.log_start_offset,
+             "aborted_transactions": [] if res.last_stable_offset >= 0 else None,
+             "preferred_read_replica": res.preferred_read_replica,
+             "records": res.records if res.records is not None else b""}
+    if res.diverging_epoch is not None:
+        entry["diverging_epoch"] = {"epoch": res.diverging_epoch[0], "end_offset": res.diverging_epoch[1]}
+    return entry
 
 
 async def handle(ctx: "RequestContext", request: Any, *,
@@ -83,9 +90,10 @@ async def handle(ctx: "RequestContext", request: Any, *,
         else:
             name = t.topic
         for p in t.partitions:
-            requested.append(((name, p.partition),
-                              CachedPartition(p.fetch_offset, p.partition_max_bytes,
-                                              getattr(p, "current_leader_epoch", -1))))
+            requested.append(((name, p.partition), CachedPartition(
+                p.fetch_offset, p.partition_max_bytes, getattr(p, "current_leader_epoch", -1),
+                last_fetched_epoch=getattr(p, "last_fetched_epoch", -1),
+                fetcher_log_start_offset=getattr(p, "log_start_offset", -1))))
     forgotten: List[TopicPartition] = []
     for f in getattr(request, "forgotten_topics_data", None) or []:
         name = meta.topic_name(f.topic_id) if uses_ids else f.topic
@@ -101,38 +109,37 @@ async def handle(ctx: "RequestContext", request: Any, *,
         return {"throttle_time_ms": 0, "error_code": err, "session_id": 0, "responses": []}
     incremental = session is not None and epoch > 0
 
-    # 3. Leader-epoch checks, then the read (long-polled).
+    # 3. The read (long-polled). A follower's fetch (replica id >= 0) reads up to the LEO and records its
+    #    position on the leader; a consumer's reads up to the HW or LSO, from a follower too if it sent rack
+    #    metadata (v11+, KIP-392). Leader-epoch checks happen in the replica manager.
     rm = replica_manager
-    reads: List[Tuple[TopicPartition, int, int]] = []
+    replica_id, replica_epoch = fetch_request_replica(request, version)
+    is_follower = replica_id >= 0
+    reads = [(tp, FetchPartitionInfo(cp.fetch_offset, cp.max_bytes, cp.current_leader_epoch, cp.last_fetched_epoch,
+                                     cp.fetcher_log_start_offset, id_of.get(tp[0]))) for tp, cp in to_read]
+    client = (ClientMetadata(getattr(request, "rack_id", "") or "", ctx.client_id or "")
+              if version >= 11 and not is_follower else None)
+    results = await rm.fetch_messages(
+        reads, getattr(request, "max_bytes", 0x7FFFFFFF), request.min_bytes, request.max_wait_ms,
+        getattr(request, "isolation_level", 0), replica_id=replica_id, replica_epoch=replica_epoch,
+        client_metadata=client, request_version=version) if reads else {}
     pre_errors: Dict[TopicPartition, int] = {}
-    for tp, cp in to_read:
-        p = rm.get_partition(tp)
-        if p is not None and cp.current_leader_epoch >= 0:
-            e = rm.check_leader_epoch(p, cp.current_leader_epoch)
-            if e:
-                pre_errors[tp] = e
-                continue
-        reads.append((tp, cp.fetch_offset, cp.max_bytes))
-    max_bytes = getattr(request, "max_bytes", 0x7FFFFFFF)
-    max_wait = request.max_wait_ms
-    min_bytes = request.min_bytes
-    if pre_errors:
-        max_wait = 0
-    isolation = getattr(request, "isolation_level", 0)
-    results = await rm.fetch_messages(reads, max_bytes, min_bytes, max_wait, isolation) if reads else {}
 
-    if version < 4 and results:
+    if version < 4 and results and not is_follower:
         await rm.run_io(_down_convert, results, {tp: cp.fetch_offset for tp, cp in to_read}, 0 if version < 2 else 1)
 
     # 4. Response, grouped by topic in read order; incremental sessions report only changes.
     by_topic: Dict[str, List[dict]] = {}
     cached = session.partitions if session is not None else {}
+    node_endpoints: Dict[int, dict] = {}
     for tp, cp in to_read:
         if tp in pre_errors:
             entry = _partition_entry(tp[1], pre_errors[tp])
         else:
             res = results[tp]
             entry = _partition_entry(tp[1], 0, res)
+            if version >= 16 and res.error_code in _LEADER_MOVED:
+                entry["current_leader"] = current_leader(tp, ctx.listener_name, rm, meta, node_endpoints)
             c = cached.get(tp)
             if c is not None:
                 changed = (res.records is not None or res.error_code != 0 or c.high_watermark != res.high_watermark
@@ -148,5 +155,8 @@ async def handle(ctx: "RequestContext", request: Any, *,
                   "partitions": parts} for name, parts in by_topic.items()]
     for key, part, e in unknown:
         responses.append({"topic": "", "topic_id": key, "partitions": [_partition_entry(part, e)]})
-    return {"throttle_time_ms": 0, "error_code": 0, "session_id": session.session_id if session else 0,
-            "responses": responses}
+    out = {"throttle_time_ms": 0, "error_code": 0, "session_id": session.session_id if session else 0,
+           "responses": responses}
+    if node_endpoints:
+        out["node_endpoints"] = list(node_endpoints.values())
+    return out

@@ -36,6 +36,9 @@ class CachedPartition:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
+    #: what the fetcher sent (replicas, v12+): its last fetched epoch and its own log start offset
+    last_fetched_epoch: int = -1
+    fetcher_log_start_offset: int = -1
 
 
 @dataclass
@@ -111,6 +114,8 @@ class FetchSessionCache:
                 old.fetch_offset = cp.fetch_offset
                 old.max_bytes = cp.max_bytes
                 old.current_leader_epoch = cp.current_leader_epoch
+                old.last_fetched_epoch = cp.last_fetched_epoch
+                old.fetcher_log_start_offset = cp.fetcher_log_start_offset
             else:
                 s.partitions[tp] = cp
         s.epoch = s.epoch + 1 if s.epoch < 2**31 - 1 else 1

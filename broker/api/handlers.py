@@ -8,19 +8,24 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from broker.api import (api_versions, configs, create_partitions, create_topics, delete_records, delete_topics,
                         describe_cluster, describe_log_dirs, describe_producers, fetch, init_producer_id,
                         list_offsets, metadata, offset_for_leader_epoch, produce)
 from broker.api import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group,  # group coordinator
                         leave_group, list_groups, offset_commit, offset_delete, offset_fetch, sync_group)
+from broker.api import (allocate_producer_ids, alter_partition, alter_partition_reassignments,  # inter-broker
+                        controlled_shutdown, elect_leaders, leader_and_isr, list_partition_reassignments,
+                        stop_replica, update_features, update_metadata)
 from broker.api.registry import ApiRegistry
 from broker.protocol.api import ApiKey
 
 if TYPE_CHECKING:
     from broker.api.fetch_session import FetchSessionCache
     from broker.cluster.admin import AdminManager
+    from broker.cluster.controller import KafkaController
+    from broker.cluster.dynamic_config import DynamicConfigManager
     from broker.cluster.metadata_cache import MetadataCache
     from broker.config.dynamic import DynamicBrokerConfig
     from broker.coordinator.group.service import GroupCoordinator
@@ -39,6 +44,10 @@ class ApiServices:
     group_coordinator: "GroupCoordinator"
     producer_ids: "ProducerIdManager"
     fetch_sessions: "FetchSessionCache"
+    controller: "KafkaController"
+    dynamic_config: "DynamicConfigManager"
+    #: this broker's current epoch (czxid of its registration): controller requests for an older one are stale
+    broker_epoch: Callable[[], int]
 
 
 def build_registry(s: ApiServices) -> ApiRegistry:
@@ -56,13 +65,13 @@ def build_registry(s: ApiServices) -> ApiRegistry:
     mod(ApiKey.LIST_OFFSETS, list_offsets, replica_manager=rm)
     mod(ApiKey.METADATA, metadata, metadata=md, admin=s.admin, config=s.config)
     mod(ApiKey.API_VERSIONS, api_versions, registry=reg)
-    mod(ApiKey.CREATE_TOPICS, create_topics, admin=s.admin, config=s.config)
-    mod(ApiKey.DELETE_TOPICS, delete_topics, admin=s.admin, metadata=md)
+    mod(ApiKey.CREATE_TOPICS, create_topics, admin=s.admin, config=s.config, controller=s.controller)
+    mod(ApiKey.DELETE_TOPICS, delete_topics, admin=s.admin, metadata=md, controller=s.controller, config=s.config)
     mod(ApiKey.DELETE_RECORDS, delete_records, replica_manager=rm)
     mod(ApiKey.INIT_PRODUCER_ID, init_producer_id, producer_ids=s.producer_ids)
     mod(ApiKey.OFFSET_FOR_LEADER_EPOCH, offset_for_leader_epoch, replica_manager=rm)
     mod(ApiKey.DESCRIBE_LOG_DIRS, describe_log_dirs, replica_manager=rm, config=s.config)
-    mod(ApiKey.CREATE_PARTITIONS, create_partitions, admin=s.admin)
+    mod(ApiKey.CREATE_PARTITIONS, create_partitions, admin=s.admin, controller=s.controller)
     mod(ApiKey.DESCRIBE_CLUSTER, describe_cluster, metadata=md)
     mod(ApiKey.DESCRIBE_PRODUCERS, describe_producers, replica_manager=rm)
     # group coordinator (classic protocol)
@@ -77,6 +86,18 @@ def build_registry(s: ApiServices) -> ApiRegistry:
     mod(ApiKey.LIST_GROUPS, list_groups, coordinator=gc)
     mod(ApiKey.DELETE_GROUPS, delete_groups, coordinator=gc)
     mod(ApiKey.OFFSET_DELETE, offset_delete, coordinator=gc, metadata=md)
+    # inter-broker: controller -> broker
+    mod(ApiKey.LEADER_AND_ISR, leader_and_isr, replica_manager=rm, broker_epoch=s.broker_epoch,
+        topic_configs=s.dynamic_config)
+    mod(ApiKey.STOP_REPLICA, stop_replica, replica_manager=rm, broker_epoch=s.broker_epoch)
+    mod(ApiKey.UPDATE_METADATA, update_metadata, metadata=md, replica_manager=rm, broker_epoch=s.broker_epoch)
+    # inter-broker and admin: answered by the controller
+    for key, m in ((ApiKey.CONTROLLED_SHUTDOWN, controlled_shutdown), (ApiKey.ALTER_PARTITION, alter_partition),
+                   (ApiKey.ALLOCATE_PRODUCER_IDS, allocate_producer_ids), (ApiKey.ELECT_LEADERS, elect_leaders),
+                   (ApiKey.ALTER_PARTITION_REASSIGNMENTS, alter_partition_reassignments),
+                   (ApiKey.LIST_PARTITION_REASSIGNMENTS, list_partition_reassignments),
+                   (ApiKey.UPDATE_FEATURES, update_features)):
+        mod(key, m, controller=s.controller)
     cfg = dict(config=s.config, metadata=md, admin=s.admin)
     add(ApiKey.DESCRIBE_CONFIGS, configs.describe, configs.DESCRIBE_MIN, configs.DESCRIBE_MAX, **cfg)
     add(ApiKey.ALTER_CONFIGS, configs.alter, configs.ALTER_MIN, configs.ALTER_MAX, **cfg)

@@ -17,6 +17,7 @@ async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "Repli
     version = ctx.api_version
     rm = replica_manager
     isolation = getattr(request, "isolation_level", 0)
+    replica_id = request.replica_id  # a follower (>= 0) sees up to the LEO, a consumer (-1) up to the HW/LSO
     topics = []
     for t in request.topics:
         parts = []
@@ -26,13 +27,12 @@ async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "Repli
                      "timestamp": -1, "offset": -1, "leader_epoch": -1}
             part = rm.get_partition(tp)
             cle = getattr(p, "current_leader_epoch", -1)
-            if part is not None and cle >= 0 and rm.check_leader_epoch(part, cle):
-                entry["error_code"] = rm.check_leader_epoch(part, cle)
-            elif p.timestamp == EARLIEST_TIERED:
+            if p.timestamp == EARLIEST_TIERED and (part is None or not rm.check_leader_epoch(part, cle)):
                 # No tiered storage: Kafka answers offset -1 for the earliest tiered offset.
                 entry["error_code"] = 0 if part is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             else:
-                code, ts, offset, epoch = await rm.list_offset(tp, p.timestamp, isolation)
+                code, ts, offset, epoch = await rm.list_offset(tp, p.timestamp, isolation, replica_id=replica_id,
+                                                               current_leader_epoch=cle)
                 entry["error_code"] = code
                 if code == 0:
                     if version == 0:

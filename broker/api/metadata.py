@@ -15,6 +15,8 @@ if TYPE_CHECKING:
     from broker.config.dynamic import DynamicBrokerConfig
 
 MIN_VERSION, MAX_VERSION = 0, 12
+#: How long a Metadata request waits for a just-started broker's first UpdateMetadata.
+METADATA_WAIT_S = 5.0
 ZERO_UUID = uuid.UUID(int=0)
 
 
@@ -69,6 +71,8 @@ def topic_entry(metadata: "MetadataCache", name: Optional[str], version: int, in
 async def handle(ctx: "RequestContext", request: Any, *, metadata: "MetadataCache", admin: "AdminManager",
                  config: "DynamicBrokerConfig") -> dict:
     version = ctx.api_version
+    if not metadata.initialized:
+        await metadata.wait_initialized(METADATA_WAIT_S)
     include_ops = bool(getattr(request, "include_topic_authorized_operations", False))
     requested = request.topics
     topics: List[dict] = []

@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Dict, List, Tuple
 
+from broker.api.leader_hint import current_leader
 from broker.api.registry import CLOSE_CONNECTION
 from broker.errors import ErrorCode
 
@@ -75,10 +76,12 @@ async def handle(ctx: "RequestContext", request: Any, *,
             entries[tp] = buf
         order.append((topic.name, idxs))
 
-    appended = await replica_manager.append_records(acks, entries) if entries else {}
+    appended = (await replica_manager.append_records(acks, entries, timeout_ms=request.timeout_ms)
+                if entries else {})
 
     any_error = False
     responses = []
+    node_endpoints: Dict[int, dict] = {}
     for name, idxs in order:
         parts = []
         for idx in idxs:
@@ -93,6 +96,9 @@ async def handle(ctx: "RequestContext", request: Any, *,
                                       for i, m in r.record_errors],
                     "error_message": r.error_message if r.error_code else None,
                 })
+                if version >= 10 and r.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                    parts[-1]["current_leader"] = current_leader(tp, ctx.listener_name, replica_manager, metadata,
+                                                                 node_endpoints)
             else:
                 code, msg = results[tp]
                 any_error = True
@@ -102,4 +108,7 @@ async def handle(ctx: "RequestContext", request: Any, *,
     if acks == 0:
         # No response; on error Kafka closes the connection so the client notices.
         return CLOSE_CONNECTION if any_error else None
-    return {"responses": responses, "throttle_time_ms": 0}
+    out = {"responses": responses, "throttle_time_ms": 0}
+    if node_endpoints:
+        out["node_endpoints"] = list(node_endpoints.values())
+    return out

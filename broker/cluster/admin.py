@@ -1,19 +1,22 @@
 """Topic administration: create, delete, add partitions, alter configs (Kafka's ZkAdminManager role).
 
-Writes go to ZooKeeper in Kafka's layout; the broker's own view then follows from
-:class:`broker.cluster.zk_sync.ClusterSync`, which this module pokes so a client that
-created a topic sees it at once. All ZooKeeper calls run on worker threads.
+As in Kafka's ZooKeeper mode, this writes only what an operator's request asks for, in Kafka's znode
+layout: a new topic's replica assignment and config, a partition addition, a deletion marker under
+``/admin/delete_topics``. The controller reacts to those znodes (partition states, leaders,
+LeaderAndIsr, StopReplica) and announces the outcome with UpdateMetadata; requests that promise a
+result wait for it in this broker's metadata cache (CreateTopics until every partition has a leader,
+DeleteTopics until the topic is gone), up to the request's timeout, as Kafka's delayed topic
+operations do. All ZooKeeper calls run on the ZooKeeper executor.
 """
 from __future__ import annotations
 
-import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from broker.api.topic_names import invalid_topic_reason
-from broker.cluster.assignment import assign_replicas
+from broker.cluster.assignment import RackInfoMissingError, assign_replicas_to_brokers
 from broker.config.topic_defs import validate_topic_configs
 from broker.config.types import InvalidConfigError
 from broker.errors import ErrorCode
@@ -21,7 +24,6 @@ from broker.errors import ErrorCode
 if TYPE_CHECKING:
     from broker.cluster.dynamic_config import DynamicConfigManager
     from broker.cluster.metadata_cache import MetadataCache
-    from broker.cluster.zk_sync import ClusterSync
     from broker.config.dynamic import DynamicBrokerConfig
     from broker.util.executor import NamedExecutor
     from broker.zk.client import KafkaZkClient
@@ -48,13 +50,12 @@ class TopicResult:
 
 class AdminManager:
     def __init__(self, config: "DynamicBrokerConfig", metadata: "MetadataCache", zk: "KafkaZkClient",
-                 zk_calls: "NamedExecutor", sync: "ClusterSync", dynamic_config: "DynamicConfigManager") -> None:
+                 zk_calls: "NamedExecutor", dynamic_config: "DynamicConfigManager") -> None:
         self.config = config
         self.dynamic_config = dynamic_config
         self.metadata = metadata
         self.zk = zk
         self.zk_calls = zk_calls
-        self.sync = sync
 
     async def _zk(self, fn: Any, *args: Any) -> Any:
         return await self.zk_calls.run(fn, *args)
@@ -106,7 +107,11 @@ class AdminManager:
                 return TopicResult(name, ErrorCode.INVALID_REPLICATION_FACTOR,
                                    f"Replication factor: {replication_factor} larger than available brokers: "
                                    f"{len(live)}.")
-            plan = assign_replicas(live, num_partitions, replication_factor)
+            try:
+                plan = assign_replicas_to_brokers({b: self.metadata.brokers[b].rack for b in live}, num_partitions,
+                                                  replication_factor)
+            except RackInfoMissingError as exc:
+                return TopicResult(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc))
         try:
             validate_topic_configs(configs)
         except InvalidConfigError as exc:
@@ -117,16 +122,17 @@ class AdminManager:
 
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            assignments: List[Tuple[int, List[int]]], configs: Dict[str, Optional[str]],
-                           validate_only: bool) -> TopicResult:
+                           validate_only: bool, timeout_ms: int = 0) -> TopicResult:
+        """Validate, write the assignment and config; then wait up to ``timeout_ms`` for every partition's
+        leader to reach this broker's metadata (REQUEST_TIMED_OUT if it does not)."""
         r = self._plan(name, num_partitions, replication_factor, assignments, configs)
         if r.error_code or validate_only:
             return r
-        topic_id = uuid.uuid4()
-        while uuid_to_base64(topic_id).startswith("-"):  # Kafka never issues such ids
-            topic_id = uuid.uuid4()
+        topic_id = new_topic_id()
         clean = {k: v for k, v in configs.items() if v is not None}
         try:
-            await self._zk(self.zk.create_topic, name, r.plan, clean, uuid_to_base64(topic_id))  # type: ignore
+            await self._zk(self.zk.create_topic_assignment, name, r.plan, clean,  # type: ignore[attr-defined]
+                           uuid_to_base64(topic_id))
         except Exception as exc:
             if type(exc).__name__ in ("TopicExistsError", "NodeExistsError"):
                 return TopicResult(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
@@ -135,14 +141,20 @@ class AdminManager:
         r.topic_id = topic_id
         log.info("Created topic %s with %d partitions, replication factor %d, configs %s", name,
                  r.num_partitions, r.replication_factor, clean)
-        await self.sync.refresh_topic(name)
+        if timeout_ms > 0 and not await self.metadata.wait_until(
+                lambda: self.metadata.has_leaders(name, r.num_partitions), timeout_ms / 1000.0):
+            r.error_code = ErrorCode.REQUEST_TIMED_OUT
+            r.error_message = (f"Topic {name} was created, but its partitions had no leaders within "
+                               f"{timeout_ms} ms")
         return r
 
     async def auto_create_topic(self, name: str) -> int:
-        """Create ``name`` with the broker defaults; 0 or an error code (Metadata auto-create)."""
+        """Create ``name`` with the broker defaults (Metadata auto-create); 0 or an error code.
+
+        As in Kafka, the answer does not wait for leaders: the client sees LEADER_NOT_AVAILABLE and retries.
+        """
         r = await self.create_topic(name, -1, -1, [], {}, False)
         if r.error_code == ErrorCode.TOPIC_ALREADY_EXISTS:
-            await self.sync.refresh_topic(name)
             return 0
         if r.error_code == ErrorCode.INVALID_REPLICATION_FACTOR:
             return ErrorCode.LEADER_NOT_AVAILABLE
@@ -162,40 +174,36 @@ class AdminManager:
             log.warning("Cannot create %s yet: replication factor %d but only %d live brokers", name,
                         replication_factor, len(live))
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        plan = assign_replicas(live, num_partitions, replication_factor)
-        topic_id = uuid.uuid4()
-        while uuid_to_base64(topic_id).startswith("-"):
-            topic_id = uuid.uuid4()
         try:
-            await self._zk(self.zk.create_topic, name, plan, dict(configs), uuid_to_base64(topic_id))
+            plan = assign_replicas_to_brokers({b: self.metadata.brokers[b].rack for b in live}, num_partitions,
+                                              replication_factor)
+        except RackInfoMissingError as exc:
+            log.error("Cannot create %s: %s", name, exc)
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        try:
+            await self._zk(self.zk.create_topic_assignment, name, plan, dict(configs),  # type: ignore[attr-defined]
+                           uuid_to_base64(new_topic_id()))
             log.info("Created internal topic %s with %d partitions, replication factor %d", name,
                      num_partitions, replication_factor)
         except Exception as exc:
             if type(exc).__name__ not in ("TopicExistsError", "NodeExistsError"):
                 log.exception("Creating internal topic %s failed", name)
                 return ErrorCode.COORDINATOR_NOT_AVAILABLE
-        await self.sync.refresh_topic(name)
         return 0
 
     # --- delete ----------------------------------------------------------------------
     async def delete_topic(self, name: str, timeout_ms: int) -> Tuple[int, Optional[str]]:
-        if not self.config.get("delete.topic.enable"):
-            return ErrorCode.TOPIC_DELETION_DISABLED, "Topic deletion is disabled."
+        """Queue the deletion for the controller; wait up to ``timeout_ms`` until the topic left the metadata."""
         if self.metadata.topic(name) is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
         await self._zk(self.zk.mark_topic_for_deletion, name)
-        await self.sync.process_deletions()
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(timeout_ms, 0) / 1000.0
-        while self.metadata.topic(name) is not None:
-            if loop.time() >= deadline:
-                return ErrorCode.REQUEST_TIMED_OUT, f"Deletion of topic {name} did not finish in time"
-            await asyncio.sleep(0.02)
+        if not await self.metadata.wait_until(lambda: self.metadata.topic(name) is None, max(timeout_ms, 0) / 1000.0):
+            return ErrorCode.REQUEST_TIMED_OUT, f"Deletion of topic {name} did not finish in {timeout_ms} ms"
         return 0, None
 
     # --- partitions --------------------------------------------------------------------
     async def create_partitions(self, name: str, count: int, assignments: Optional[List[List[int]]],
-                                validate_only: bool) -> Tuple[int, Optional[str]]:
+                                validate_only: bool, timeout_ms: int = 0) -> Tuple[int, Optional[str]]:
         meta = self.metadata.topic(name)
         if meta is None:
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
@@ -221,11 +229,17 @@ class AdminManager:
             if rf > len(live):
                 return (ErrorCode.INVALID_REPLICATION_FACTOR,
                         f"Replication factor: {rf} larger than available brokers: {len(live)}.")
-            new = assign_replicas(live, count - current, rf, start_partition=current)
+            try:
+                new = assign_replicas_to_brokers({b: self.metadata.brokers[b].rack for b in live}, count - current,
+                                                 rf, start_partition=current)
+            except RackInfoMissingError as exc:
+                return ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc)
         if validate_only:
             return 0, None
-        await self._zk(self.zk.add_partitions, name, new)
-        await self.sync.refresh_topic(name)
+        await self._zk(self.zk.add_partitions_assignment, name, new)  # type: ignore[attr-defined]
+        if timeout_ms > 0 and not await self.metadata.wait_until(
+                lambda: self.metadata.has_leaders(name, count), timeout_ms / 1000.0):
+            return ErrorCode.REQUEST_TIMED_OUT, f"The new partitions of {name} had no leaders within {timeout_ms} ms"
         return 0, None
 
     # --- configs -----------------------------------------------------------------------
@@ -243,3 +257,11 @@ class AdminManager:
     async def set_broker_overrides(self, entity: str, configs: Dict[str, str]) -> None:
         """Replace ``/config/brokers/<entity>`` and announce it, so every broker reloads it."""
         await self._zk(self.zk.set_entity_config, "brokers", entity, configs)
+
+
+def new_topic_id() -> uuid.UUID:
+    """A random topic id whose text form does not start with '-' (Kafka never issues those)."""
+    topic_id = uuid.uuid4()
+    while uuid_to_base64(topic_id).startswith("-"):
+        topic_id = uuid.uuid4()
+    return topic_id

@@ -87,12 +87,20 @@ class MetadataCache:
         self.topics: Dict[str, TopicMeta] = {}
         self._by_id: Dict[uuid.UUID, str] = {}
         self._waiters: List[Tuple[Callable[[], bool], "asyncio.Future[bool]"]] = []
+        #: set by the first UpdateMetadata: before it, this broker knows nothing of the cluster
+        self.initialized = False
+
+    async def wait_initialized(self, timeout_s: float) -> bool:
+        """Wait (bounded) for the controller's first UpdateMetadata; a broker that just started has no view
+        of the cluster yet, and an empty broker list would make clients (librdkafka) back off for long."""
+        return await self.wait_until(lambda: self.initialized, timeout_s)
 
     # updates ------------------------------------------------------------------------
     def update_metadata(self, request: Any, api_version: int) -> List[TopicPartition]:
         """Apply an UpdateMetadata request (any version); returns the partitions it deleted."""
         self.controller_id = request.controller_id
         self.controller_epoch = request.controller_epoch
+        self.initialized = True
         brokers: Dict[int, BrokerMeta] = {}
         for b in request.live_brokers:
             if api_version == 0:

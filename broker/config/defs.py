@@ -24,6 +24,31 @@ CLEANUP_POLICIES = ("compact", "delete")
 DEFAULT_SECURITY_PROTOCOL_MAP = "SASL_SSL:SASL_SSL,PLAINTEXT:PLAINTEXT,SSL:SSL,SASL_PLAINTEXT:SASL_PLAINTEXT"
 
 
+def inter_broker_protocol_version(name: str, value: Any) -> None:
+    """Kafka's IBP forms ("3.9", "3.9-IV0", "2.6", "0.10.2-IV0"); anything else stops start-up."""
+    from broker.config.ibp import InterBrokerProtocolVersion
+    try:
+        InterBrokerProtocolVersion.parse(str(value))
+    except ValueError:
+        from broker.config.types import ConfigError
+        raise ConfigError(name, value, f"Version {value} is not a valid version") from None
+
+
+def required_acks(name: str, value: Any) -> None:
+    if value not in (-1, 1):
+        from broker.config.types import ConfigError
+        raise ConfigError(name, value, "must be -1 (all in-sync replicas) or 1")
+
+
+def replica_selector(name: str, value: Any) -> None:
+    """Only the selectors this broker implements; another class would silently change who serves reads."""
+    allowed = ("org.apache.kafka.common.replica.RackAwareReplicaSelector",
+               "org.apache.kafka.common.replica.LeaderSelector")
+    if value is not None and str(value).strip() not in allowed:
+        from broker.config.types import ConfigError
+        raise ConfigError(name, value, f"Unsupported replica selector; use one of {', '.join(allowed)}")
+
+
 @dataclass(frozen=True)
 class ConfigDef:
     """One broker key. `default` is already typed (None = Kafka's null default)."""
@@ -64,8 +89,9 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("zookeeper.max.in.flight.requests", T.INT, 10, H, "Pipelined ZooKeeper requests.", at_least(1),
               ignored=True),
     ConfigDef("zookeeper.set.acl", T.BOOLEAN, False, H, "Use secure ACLs on znodes.", ignored=True),
-    ConfigDef("inter.broker.protocol.version", T.STRING, "3.9-IV0", M, "Inter-broker protocol version.",
-              ignored=True),
+    ConfigDef("inter.broker.protocol.version", T.STRING, "3.9-IV0", M,
+              "Inter-broker protocol version: AlterPartition from 2.7, AllocateProducerIds from 3.0.",
+              inter_broker_protocol_version),
     ConfigDef("log.message.format.version", T.STRING, "3.0-IV1", M, "Deprecated in 3.x.", ignored=True),
     # --- topics
     ConfigDef("num.partitions", T.INT, 1, M, "Default partitions for auto-created topics.", at_least(1)),
@@ -94,8 +120,7 @@ _DEFS: list[ConfigDef] = [
               ignored=True),
     ConfigDef("num.io.threads", T.INT, 8, H, "Request handler threads.", at_least(1), CW, ignored=True),
     ConfigDef("background.threads", T.INT, 10, H, "Background threads.", at_least(1), CW, ignored=True),
-    ConfigDef("num.replica.fetchers", T.INT, 1, H, "Replica fetcher threads per source broker.", None, CW,
-              ignored=True),
+    ConfigDef("num.replica.fetchers", T.INT, 1, H, "Replica fetchers per source broker.", at_least(1), CW),
     ConfigDef("num.recovery.threads.per.data.dir", T.INT, 2, H, "Log recovery threads per log dir.", at_least(1),
               CW, ignored=True),
     ConfigDef("quota.window.num", T.INT, 11, L, "Samples kept for client quotas.", at_least(1)),
@@ -178,6 +203,11 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("replica.fetch.backoff.ms", T.INT, 1000, M, "Backoff after a replica fetch error.", at_least(0)),
     ConfigDef("replica.socket.timeout.ms", T.INT, 30000, H, "Replica fetch socket timeout."),
     ConfigDef("replica.high.watermark.checkpoint.interval.ms", T.LONG, 5000, H, "HW checkpoint interval."),
+    ConfigDef("replica.selector.class", T.STRING, None, M,
+              "Replica selector for fetch from follower (KIP-392): RackAwareReplicaSelector or LeaderSelector.",
+              replica_selector),
+    ConfigDef("controller.socket.timeout.ms", T.INT, 30000, M, "Timeout of controller-to-broker requests."),
+    ConfigDef("request.timeout.ms", T.INT, 30000, M, "Timeout of broker-to-controller requests."),
     ConfigDef("auto.leader.rebalance.enable", T.BOOLEAN, True, H, "Move leadership back to preferred replicas."),
     ConfigDef("leader.imbalance.check.interval.seconds", T.LONG, 300, H, "Preferred leader check interval.",
               at_least(1)),
@@ -199,7 +229,8 @@ _DEFS: list[ConfigDef] = [
               at_least(1)),
     ConfigDef("offsets.commit.timeout.ms", T.INT, 5000, H, "Offset commit replication wait.", at_least(1)),
     ConfigDef("offset.metadata.max.bytes", T.INT, 4096, H, "Largest metadata string of an offset commit."),
-    ConfigDef("offsets.commit.required.acks", T.SHORT, -1, H, "Deprecated.", ignored=True),
+    ConfigDef("offsets.commit.required.acks", T.SHORT, -1, H, "acks of offset commit appends (deprecated).",
+              required_acks),
     ConfigDef("group.initial.rebalance.delay.ms", T.INT, 3000, M, "Wait for more members on a new group."),
     ConfigDef("group.min.session.timeout.ms", T.INT, 6000, M, "Smallest session timeout allowed."),
     ConfigDef("group.max.session.timeout.ms", T.INT, 1800000, M, "Largest session timeout allowed."),

@@ -25,10 +25,13 @@ GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 
 class OffsetsTopicIO:
     def __init__(self, replica_manager: "ReplicaManager", loader: NamedExecutor,
-                 topic: str = GROUP_METADATA_TOPIC_NAME) -> None:
+                 topic: str = GROUP_METADATA_TOPIC_NAME, required_acks: int = -1, commit_timeout_ms: int = 5000) -> None:
         self.replica_manager = replica_manager
         self.loader = loader
         self.topic = topic
+        #: offsets.commit.required.acks / offsets.commit.timeout.ms: a commit is answered once replicated
+        self.required_acks = required_acks
+        self.commit_timeout_ms = commit_timeout_ms
 
     async def append(self, partition: int, records: Sequence[Tuple[bytes, Optional[bytes]]]) -> int:
         """Append ``(key, value)`` records (value None = tombstone); return the last offset written.
@@ -39,7 +42,8 @@ class OffsetsTopicIO:
         now = int(time.time() * 1000)
         batch = bytearray(build_batch([(k, v, [], now) for k, v in records]))
         tp = (self.topic, partition)
-        result = (await self.replica_manager.append_records(-1, {tp: batch}))[tp]
+        result = (await self.replica_manager.append_records(self.required_acks, {tp: batch},
+                                                            timeout_ms=self.commit_timeout_ms))[tp]
         if result.error_code:
             raise error_for_code(result.error_code)(result.error_message or "")
         return result.base_offset + len(records) - 1

@@ -1,45 +1,60 @@
-"""Partitions hosted by this broker: leadership, append, read, offsets (Kafka's ReplicaManager).
+"""Partitions hosted by this broker: leadership, append, read, offsets, replication (Kafka's ReplicaManager).
 
 The API handlers call in here with plain values (topic-partitions, record buffers, offsets);
-this module calls the storage layer on a worker thread, so no disk access runs on the event
-loop. Partition state carries what replication needs (leader epoch, replicas, ISR, LEO,
-high watermark); with one replica in the ISR the high watermark follows the log end offset.
+this module calls the storage layer on worker threads (``run_io``; one partition's appends and
+truncations always on one thread), so no disk access runs on the event loop.
+
+Replication, as Kafka 3.9 does it in ZooKeeper mode:
+- LeaderAndIsr (:meth:`become_leader_or_follower`) makes partitions leaders or followers; followers
+  are handed to the :class:`~broker.replica.fetcher.ReplicaFetcherManager`, which fetches from the
+  leader with Fetch requests carrying a replica id.
+- A follower's Fetch (``replica_id >= 0``) reads up to the LEO and records the follower's position
+  (:meth:`Partition.update_follower_fetch_state`), which may expand the ISR and advance the high
+  watermark; an acks=-1 produce waits (:class:`~broker.replica.delayed.DelayedProduce`) until the
+  HW passes its records, and completes in the same loop turn as the fetch that advanced it.
+- Two fetch purgatories: ``purgatory`` wakes follower fetches on every append (LEO moved),
+  ``hw_purgatory`` wakes consumer fetches when the HW moves (or on a follower, when the fetcher
+  raised the local HW for KIP-392 follower reads).
+- ISR shrinks are checked every replica.lag.time.max.ms / 2; the HW is checkpointed every
+  replica.high.watermark.checkpoint.interval.ms.
+
+Loop affinity: every method runs on the event loop; disk work goes through ``run_io``.
 """
 from __future__ import annotations
 
 import asyncio
+import base64
+import inspect
 import logging
 import time
+import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
-from broker.errors import ErrorCode
+from broker.errors import ErrorCode, error_for_code
+from broker.replica.config import ReplicaConfig
+from broker.replica.delayed import (DelayedDeleteRecords, DelayedProduce, DeleteRecordsStatus, OperationPurgatory,
+                                    ProduceStatus)
 from broker.replica.errors import error_code_for
+from broker.replica.fetcher import InitialFetchState, ReplicaFetcherManager
 from broker.replica.io_workers import IoWorkers
+from broker.replica.partition import (EPOCH_DURING_DELETE, NO_EPOCH, AlterPartitionSubmitter,
+                                      LeaderAndIsrPartitionState, Partition)
 from broker.replica.purgatory import FetchPurgatory
+from broker.util.broker_channel import BrokerChannelFactory, BrokerNode
 
 log = logging.getLogger(__name__)
 
 TopicPartition = Tuple[str, int]
+ZERO_UUID = uuid.UUID(int=0)
+CONSUMER_REPLICA_ID = -1
+DEBUGGING_REPLICA_ID = -2
+LATEST_TIMESTAMP = -1
+EARLIEST_TIMESTAMP = -2
+EARLIEST_LOCAL_TIMESTAMP = -4
 
-
-@dataclass
-class Partition:
-    """One hosted partition and its replication state."""
-
-    topic: str
-    partition: int
-    topic_id: Any
-    log: Any  # broker.storage.log.Log
-    leader_id: int = -1
-    leader_epoch: int = 0
-    replicas: Tuple[int, ...] = ()
-    isr: Tuple[int, ...] = ()
-    min_insync_replicas: int = 1
-
-    @property
-    def tp(self) -> TopicPartition:
-        return (self.topic, self.partition)
+__all__ = ["ReplicaManager", "Partition", "LeaderAndIsrPartitionState", "ProduceResult", "ReadResult",
+           "FetchPartitionInfo", "ClientMetadata", "fetch_request_replica", "ReplicaConfig"]
 
 
 @dataclass
@@ -50,6 +65,7 @@ class ProduceResult:
     log_start_offset: int = -1
     record_errors: List[Tuple[int, Optional[str]]] = field(default_factory=list)
     error_message: Optional[str] = None
+    last_offset: int = -1
 
 
 @dataclass
@@ -61,228 +77,901 @@ class ReadResult:
     records: Any = None  # FileSlice | bytes | None
     size: int = 0
     log_end_offset: int = -1
+    #: (epoch, end offset) when the fetcher's last fetched epoch diverges from this log (Fetch v12+)
+    diverging_epoch: Optional[Tuple[int, int]] = None
+    #: KIP-392: the replica the consumer should fetch from instead (-1 = none)
+    preferred_read_replica: int = -1
+
+
+@dataclass
+class FetchPartitionInfo:
+    """One partition of a Fetch request (Kafka's FetchRequest.PartitionData)."""
+
+    fetch_offset: int
+    max_bytes: int
+    current_leader_epoch: int = -1
+    last_fetched_epoch: int = -1
+    log_start_offset: int = -1
+    topic_id: Optional[uuid.UUID] = None
+
+
+class ClientMetadata(NamedTuple):
+    """A consumer's Fetch v11+ metadata: enables follower reads and the replica selector (KIP-392)."""
+
+    rack_id: str = ""
+    client_id: str = ""
+
+
+FetchRead = Union[Tuple[TopicPartition, int, int], Tuple[TopicPartition, FetchPartitionInfo]]
+
+
+def fetch_request_replica(request: Any, api_version: int) -> Tuple[int, int]:
+    """(replica_id, replica_epoch) of a decoded Fetch request: v15+ carries them in ``replica_state``."""
+    if api_version >= 15:
+        st = getattr(request, "replica_state", None)
+        if st is not None:
+            return int(st.replica_id), int(st.replica_epoch)
+        return CONSUMER_REPLICA_ID, -1
+    return int(getattr(request, "replica_id", CONSUMER_REPLICA_ID)), -1
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+def _topic_id_str(topic_id: Any) -> Optional[str]:
+    """partition.metadata wants the base64url form Kafka writes."""
+    if topic_id is None:
+        return None
+    if isinstance(topic_id, uuid.UUID):
+        if topic_id == ZERO_UUID:
+            return None
+        return base64.urlsafe_b64encode(topic_id.bytes).rstrip(b"=").decode("ascii")
+    return str(topic_id)
+
+
+def _parse_topic_id(text: Optional[str]) -> Optional[uuid.UUID]:
+    if not text:
+        return None
+    try:
+        if len(text) == 22:
+            return uuid.UUID(bytes=base64.urlsafe_b64decode(text + "=="))
+        return uuid.UUID(text)
+    except (ValueError, TypeError):
+        return None
+
+
+@dataclass
+class _ReadJob:
+    tp: TopicPartition
+    log: Any
+    fetch_offset: int
+    max_bytes: int
+    upper: str  # "leo" | "hw" | "lso"
+    last_fetched_epoch: int
 
 
 class ReplicaManager:
-    """Owns :class:`Partition` objects and the thread pool that touches their logs."""
+    """Owns :class:`Partition` objects, their replication, and the threads that touch their logs."""
 
-    def __init__(self, broker_id: int, log_manager: Any, io_threads: int = 4) -> None:
+    def __init__(self, broker_id: int, log_manager: Any, io_threads: int = 4, *,
+                 config: Optional[ReplicaConfig] = None,
+                 clock: Optional[Callable[[], int]] = None,
+                 alter_partition_manager: Optional[AlterPartitionSubmitter] = None,
+                 channel_factory: Optional[BrokerChannelFactory] = None,
+                 broker_epoch: Optional[Callable[[], int]] = None,
+                 is_broker_alive: Optional[Callable[[int], bool]] = None,
+                 broker_node: Optional[Callable[[int], Optional[BrokerNode]]] = None,
+                 broker_rack: Optional[Callable[[int], Optional[str]]] = None,
+                 metadata_has_partition: Optional[Callable[[TopicPartition], bool]] = None) -> None:
+        """
+        ``clock``: milliseconds (replica lag bookkeeping). ``broker_epoch``: this broker's epoch (czxid of its
+        registration). ``is_broker_alive`` / ``broker_node`` / ``broker_rack``: the metadata cache's view of
+        other brokers. ``metadata_has_partition``: whether the cluster knows a partition this broker does not
+        host (Kafka then answers NOT_LEADER_OR_FOLLOWER instead of UNKNOWN_TOPIC_OR_PARTITION).
+        ``channel_factory`` builds the replica fetchers' channels (no fetcher manager without it).
+        """
         self.broker_id = broker_id
         self.log_manager = log_manager
+        self.config = config if config is not None else ReplicaConfig()
+        self._clock = clock if clock is not None else _now_ms
+        self.alter_partition_manager = alter_partition_manager
+        self._broker_epoch = broker_epoch if broker_epoch is not None else (lambda: -1)
+        self._is_broker_alive = is_broker_alive if is_broker_alive is not None else (lambda _b: True)
+        self._broker_node = broker_node if broker_node is not None else (lambda _b: None)
+        self._broker_rack = broker_rack if broker_rack is not None else (lambda _b: None)
+        self._metadata_has_partition = metadata_has_partition
         self.partitions: Dict[TopicPartition, Partition] = {}
+        #: follower fetches wait here; woken by appends (the leader's LEO moved)
         self.purgatory = FetchPurgatory()
+        #: consumer fetches wait here; woken when the HW (or LSO) moves
+        self.hw_purgatory = FetchPurgatory()
+        self.produce_purgatory = OperationPurgatory()
+        self.delete_records_purgatory = OperationPurgatory()
+        self.controller_epoch = 0
+        self.leadership_listeners: List[Any] = []
+        self.is_shutting_down = False
+        self._state_lock: Optional[asyncio.Lock] = None
+        self._tasks: List["asyncio.Task[None]"] = []
         self._workers = IoWorkers(io_threads)
+        self.fetcher_manager: Optional[ReplicaFetcherManager] = None
+        if channel_factory is not None:
+            self.fetcher_manager = ReplicaFetcherManager(broker_id, self._broker_epoch, channel_factory, self,
+                                                         self.config)
 
     # --- threading helper ----------------------------------------------------------
     async def run_io(self, fn: Callable[..., Any], *args: Any, key: Any = None) -> Any:
         """Run blocking (disk) work on a worker thread; same ``key``, same thread."""
         return await self._workers.submit(fn, *args, key=key)
 
+    @property
+    def state_lock(self) -> asyncio.Lock:
+        """Serializes LeaderAndIsr / StopReplica handling (Kafka's replicaStateChangeLock)."""
+        if self._state_lock is None:
+            self._state_lock = asyncio.Lock()
+        return self._state_lock
+
+    def now_ms(self) -> int:
+        return self._clock()
+
+    # --- lifecycle -----------------------------------------------------------------
+    def startup(self) -> None:
+        """Start the ISR expiration and high watermark checkpoint loops (call on the event loop)."""
+        loop = asyncio.get_running_loop()
+        self._tasks.append(loop.create_task(self._periodic(self.config.replica_lag_time_max_ms / 2,
+                                                           self._shrink_isr_tick, "isr-expiration")))
+        self._tasks.append(loop.create_task(self._periodic(self.config.replica_high_watermark_checkpoint_interval_ms,
+                                                           self.checkpoint_high_watermarks, "highwatermark-checkpoint")))
+
+    async def _periodic(self, interval_ms: float, fn: Callable[[], Any], name: str) -> None:
+        while True:
+            await asyncio.sleep(max(interval_ms, 1) / 1000.0)
+            try:
+                r = fn()
+                if inspect.isawaitable(r):
+                    await r
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("Periodic task %s failed", name)
+
+    async def stop(self) -> None:
+        """Stop fetchers, periodic tasks and the AlterPartition manager; checkpoint HWs (before the log manager
+        shuts down)."""
+        self.is_shutting_down = True
+        for t in self._tasks:
+            t.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.shutdown()
+        shutdown = getattr(self.alter_partition_manager, "shutdown", None)
+        if shutdown is not None:
+            r = shutdown()
+            if inspect.isawaitable(r):
+                await r
+        try:
+            await self.checkpoint_high_watermarks()
+        except Exception:
+            log.exception("Final high watermark checkpoint failed")
+
     def shutdown(self) -> None:
+        """Stop the I/O worker threads (after :meth:`stop` and the log manager's shutdown)."""
         self._workers.shutdown()
 
-    # --- leadership ----------------------------------------------------------------
+    def add_leadership_listener(self, listener: Any) -> None:
+        """``listener.on_become_leader(topic, partition)`` / ``on_resign(topic, partition)`` (sync or async)
+        are called after LeaderAndIsr made this broker the leader of a partition / a follower in a new leader
+        epoch, and (on_resign) when StopReplica deleted a partition (the group coordinator loads/unloads
+        ``__consumer_offsets`` partitions there, as Kafka's onLeadershipChange / StopReplica handling do)."""
+        self.leadership_listeners.append(listener)
+
+    async def _notify(self, method: str, tps: Iterable[TopicPartition]) -> None:
+        for tp in tps:
+            for listener in list(self.leadership_listeners):
+                fn = getattr(listener, method, None)
+                if fn is None:
+                    continue
+                try:
+                    r = fn(tp[0], tp[1])
+                    if inspect.isawaitable(r):
+                        await r
+                except Exception:
+                    log.exception("Leadership listener %s.%s failed for %s-%d", type(listener).__name__, method, *tp)
+
+    # --- partitions ----------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Optional[Partition]:
         return self.partitions.get(tp)
 
+    def _missing_partition_error(self, tp: TopicPartition) -> int:
+        if self._metadata_has_partition is not None and self._metadata_has_partition(tp):
+            return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+    def _new_partition(self, topic: str, partition: int) -> Partition:
+        return Partition(topic, partition, self.broker_id, replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+                         clock=self._clock, alter_partition_manager=self.alter_partition_manager,
+                         is_broker_alive=self._is_broker_alive, on_delayed_check=self.try_complete_delayed,
+                         alter_partition_retry_backoff_ms=self.config.alter_partition_retry_backoff_ms)
+
+    def _ensure_log(self, topic: str, partition: int, log_config: Any, topic_id: Optional[uuid.UUID]
+                    ) -> Tuple[Any, Optional[uuid.UUID]]:
+        """(log, topic id stored in partition.metadata); runs on a worker. A log without one gets ours."""
+        from broker.storage.checkpoints import read_partition_metadata, write_partition_metadata
+        plog = self.log_manager.get_or_create_log(topic, partition, log_config, _topic_id_str(topic_id))
+        try:
+            stored = _parse_topic_id(read_partition_metadata(plog.dir))
+        except ValueError:
+            stored = None
+        if stored is None and topic_id is not None and topic_id != ZERO_UUID:
+            write_partition_metadata(plog.dir, _topic_id_str(topic_id))  # type: ignore[arg-type]
+            stored = topic_id
+        return plog, stored
+
+    def try_complete_delayed(self, tp: TopicPartition) -> None:
+        """The HW or low watermark of ``tp`` moved, or its leadership changed: complete what waits on it."""
+        self.produce_purgatory.check_and_complete(tp)
+        self.hw_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
+
+    def _complete_delayed_fetch_and_produce(self, tp: TopicPartition) -> None:
+        self.produce_purgatory.check_and_complete(tp)
+        self.purgatory.check_and_complete(tp)
+        self.hw_purgatory.check_and_complete(tp)
+        self.delete_records_purgatory.check_and_complete(tp)
+
+    def on_follower_high_watermark_advanced(self, tp: TopicPartition) -> None:
+        """Called by the replica fetcher: consumers reading from this follower (KIP-392) may proceed."""
+        self.hw_purgatory.check_and_complete(tp)
+
+    # --- LeaderAndIsr --------------------------------------------------------------
+    async def become_leader_or_follower(self, controller_id: int, controller_epoch: int,
+                                        states: Sequence[LeaderAndIsrPartitionState],
+                                        topic_ids: Dict[str, uuid.UUID],
+                                        live_leaders: Dict[int, BrokerNode],
+                                        log_config_for: Callable[[str], Awaitable[Any]]
+                                        ) -> Tuple[int, Dict[TopicPartition, int]]:
+        """Apply a LeaderAndIsr request; (top-level error, per-partition errors).
+
+        A request from an older controller epoch: STALE_CONTROLLER_EPOCH. Per partition: a leader
+        epoch above ours is applied; an equal one is ignored (STALE_CONTROLLER_EPOCH, Kafka's answer)
+        and a smaller one too (STALE_CONTROLLER_EPOCH); a topic id other than the log's gives
+        INCONSISTENT_TOPIC_ID; a partition whose replicas do not include us, UNKNOWN_TOPIC_OR_PARTITION.
+        The caller checks the broker epoch (STALE_BROKER_EPOCH) before calling.
+        """
+        async with self.state_lock:
+            if controller_epoch < self.controller_epoch:
+                log.warning("Ignoring LeaderAndIsr from controller %d with epoch %d: latest known controller "
+                            "epoch is %d", controller_id, controller_epoch, self.controller_epoch)
+                code = int(ErrorCode.STALE_CONTROLLER_EPOCH)
+                return code, {st.tp: code for st in states}
+            self.controller_epoch = controller_epoch
+            log.info("Handling LeaderAndIsr from controller %d epoch %d for %d partitions", controller_id,
+                     controller_epoch, len(states))
+
+            def tid(topic: str) -> Optional[uuid.UUID]:
+                u = topic_ids.get(topic)
+                return None if u is None or u == ZERO_UUID else u
+
+            responses: Dict[TopicPartition, int] = {}
+            accepted: List[Tuple[Partition, LeaderAndIsrPartitionState, bool]] = []
+            for st in states:
+                tp = st.tp
+                p = self.partitions.get(tp)
+                created = p is None
+                if p is None:
+                    p = self._new_partition(*tp)
+                req_tid = tid(st.topic)
+                if req_tid is not None and p.topic_id is not None and p.topic_id != req_tid:
+                    log.error("Topic id %s of %s-%d does not match the LeaderAndIsr topic id %s", p.topic_id, *tp,
+                              req_tid)
+                    responses[tp] = int(ErrorCode.INCONSISTENT_TOPIC_ID)
+                elif st.leader_epoch > p.leader_epoch:
+                    if self.broker_id in st.replicas:
+                        accepted.append((p, st, created))
+                    else:
+                        log.warning("Ignoring LeaderAndIsr for %s-%d: broker %d is not in its replicas %s", *tp,
+                                    self.broker_id, st.replicas)
+                        responses[tp] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                else:
+                    if st.leader_epoch < p.leader_epoch:
+                        log.warning("Ignoring LeaderAndIsr for %s-%d: leader epoch %d is smaller than the current %d",
+                                    *tp, st.leader_epoch, p.leader_epoch)
+                    else:
+                        log.info("Ignoring LeaderAndIsr for %s-%d: leader epoch %d matches the current one", *tp,
+                                 st.leader_epoch)
+                    responses[tp] = int(ErrorCode.STALE_CONTROLLER_EPOCH)
+
+            # Create (or open) the logs, each on its partition's worker.
+            async def ensure(p: Partition, st: LeaderAndIsrPartitionState) -> Optional[int]:
+                if p.log is not None:
+                    return None
+                try:
+                    cfg = await log_config_for(st.topic)
+                    plog, stored = await self.run_io(self._ensure_log, st.topic, st.partition_index, cfg,
+                                                     tid(st.topic), key=p.tp)
+                except Exception as exc:
+                    log.error("Cannot create the log of %s-%d: %s", *p.tp, exc)
+                    return int(ErrorCode.KAFKA_STORAGE_ERROR)
+                req_tid = tid(st.topic)
+                if req_tid is not None and stored is not None and stored != req_tid:
+                    log.error("Topic id %s in the log of %s-%d does not match the LeaderAndIsr topic id %s", stored,
+                              *p.tp, req_tid)
+                    return int(ErrorCode.INCONSISTENT_TOPIC_ID)
+                p.log = plog
+                p.topic_id = stored or req_tid
+                return None
+
+            errs = await asyncio.gather(*(ensure(p, st) for p, st, _ in accepted))
+            leaders: List[Tuple[Partition, LeaderAndIsrPartitionState]] = []
+            followers: List[Tuple[Partition, LeaderAndIsrPartitionState]] = []
+            for (p, st, created), err in zip(accepted, errs):
+                if err is not None:
+                    responses[p.tp] = err
+                    continue
+                if created:
+                    # Hosted only once its log exists (everything reading ``partitions`` may use ``p.log``).
+                    self.partitions[p.tp] = p
+                responses[p.tp] = 0
+                (leaders if st.leader == self.broker_id else followers).append((p, st))
+
+            became_leaders = await self._make_leaders(leaders, tid, responses) if leaders else []
+            became_followers = await self._make_followers(followers, tid, live_leaders) if followers else []
+            if self.fetcher_manager is not None:
+                await self.fetcher_manager.shutdown_idle_fetchers()
+            await self._notify("on_become_leader", became_leaders)
+            await self._notify("on_resign", became_followers)
+            return 0, responses
+
+    async def _make_leaders(self, items: List[Tuple[Partition, LeaderAndIsrPartitionState]],
+                            tid: Callable[[str], Optional[uuid.UUID]],
+                            responses: Dict[TopicPartition, int]) -> List[TopicPartition]:
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.remove_fetcher_for_partitions([p.tp for p, _ in items])
+        loop = asyncio.get_running_loop()
+        for p, _ in items:
+            if p.transition is None:
+                p.transition = loop.create_future()
+
+        async def one(p: Partition, st: LeaderAndIsrPartitionState) -> bool:
+            try:
+                start = None
+                if st.leader_epoch > p.leader_epoch:
+                    # Record the epoch start in the log after every append queued before this point.
+                    start = await self.run_io(_assign_epoch_start, p.log, st.leader_epoch, key=p.tp)
+                return p.make_leader(st, tid(st.topic), self._clock(), start)
+            finally:
+                fut, p.transition = p.transition, None
+                if fut is not None and not fut.done():
+                    fut.set_result(None)
+
+        results = await asyncio.gather(*(one(p, st) for p, st in items), return_exceptions=True)
+        became = []
+        for (p, _), r in zip(items, results):
+            if isinstance(r, BaseException):
+                log.error("Become-leader of %s-%d failed: %r", *p.tp, r)
+                responses[p.tp] = error_code_for(r) if isinstance(r, Exception) else int(ErrorCode.UNKNOWN_SERVER_ERROR)
+                continue
+            # Parked fetches/produces re-check against the new epoch.
+            self._complete_delayed_fetch_and_produce(p.tp)
+            if r:
+                became.append(p.tp)
+        return became
+
+    async def _make_followers(self, items: List[Tuple[Partition, LeaderAndIsrPartitionState]],
+                              tid: Callable[[str], Optional[uuid.UUID]],
+                              live_leaders: Dict[int, BrokerNode]) -> List[TopicPartition]:
+        changed: List[Tuple[Partition, LeaderAndIsrPartitionState, BrokerNode]] = []
+        for p, st in items:
+            node = (live_leaders.get(st.leader) or self._broker_node(st.leader)) if st.leader >= 0 else None
+            if node is None:
+                log.error("Cannot become a follower of %s-%d: its new leader %d is unavailable", *p.tp, st.leader)
+                continue
+            if p.make_follower(st, tid(st.topic)):
+                changed.append((p, st, node))
+        if self.fetcher_manager is not None and changed:
+            await self.fetcher_manager.remove_fetcher_for_partitions([p.tp for p, _, _ in changed])
+        for p, _, _ in changed:
+            self._complete_delayed_fetch_and_produce(p.tp)
+        if self.fetcher_manager is not None and changed and not self.is_shutting_down:
+            initial = {}
+            for p, _, node in changed:
+                initial[p.tp] = InitialFetchState(p.topic_id, node, p.leader_epoch, self._initial_fetch_offset(p.log))
+            await self.fetcher_manager.add_fetcher_for_partitions(initial)
+        return [p.tp for p, _, _ in changed]
+
+    def _initial_fetch_offset(self, plog: Any) -> int:
+        """From IBP 2.7 a follower with leader epochs starts at its LEO (the leader reports divergence);
+        otherwise at its HW (it truncates there first)."""
+        if self.config.truncation_on_fetch and plog.latest_epoch is not None:
+            return plog.log_end_offset
+        return plog.high_watermark
+
+    # --- StopReplica ---------------------------------------------------------------
+    async def stop_replicas(self, controller_id: int, controller_epoch: int,
+                            partitions: Dict[TopicPartition, Tuple[int, bool]]
+                            ) -> Tuple[int, Dict[TopicPartition, int]]:
+        """Apply a StopReplica request: {tp: (leader_epoch, delete)} -> (top-level error, per-partition errors).
+
+        A leader epoch below ours gives FENCED_LEADER_EPOCH; -2 (deletion) and -1 (not sent) always pass.
+        Without delete the partition stays hosted (only its fetcher stops), as Kafka does.
+        """
+        async with self.state_lock:
+            if controller_epoch < self.controller_epoch:
+                log.warning("Ignoring StopReplica from controller %d with epoch %d: latest known controller epoch "
+                            "is %d", controller_id, controller_epoch, self.controller_epoch)
+                return int(ErrorCode.STALE_CONTROLLER_EPOCH), {}
+            self.controller_epoch = controller_epoch
+            responses: Dict[TopicPartition, int] = {}
+            to_stop: List[Tuple[TopicPartition, bool]] = []
+            for tp, (epoch, delete) in partitions.items():
+                p = self.partitions.get(tp)
+                if p is not None and not (epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or epoch >= p.leader_epoch):
+                    log.warning("Ignoring StopReplica for %s-%d: leader epoch %d is smaller than the current %d", *tp,
+                                epoch, p.leader_epoch)
+                    responses[tp] = int(ErrorCode.FENCED_LEADER_EPOCH)
+                    continue
+                to_stop.append((tp, delete))
+                responses[tp] = 0
+            responses.update(await self._stop_partitions(to_stop))
+            return 0, responses
+
+    async def _stop_partitions(self, to_stop: List[Tuple[TopicPartition, bool]]) -> Dict[TopicPartition, int]:
+        if self.fetcher_manager is not None and to_stop:
+            await self.fetcher_manager.remove_fetcher_for_partitions([tp for tp, _ in to_stop])
+        deleted: List[TopicPartition] = []
+        for tp, delete in to_stop:
+            p = self.partitions.get(tp)
+            if delete:
+                if p is not None:
+                    del self.partitions[tp]
+                    p.delete()
+                deleted.append(tp)
+            # If we led it, requests may be waiting: complete them now rather than let them time out.
+            self._complete_delayed_fetch_and_produce(tp)
+        await self._notify("on_resign", deleted)
+        errors: Dict[TopicPartition, int] = {}
+        for tp in deleted:
+            try:
+                await self.run_io(self.log_manager.delete_log, tp[0], tp[1], key=tp)
+            except Exception as exc:
+                log.error("Deleting the log of %s-%d failed: %s", *tp, exc)
+                errors[tp] = error_code_for(exc)
+        return errors
+
+    async def stop_replica(self, topic: str, partition: int, delete: bool) -> None:
+        """Legacy single-broker path: stop hosting ``topic-partition`` (and delete its log if asked)."""
+        tp = (topic, partition)
+        p = self.partitions.pop(tp, None)
+        if p is not None:
+            p.delete()
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.remove_fetcher_for_partitions([tp])
+        if delete:
+            await self.run_io(self.log_manager.delete_log, topic, partition, key=tp)
+        self._complete_delayed_fetch_and_produce(tp)
+
+    # --- legacy leadership (single broker, ZooKeeper state read directly) -------------
     async def make_leader(self, topic: str, partition: int, topic_id: Any, leader_epoch: int,
                           replicas: Iterable[int], isr: Iterable[int], log_config: Any,
                           min_insync_replicas: int = 1) -> Partition:
-        """Host ``topic-partition`` as its leader (creating the log on first use)."""
+        """Host ``topic-partition`` as its leader (creating the log on first use); same epoch = refresh."""
         tp = (topic, partition)
+        tid = topic_id if isinstance(topic_id, uuid.UUID) else _parse_topic_id(topic_id)
         p = self.partitions.get(tp)
         if p is None:
-            plog = await self.run_io(self.log_manager.get_or_create_log, topic, partition, log_config, topic_id)
-            p = Partition(topic, partition, topic_id, plog)
-            self.partitions[tp] = p
-        p.leader_id = self.broker_id
-        p.replicas = tuple(replicas)
-        p.isr = tuple(isr)
-        p.min_insync_replicas = min_insync_replicas
-        if leader_epoch != p.leader_epoch or p.log.high_watermark < p.log.log_end_offset:
-            p.leader_epoch = leader_epoch
-            await self.run_io(self._on_become_leader, p)
+            plog, stored = await self.run_io(self._ensure_log, topic, partition, log_config, tid, key=tp)
+            p = self.partitions.get(tp)
+            if p is None:
+                p = self._new_partition(topic, partition)
+                p.log, p.topic_id = plog, stored or tid
+                self.partitions[tp] = p
+        p.min_isr_override = min_insync_replicas
+        st = LeaderAndIsrPartitionState(topic, partition, self.controller_epoch, self.broker_id, leader_epoch,
+                                        list(isr), max(p.partition_epoch, 0), list(replicas))
+        if leader_epoch < p.leader_epoch:
+            return p
+        if self.fetcher_manager is not None:
+            await self.fetcher_manager.remove_fetcher_for_partitions([tp])
+        start = None
+        if leader_epoch > p.leader_epoch or not p.is_leader:
+            start = await self.run_io(_assign_epoch_start, p.log, leader_epoch, key=tp)
+            if leader_epoch == p.leader_epoch:
+                p.leader_epoch -= 1  # same epoch, new leadership: restart the epoch bookkeeping
+        p.make_leader(st, tid, self._clock(), start)
+        self._complete_delayed_fetch_and_produce(tp)
         return p
-
-    def _on_become_leader(self, p: Partition) -> None:
-        assign = getattr(p.log, "assign_epoch_start_offset", None)
-        if assign is not None:
-            assign(p.leader_epoch, p.log.log_end_offset)
-        self._maybe_advance_hw(p)
-
-    def _maybe_advance_hw(self, p: Partition) -> None:
-        # With only this broker in the ISR, everything written is replicated.
-        if p.isr == (self.broker_id,) or len(p.isr) <= 1:
-            if p.log.high_watermark != p.log.log_end_offset:
-                p.log.update_high_watermark(p.log.log_end_offset)
-
-    async def stop_replica(self, topic: str, partition: int, delete: bool) -> None:
-        """Stop hosting ``topic-partition``; its log is deleted or stays open in the log manager."""
-        self.partitions.pop((topic, partition), None)
-        if delete:
-            await self.run_io(self.log_manager.delete_log, topic, partition)
-        self.purgatory.check_and_complete((topic, partition))
 
     def update_config(self, topic: str, log_config: Any) -> None:
         """Apply a topic's new effective config (AlterConfigs, dynamic broker defaults) to its logs."""
         for (t, _), p in self.partitions.items():
-            if t == topic:
+            if t == topic and p.log is not None:
                 p.log.update_config(log_config)
 
     # --- produce -------------------------------------------------------------------
-    async def append_records(self, acks: int, entries: Dict[TopicPartition, Any]) -> Dict[TopicPartition, ProduceResult]:
-        """Append each partition's (validated-here) record buffer as leader; one worker-thread hop."""
+    async def append_records(self, acks: int, entries: Dict[TopicPartition, Any], timeout_ms: int = 30000
+                             ) -> Dict[TopicPartition, ProduceResult]:
+        """Append each partition's record buffer as leader; with acks=-1 wait for the ISR (DelayedProduce).
+
+        ``timeout_ms`` is the Produce request's timeout: partitions not replicated by then answer
+        REQUEST_TIMED_OUT. NOT_ENOUGH_REPLICAS if the ISR is below min.insync.replicas before the
+        append, NOT_ENOUGH_REPLICAS_AFTER_APPEND if it fell below while waiting.
+        """
+        if acks not in (0, 1, -1):
+            return {tp: ProduceResult(int(ErrorCode.INVALID_REQUIRED_ACKS)) for tp in entries}
+        for tp in entries:
+            p = self.partitions.get(tp)
+            while p is not None and p.transition is not None:
+                await asyncio.shield(p.transition)
+                p = self.partitions.get(tp)
         results: Dict[TopicPartition, ProduceResult] = {}
-        work: List[Tuple[Partition, Any]] = []
+        work: List[Tuple[Partition, Any, int]] = []
         for tp, buf in entries.items():
             p = self.partitions.get(tp)
-            if p is None:
-                results[tp] = ProduceResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            elif p.leader_id != self.broker_id:
-                results[tp] = ProduceResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            elif acks == -1 and len(p.isr) < p.min_insync_replicas:
-                results[tp] = ProduceResult(ErrorCode.NOT_ENOUGH_REPLICAS)
+            if p is None or p.log is None:
+                results[tp] = ProduceResult(self._missing_partition_error(tp))
+            elif not p.is_leader:
+                results[tp] = ProduceResult(int(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+            elif acks == -1 and len(p.isr) < p.effective_min_isr():
+                results[tp] = ProduceResult(
+                    int(ErrorCode.NOT_ENOUGH_REPLICAS), error_message=(
+                        "The size of the current ISR %s is insufficient to satisfy the min.isr requirement of %d for "
+                        "partition %s-%d" % (list(p.isr), p.effective_min_isr(), tp[0], tp[1])))
             else:
-                work.append((p, buf))
+                work.append((p, buf, p.leader_epoch))
         if work:
-            done = await self.run_io(self._append_all, work, key=work[0][0].tp if len(work) == 1 else None)
-            results.update(done)
-            for p, _ in work:
-                if results[p.tp].error_code == 0:
+            if len(work) == 1:
+                p, buf, epoch = work[0]
+                done = [await self.run_io(self._append_one, p, buf, epoch, key=p.tp)]
+            else:
+                done = await asyncio.gather(*(self.run_io(self._append_one, p, buf, epoch, key=p.tp)
+                                              for p, buf, epoch in work))
+            now = self._clock()
+            for (p, _, _), res in zip(work, done):
+                results[p.tp] = res
+                if res.error_code == 0:
+                    # Followers parked on this partition fetch the new records at once.
                     self.purgatory.check_and_complete(p.tp)
+                    if p.maybe_increment_leader_hw(now):
+                        self.try_complete_delayed(p.tp)
+        if acks == -1 and any(results[p.tp].error_code == 0 for p, _, _ in work):
+            statuses = {tp: ProduceStatus(r.last_offset + 1, r) for tp, r in results.items()}
+            op = DelayedProduce(statuses, self.partitions.get)
+            if not self.produce_purgatory.try_complete_else_watch(op, list(statuses)):
+                try:
+                    await asyncio.wait([op.future], timeout=max(timeout_ms, 0) / 1000.0)
+                finally:
+                    self.produce_purgatory.remove(op)
+                    if not op.future.done():
+                        op.future.cancel()
         return results
 
-    def _append_all(self, work: List[Tuple[Partition, Any]]) -> Dict[TopicPartition, ProduceResult]:
-        out: Dict[TopicPartition, ProduceResult] = {}
-        for p, buf in work:
-            try:
-                info = p.log.append_as_leader(buf, p.leader_epoch)
-                self._maybe_advance_hw(p)
-                out[p.tp] = ProduceResult(0, info.first_offset, info.log_append_time, info.log_start_offset)
-            except Exception as exc:  # storage errors become per-partition codes
-                code = error_code_for(exc)
-                if code == ErrorCode.UNKNOWN_SERVER_ERROR:
-                    log.exception("Unexpected error appending to %s-%d", p.topic, p.partition)
-                else:
-                    log.debug("Append to %s-%d rejected: %s", p.topic, p.partition, exc)
-                record_errors = list(getattr(exc, "record_errors", []) or [])
-                out[p.tp] = ProduceResult(code, -1, -1, p.log.log_start_offset, record_errors, str(exc) or None)
-        return out
+    def _append_one(self, p: Partition, buf: Any, epoch: int) -> ProduceResult:
+        """Worker thread: append as leader, unless leadership moved since the request was accepted."""
+        try:
+            if p.deleted or p.leader_id != self.broker_id or p.leader_epoch != epoch:
+                raise error_for_code(ErrorCode.NOT_LEADER_OR_FOLLOWER)(
+                    "leadership of %s-%d changed before the append" % p.tp)
+            info = p.log.append_as_leader(buf, epoch)
+            return ProduceResult(0, info.first_offset, info.log_append_time, info.log_start_offset,
+                                 last_offset=info.last_offset)
+        except Exception as exc:  # storage errors become per-partition codes
+            code = error_code_for(exc)
+            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.exception("Unexpected error appending to %s-%d", p.topic, p.partition)
+            else:
+                log.debug("Append to %s-%d rejected: %s", p.topic, p.partition, exc)
+            record_errors = list(getattr(exc, "record_errors", []) or [])
+            lso = p.log.log_start_offset if p.log is not None else -1
+            return ProduceResult(code, -1, -1, lso, record_errors, str(exc) or None)
 
     # --- fetch ---------------------------------------------------------------------
-    def _read_all(self, reads: List[Tuple[TopicPartition, int, int]], max_bytes: int, isolation_level: int,
-                  fetch_only_from_leader: bool = True) -> Dict[TopicPartition, ReadResult]:
-        out: Dict[TopicPartition, ReadResult] = {}
-        budget = max_bytes
-        first = True
-        for tp, offset, partition_max in reads:
-            p = self.partitions.get(tp)
-            if p is None:
-                out[tp] = ReadResult(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                continue
-            if fetch_only_from_leader and p.leader_id != self.broker_id:
-                out[tp] = ReadResult(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-                continue
-            plog = p.log
-            hw = plog.high_watermark
-            lso = hw  # no transactions yet: last stable offset == high watermark
-            upper = lso if isolation_level == 1 else hw
-            res = ReadResult(0, hw, lso, plog.log_start_offset, None, 0, plog.log_end_offset)
-            limit = min(partition_max, budget)
-            try:
-                if offset < upper or offset > plog.log_end_offset or offset < plog.log_start_offset:
-                    info = plog.read(offset, max(limit, 0), upper, first or limit > 0)
-                    recs = getattr(info, "records", info)
-                    if recs is not None and len(recs) > 0:
-                        res.records = recs
-                        res.size = len(recs)
-                        budget -= res.size
-                        first = False
-            except Exception as exc:
-                res.error_code = error_code_for(exc)
-                if res.error_code == ErrorCode.UNKNOWN_SERVER_ERROR:
-                    log.exception("Unexpected error reading %s-%d at %d", tp[0], tp[1], offset)
-            out[tp] = res
-        return out
+    async def fetch_messages(self, reads: Sequence[FetchRead], max_bytes: int, min_bytes: int,
+                             max_wait_ms: int, isolation_level: int = 0, *, replica_id: int = CONSUMER_REPLICA_ID,
+                             replica_epoch: int = -1, client_metadata: Optional[ClientMetadata] = None,
+                             request_version: int = 17) -> Dict[TopicPartition, ReadResult]:
+        """Read, and long-poll until ``min_bytes`` are available or ``max_wait_ms`` passes.
 
-    async def fetch_messages(self, reads: List[Tuple[TopicPartition, int, int]], max_bytes: int, min_bytes: int,
-                             max_wait_ms: int, isolation_level: int) -> Dict[TopicPartition, ReadResult]:
-        """Read, and long-poll until ``min_bytes`` are available or ``max_wait_ms`` passes."""
-        deadline = time.monotonic() + max(0, max_wait_ms) / 1000.0
+        ``reads``: ``(tp, fetch_offset, partition_max_bytes)`` or ``(tp, FetchPartitionInfo)``.
+        ``replica_id >= 0`` is a follower's fetch: it reads up to the LEO, must come to the leader, and
+        records the follower's position (ISR, HW). Consumers read up to the HW (isolation 0) or LSO (1),
+        from the leader only unless they sent ``client_metadata`` (Fetch v11+), which also lets the
+        replica selector (replica.selector.class) point them to a follower (``preferred_read_replica``).
+        """
+        infos: List[Tuple[TopicPartition, FetchPartitionInfo]] = []
+        for r in reads:
+            if len(r) == 3:
+                tp, offset, pmax = r  # type: ignore[misc]
+                infos.append((tp, FetchPartitionInfo(offset, pmax)))
+            else:
+                infos.append((r[0], r[1]))  # type: ignore[arg-type]
+        is_follower = replica_id >= 0
+        fetch_only_leader = is_follower or (replica_id == CONSUMER_REPLICA_ID and client_metadata is None)
+        upper = "leo" if is_follower else ("lso" if isolation_level == 1 else "hw")
+        hard_limit = request_version <= 2
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(0, max_wait_ms) / 1000.0
+        purgatory = self.purgatory if is_follower else self.hw_purgatory
+        first = True
         while True:
             # Watch before reading so an append between the read and the wait is not missed.
-            waiter = self.purgatory.watch([tp for tp, _, _ in reads]) if max_wait_ms > 0 else None
-            results = await self.run_io(self._read_all, reads, max_bytes, isolation_level)
-            total = sum(r.size for r in results.values())
-            errors = any(r.error_code for r in results.values())
-            remaining = deadline - time.monotonic()
-            if waiter is None or total >= min_bytes or errors or remaining <= 0 or not reads:
+            waiter = purgatory.watch([tp for tp, _ in infos]) if max_wait_ms > 0 and infos else None
+            results, jobs, parts = self._prepare_reads(infos, replica_id, fetch_only_leader, client_metadata, upper)
+            recorded = set()
+            if is_follower and first:
+                # Fast path: a follower fetching in the current leader epoch (or sending no epoch) cannot
+                # diverge, so its position counts before the read; the HW, and with it any acks=-1
+                # produce waiting for this follower, moves one disk-thread round trip earlier.
+                now = self._clock()
+                for tp, info in infos:
+                    p = parts.get(tp)
+                    if p is not None and (info.last_fetched_epoch < 0 or info.last_fetched_epoch == p.leader_epoch
+                                          == p.log.latest_epoch):
+                        plog = p.log
+                        if plog.log_start_offset <= info.fetch_offset <= plog.log_end_offset:
+                            p.update_follower_fetch_state(replica_id, replica_epoch, info.fetch_offset,
+                                                          info.log_start_offset, now, plog.log_end_offset)
+                            recorded.add(tp)
+            if jobs:
+                read = await self.run_io(_read_logs, jobs, max_bytes, not hard_limit)
+                results.update(read)
+            if is_follower and first and len(recorded) < len(parts):
+                now = self._clock()
+                for tp, info in infos:
+                    res = results[tp]
+                    p = parts.get(tp)
+                    if (p is not None and tp not in recorded and res.error_code == 0 and res.diverging_epoch is None
+                            and self.partitions.get(tp) is p and p.is_leader):
+                        p.update_follower_fetch_state(replica_id, replica_epoch, info.fetch_offset,
+                                                      info.log_start_offset, now, res.log_end_offset)
+            ordered = {tp: results[tp] for tp, _ in infos}
+            total = sum(r.size for r in ordered.values())
+            done = (waiter is None or total >= min_bytes or not first and loop.time() >= deadline
+                    or any(r.error_code or r.diverging_epoch is not None or r.preferred_read_replica >= 0
+                           for r in ordered.values()))
+            if done:
                 if waiter is not None:
                     waiter.cancel()
-                return results
-            try:
-                await asyncio.wait_for(waiter, remaining)
-            except asyncio.TimeoutError:
-                pass
-            if time.monotonic() >= deadline:
-                return await self.run_io(self._read_all, reads, max_bytes, isolation_level)
+                return ordered
+            first = False
+            remaining = deadline - loop.time()
+            if remaining > 0:
+                try:
+                    await asyncio.wait_for(waiter, remaining)
+                except asyncio.TimeoutError:
+                    pass
+            else:
+                waiter.cancel()  # type: ignore[union-attr]
+
+    def _prepare_reads(self, infos: List[Tuple[TopicPartition, FetchPartitionInfo]], replica_id: int,
+                       fetch_only_leader: bool, client_metadata: Optional[ClientMetadata], upper: str
+                       ) -> Tuple[Dict[TopicPartition, ReadResult], List[_ReadJob], Dict[TopicPartition, Partition]]:
+        """Validate each partition on the loop; what passes becomes a read job for a worker."""
+        results: Dict[TopicPartition, ReadResult] = {}
+        jobs: List[_ReadJob] = []
+        parts: Dict[TopicPartition, Partition] = {}
+        is_follower = replica_id >= 0
+        now = self._clock()
+        for tp, info in infos:
+            p = self.partitions.get(tp)
+            if p is None or p.log is None:
+                results[tp] = ReadResult(self._missing_partition_error(tp))
+                continue
+            if info.topic_id is not None and info.topic_id != ZERO_UUID and p.topic_id is not None \
+                    and info.topic_id != p.topic_id:
+                results[tp] = ReadResult(int(ErrorCode.INCONSISTENT_TOPIC_ID))
+                continue
+            if client_metadata is not None and not is_follower:
+                preferred = self._find_preferred_read_replica(p, client_metadata, info.fetch_offset, now)
+                if preferred is not None:
+                    err = p.check_current_leader_epoch(info.current_leader_epoch)
+                    plog = p.log
+                    results[tp] = ReadResult(err, plog.high_watermark, plog.high_watermark, plog.log_start_offset,
+                                             None, 0, plog.log_end_offset, None, -1 if err else preferred)
+                    continue
+            err = p.check_current_leader_epoch(info.current_leader_epoch)
+            if not err and fetch_only_leader and not p.is_leader:
+                err = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            if not err and is_follower and p.remote_replica(replica_id) is None:
+                # A replica the leader does not know (yet): retry with the same epoch, or refresh metadata.
+                err = int(ErrorCode.UNKNOWN_LEADER_EPOCH if info.current_leader_epoch >= 0
+                          else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            if err:
+                results[tp] = ReadResult(err)
+                continue
+            parts[tp] = p
+            jobs.append(_ReadJob(tp, p.log, info.fetch_offset, info.max_bytes, upper, info.last_fetched_epoch))
+        return results, jobs, parts
+
+    def _find_preferred_read_replica(self, p: Partition, client: ClientMetadata, fetch_offset: int,
+                                     now_ms: int) -> Optional[int]:
+        """KIP-392 RackAwareReplicaSelector: a same-rack in-sync replica holding ``fetch_offset``, unless the
+        leader is in the client's rack. None = read here."""
+        if not p.is_leader or not self.config.uses_rack_aware_selector or not client.rack_id:
+            return None
+        if self.config.broker_rack == client.rack_id:
+            return None  # the leader is in the client's rack
+        candidates = []
+        for rid, rs in p.remote_replicas.items():
+            # Only in-sync replicas that hold the offset; a lagging one would keep the consumer behind.
+            if (rid in p.isr and rs.log_end_offset >= fetch_offset and rs.log_start_offset <= fetch_offset
+                    and self._is_broker_alive(rid) and self._broker_rack(rid) == client.rack_id):
+                candidates.append((rs.log_end_offset, -(now_ms - rs.last_caught_up_time_ms), rid))
+        if not candidates:
+            return None
+        return max(candidates)[2]
 
     # --- offsets -------------------------------------------------------------------
-    async def list_offset(self, tp: TopicPartition, timestamp: int, isolation_level: int
+    async def list_offset(self, tp: TopicPartition, timestamp: int, isolation_level: int, *,
+                          replica_id: int = CONSUMER_REPLICA_ID, current_leader_epoch: int = -1
                           ) -> Tuple[int, int, int, int]:
-        """(error_code, timestamp, offset, leader_epoch) for ListOffsets."""
+        """(error_code, timestamp, offset, leader_epoch) for ListOffsets.
+
+        Consumers see up to the HW (isolation 0) or LSO (1); a follower (``replica_id >= 0``) sees up
+        to the LEO. Right after a leader change, while the new leader's HW lags its epoch start,
+        consumers get OFFSET_NOT_AVAILABLE for the latest offset.
+        """
         p = self.partitions.get(tp)
-        if p is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1
-        if p.leader_id != self.broker_id:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1, -1
-        if timestamp == -1:  # latest: what a consumer can read
-            return 0, -1, p.log.high_watermark, p.leader_epoch
+        if p is None or p.log is None:
+            return self._missing_partition_error(tp), -1, -1, -1
+        err = p.check_current_leader_epoch(current_leader_epoch)
+        if err:
+            return err, -1, -1, -1
+        if replica_id != DEBUGGING_REPLICA_ID and not p.is_leader:
+            return int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1, -1, -1
+        plog = p.log
+        is_client = replica_id == CONSUMER_REPLICA_ID
+        if not is_client:
+            last_fetchable = plog.log_end_offset
+        elif isolation_level == 1:
+            last_fetchable = plog.last_stable_offset
+        else:
+            last_fetchable = plog.high_watermark
+        lagging = (is_client and p.leader_epoch_start_offset is not None
+                   and p.leader_epoch_start_offset > plog.high_watermark)
+        if timestamp == LATEST_TIMESTAMP:
+            if lagging:
+                return int(ErrorCode.OFFSET_NOT_AVAILABLE), -1, -1, -1
+            return 0, -1, last_fetchable, p.leader_epoch
         try:
-            found = await self.run_io(p.log.fetch_offset_by_timestamp, timestamp)
+            found = await self.run_io(plog.fetch_offset_by_timestamp, timestamp)
         except Exception as exc:
             return error_code_for(exc), -1, -1, -1
-        if found is None:
-            return 0, -1, -1, -1
-        offset, ts, epoch = found[0], found[1], found[2]
-        if timestamp >= 0 and offset >= p.log.high_watermark:
-            return 0, -1, -1, -1
-        return 0, ts, offset, epoch if epoch is not None else -1
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+            if found is None:
+                return 0, -1, -1, -1
+            return 0, found[1], found[0], found[2] if found[2] is not None else -1
+        if found is not None and found[0] < last_fetchable:
+            return 0, found[1], found[0], found[2] if found[2] is not None else -1
+        if lagging:
+            return int(ErrorCode.OFFSET_NOT_AVAILABLE), -1, -1, -1
+        return 0, -1, -1, -1
 
-    async def delete_records(self, tp: TopicPartition, offset: int) -> Tuple[int, int]:
+    async def delete_records(self, tp: TopicPartition, offset: int, timeout_ms: int = 30000) -> Tuple[int, int]:
         """(error_code, low_watermark) for DeleteRecords; offset -1 means the high watermark."""
+        return (await self.delete_records_all({tp: offset}, timeout_ms))[tp]
+
+    async def delete_records_all(self, offsets: Dict[TopicPartition, int], timeout_ms: int = 30000
+                                 ) -> Dict[TopicPartition, Tuple[int, int]]:
+        """DeleteRecords for many partitions: move each log start offset, then wait (up to ``timeout_ms``)
+        until every live replica's log start offset passed it (the low watermark)."""
+        statuses: Dict[TopicPartition, DeleteRecordsStatus] = {}
+        for tp, offset in offsets.items():
+            statuses[tp] = await self._delete_records_local(tp, offset)
+        if any(st.error_code == 0 and st.low_watermark < st.required_offset for st in statuses.values()):
+            op = DelayedDeleteRecords(statuses, self.partitions.get)
+            if not self.delete_records_purgatory.try_complete_else_watch(op, list(statuses)):
+                try:
+                    await asyncio.wait([op.future], timeout=max(timeout_ms, 0) / 1000.0)
+                finally:
+                    self.delete_records_purgatory.remove(op)
+                    if not op.future.done():
+                        op.future.cancel()
+        return {tp: (st.error_code, st.low_watermark) for tp, st in statuses.items()}
+
+    async def _delete_records_local(self, tp: TopicPartition, offset: int) -> DeleteRecordsStatus:
         p = self.partitions.get(tp)
-        if p is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1
-        if p.leader_id != self.broker_id:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1
-        target = p.log.high_watermark if offset == -1 else offset
-        if target < 0 or target > p.log.high_watermark:
-            return ErrorCode.OFFSET_OUT_OF_RANGE, -1
+        if p is None or p.log is None:
+            return DeleteRecordsStatus(offset, self._missing_partition_error(tp), -1, False)
+        if not p.is_leader:
+            return DeleteRecordsStatus(offset, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1, False)
+        plog = p.log
+        if not plog.config.delete:
+            return DeleteRecordsStatus(offset, int(ErrorCode.POLICY_VIOLATION), -1, False)
+        target = plog.high_watermark if offset == -1 else offset
+        if target < 0:
+            return DeleteRecordsStatus(target, int(ErrorCode.OFFSET_OUT_OF_RANGE), -1, False)
         try:
-            await self.run_io(p.log.delete_records_before, target)
+            await self.run_io(plog.delete_records_before, target, key=tp)
         except Exception as exc:
-            return error_code_for(exc), -1
-        return 0, p.log.log_start_offset
+            return DeleteRecordsStatus(target, error_code_for(exc), -1, False)
+        if self.partitions.get(tp) is not p or not p.is_leader:
+            return DeleteRecordsStatus(target, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1, False)
+        return DeleteRecordsStatus(target, 0, p.low_watermark_if_leader())
 
     async def end_offset_for_epoch(self, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int
                                    ) -> Tuple[int, int, int]:
-        """(error_code, epoch, end_offset) for OffsetForLeaderEpoch."""
+        """(error_code, epoch, end_offset) for OffsetForLeaderEpoch (leader only)."""
         p = self.partitions.get(tp)
-        if p is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, -1, -1
-        if p.leader_id != self.broker_id:
-            return ErrorCode.NOT_LEADER_OR_FOLLOWER, -1, -1
-        if current_leader_epoch >= 0:
-            if current_leader_epoch < p.leader_epoch:
-                return ErrorCode.FENCED_LEADER_EPOCH, -1, -1
-            if current_leader_epoch > p.leader_epoch:
-                return ErrorCode.UNKNOWN_LEADER_EPOCH, -1, -1
+        if p is None or p.log is None:
+            return self._missing_partition_error(tp), -1, -1
+        err = p.check_current_leader_epoch(current_leader_epoch)
+        if err:
+            return err, -1, -1
+        if not p.is_leader:
+            return int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1, -1
         epoch, end = await self.run_io(p.log.end_offset_for_epoch, leader_epoch)
         return 0, epoch, end
 
     def check_leader_epoch(self, p: Partition, current_leader_epoch: int) -> int:
         """FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH as Kafka validates a client's epoch (-1 = not sent)."""
-        if current_leader_epoch < 0 or current_leader_epoch == p.leader_epoch:
-            return 0
-        return ErrorCode.FENCED_LEADER_EPOCH if current_leader_epoch < p.leader_epoch else ErrorCode.UNKNOWN_LEADER_EPOCH
+        return p.check_current_leader_epoch(current_leader_epoch)
+
+    # --- ISR and checkpoints -------------------------------------------------------
+    def _shrink_isr_tick(self) -> None:
+        self.maybe_shrink_isr()
+
+    def maybe_shrink_isr(self, now_ms: Optional[int] = None) -> List[TopicPartition]:
+        """Propose ISR shrinks for every led partition with lagging followers; returns those partitions."""
+        now = self._clock() if now_ms is None else now_ms
+        out = []
+        for tp, p in list(self.partitions.items()):
+            if p.is_leader and p.maybe_shrink_isr(now):
+                out.append(tp)
+        return out
+
+    async def checkpoint_high_watermarks(self) -> None:
+        """Write replication-offset-checkpoint in every log dir (on a worker)."""
+        fn = getattr(self.log_manager, "checkpoint_high_watermarks", None)
+        if fn is not None:
+            await self.run_io(fn)
+
+
+def _assign_epoch_start(plog: Any, leader_epoch: int) -> int:
+    """Worker thread (the partition's): record ``leader_epoch`` starting at the current LEO; returns it."""
+    start = plog.log_end_offset
+    plog.assign_epoch_start_offset(leader_epoch, start)
+    return start
+
+
+def _read_logs(jobs: List[_ReadJob], max_bytes: int, min_one_message: bool) -> Dict[TopicPartition, ReadResult]:
+    """Worker thread: read each partition (up to its bound), checking the fetcher's last fetched epoch."""
+    from broker.storage.errors import OffsetOutOfRangeError
+    out: Dict[TopicPartition, ReadResult] = {}
+    budget = max_bytes
+    for job in jobs:
+        plog = job.log
+        # Offsets before the read: appends after it must not make a follower look caught up.
+        hw = plog.high_watermark
+        leo = plog.log_end_offset
+        start = plog.log_start_offset
+        try:
+            lso = plog.last_stable_offset
+        except Exception:
+            lso = hw
+        res = ReadResult(0, hw, lso, start, None, 0, leo)
+        try:
+            if job.last_fetched_epoch >= 0:
+                epoch, end = plog.end_offset_for_epoch(job.last_fetched_epoch)
+                if epoch < 0 or end < 0:
+                    raise OffsetOutOfRangeError("cannot determine the end offset of epoch %d" % job.last_fetched_epoch)
+                if job.fetch_offset < start:
+                    raise OffsetOutOfRangeError("offset %d is below the log start offset %d" % (job.fetch_offset, start))
+                if epoch < job.last_fetched_epoch or end < job.fetch_offset:
+                    res.diverging_epoch = (epoch, end)
+                    out[job.tp] = res
+                    continue
+            bound = None if job.upper == "leo" else (lso if job.upper == "lso" else hw)
+            info = plog.read(job.fetch_offset, max(0, min(job.max_bytes, budget)), bound, min_one_message)
+            recs = getattr(info, "records", info)
+            if recs is not None and len(recs) > 0:
+                res.records = recs
+                res.size = len(recs)
+                budget = max(0, budget - res.size)
+                min_one_message = False
+        except Exception as exc:
+            res.error_code = error_code_for(exc)
+            if res.error_code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.exception("Unexpected error reading %s-%d at %d", job.tp[0], job.tp[1], job.fetch_offset)
+        out[job.tp] = res
+    return out

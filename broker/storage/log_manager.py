@@ -93,6 +93,8 @@ class LogManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
         self._lock = threading.RLock()
+        #: one writer at a time per checkpoint file (this scheduler and the ReplicaManager's HW checkpoints)
+        self._checkpoint_lock = threading.Lock()
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
         self._last_flush_ms: dict[TopicPartition, int] = {}
@@ -317,13 +319,25 @@ class LogManager:
     def checkpoint_dir(self, log_dir: str) -> None:
         with self._lock:
             logs = {tp: log for tp, log in self._logs.items() if self._log_dir_of.get(tp) == log_dir}
-        OffsetCheckpointFile(os.path.join(log_dir, files.RECOVERY_POINT_CHECKPOINT)).write(
-            {tp: log.recovery_point for tp, log in logs.items()})
-        OffsetCheckpointFile(os.path.join(log_dir, files.LOG_START_OFFSET_CHECKPOINT)).write(
-            {tp: log.log_start_offset for tp, log in logs.items()
-             if log.log_start_offset > log.segments[0].base_offset})
-        OffsetCheckpointFile(os.path.join(log_dir, files.REPLICATION_OFFSET_CHECKPOINT)).write(
-            {tp: log.high_watermark for tp, log in logs.items()})
+        with self._checkpoint_lock:
+            OffsetCheckpointFile(os.path.join(log_dir, files.RECOVERY_POINT_CHECKPOINT)).write(
+                {tp: log.recovery_point for tp, log in logs.items()})
+            OffsetCheckpointFile(os.path.join(log_dir, files.LOG_START_OFFSET_CHECKPOINT)).write(
+                {tp: log.log_start_offset for tp, log in logs.items()
+                 if log.log_start_offset > log.segments[0].base_offset})
+            OffsetCheckpointFile(os.path.join(log_dir, files.REPLICATION_OFFSET_CHECKPOINT)).write(
+                {tp: log.high_watermark for tp, log in logs.items()})
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write only replication-offset-checkpoint of every log dir (the ReplicaManager's frequent
+        replica.high.watermark.checkpoint.interval.ms task; the other checkpoints stay on their own
+        schedule)."""
+        for d in self.log_dirs:
+            with self._lock:
+                logs = {tp: log for tp, log in self._logs.items() if self._log_dir_of.get(tp) == d}
+            with self._checkpoint_lock:
+                OffsetCheckpointFile(os.path.join(d, files.REPLICATION_OFFSET_CHECKPOINT)).write(
+                    {tp: log.high_watermark for tp, log in logs.items()})
 
     # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:

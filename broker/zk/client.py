@@ -14,19 +14,23 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from dataclasses import replace
 from typing import Any, Callable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import BadVersionError, NodeExistsError, NoNodeError, NotEmptyError
+from kazoo.exceptions import (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError,
+                              RuntimeInconsistency)
 from kazoo.handlers.threading import KazooTimeoutError
-from kazoo.protocol.states import KazooState
+from kazoo.protocol.states import EventType, KazooState
 
 from broker.config.kafka_config import Endpoint
-from broker.zk.errors import BrokerIdInUseError, NoSuchTopicError, TopicExistsError, ZkUnavailableError
+from broker.zk.errors import (BrokerIdInUseError, ControllerMovedError, NoSuchTopicError, TopicExistsError,
+                              ZkUnavailableError)
 from broker.zk.paths import (
-    PERSISTENT_PATHS, BrokerIdZNode, BrokerInfo, BrokerSequenceIdZNode, ClusterIdZNode,
+    PERSISTENT_PATHS, BrokerIdsZNode, BrokerIdZNode, BrokerInfo, BrokerSequenceIdZNode, ClusterIdZNode,
     ConfigEntityChangeNotificationZNode, ConfigEntityZNode, ControllerEpochZNode, ControllerZNode, DeleteTopicsZNode,
-    IsrChangeNotificationZNode, LeaderAndIsr, ProducerIdBlockZNode, TopicAssignment, TopicConfigZNode,
+    FeatureZNode, IsrChangeNotificationZNode, LeaderAndIsr, LogDirEventNotificationZNode,
+    PreferredReplicaElectionZNode, ProducerIdBlockZNode, ReassignPartitionsZNode, TopicAssignment, TopicConfigZNode,
     TopicPartitionStateZNode, TopicPartitionsZNode, TopicPartitionZNode, TopicZNode, TopicsZNode, new_uuid_base64,
 )
 
@@ -49,21 +53,28 @@ class KafkaZkClient:
     """Kafka's znode operations on one ZooKeeper session (see module docstring)."""
 
     def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None,
-                 stale_registration_wait_ms: int | None = None) -> None:
+                 stale_registration_wait_ms: int | None = None, kazoo_client: Any | None = None) -> None:
         self.connect = connect
         self.hosts, self.chroot = split_connect(connect)
         self.session_timeout_ms = session_timeout_ms
         self.connection_timeout_ms = connection_timeout_ms if connection_timeout_ms is not None else session_timeout_ms
         self.stale_registration_wait_ms = (stale_registration_wait_ms if stale_registration_wait_ms is not None
                                            else session_timeout_ms + STALE_REGISTRATION_MARGIN_MS)
-        self._zk = KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000.0)
+        # kazoo_client: tests inject an in-memory fake with kazoo's interface (no ZooKeeper needed).
+        self._zk = (kazoo_client if kazoo_client is not None
+                    else KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000.0))
         self._lock = threading.RLock()
+        self._broker_epoch = -1
         self._registration: BrokerInfo | None = None
         self._new_session_callbacks: list[Callable[[], None]] = []
+        self._session_lost_callbacks: list[Callable[[], None]] = []
         self._session_lost = False
         self._closed = False
         self._closing = threading.Event()
         self._config_watch_last_seq: dict[int, int] = {}
+        #: How session-recovery work leaves kazoo's thread; tests substitute a synchronous call.
+        self.run_in_background: Callable[[Callable[[], None]], None] = (
+            lambda fn: threading.Thread(target=fn, name="zk-new-session", daemon=True).start())
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -109,6 +120,11 @@ class KafkaZkClient:
         """Call `callback()` (on a helper thread) after a session expiry has been replaced by a new session."""
         self._new_session_callbacks.append(callback)
 
+    def on_session_lost(self, callback: Callable[[], None]) -> None:
+        """Call `callback()` (on kazoo's thread: it must not block) when the session expires; ephemeral znodes
+        such as /controller are gone from then on (the controller resigns at once, as Kafka's Expire event)."""
+        self._session_lost_callbacks.append(callback)
+
     def _on_state(self, state: str) -> None:
         # Runs on kazoo's thread: must not block, so real work moves to a helper thread.
         if self._closed:
@@ -116,9 +132,14 @@ class KafkaZkClient:
         if state == KazooState.LOST:
             log.warning("ZooKeeper session expired; waiting for a new session")
             self._session_lost = True
+            for cb in list(self._session_lost_callbacks):
+                try:
+                    cb()
+                except Exception:
+                    log.exception("on_session_lost callback failed")
         elif state == KazooState.CONNECTED and self._session_lost and not self._closed:
             self._session_lost = False
-            threading.Thread(target=self._after_new_session, name="zk-new-session", daemon=True).start()
+            self.run_in_background(self._after_new_session)
 
     def _after_new_session(self) -> None:
         log.info("New ZooKeeper session 0x%x established", self.session_id)
@@ -126,7 +147,9 @@ class KafkaZkClient:
             info = self._registration
         if info is not None:
             try:
-                self._register(info)
+                epoch = self._register(info)
+                with self._lock:
+                    self._broker_epoch = epoch
             except Exception:
                 log.exception("Re-registering broker %d after session expiry failed", info.broker_id)
         for cb in list(self._new_session_callbacks):
@@ -167,7 +190,13 @@ class KafkaZkClient:
         czxid = self._register(info)
         with self._lock:
             self._registration = info
+            self._broker_epoch = czxid
         return czxid
+
+    @property
+    def broker_epoch(self) -> int:
+        """This broker's epoch: the czxid of its current registration (-1 before it registers; KIP-380)."""
+        return self._broker_epoch
 
     def _register(self, info: BrokerInfo) -> int:
         path = BrokerIdZNode.path(info.broker_id)
@@ -247,30 +276,72 @@ class KafkaZkClient:
         """Try to become controller: atomically create ephemeral /controller and bump /controller_epoch.
 
         Returns the new controller epoch, or None if another broker is controller."""
+        result = self.try_elect_controller_with_version(broker_id)
+        return None if result is None else result[0]
+
+    def try_elect_controller_with_version(self, broker_id: int) -> tuple[int, int] | None:
+        """As try_elect_controller, but returns (epoch, /controller_epoch znode version) or None.
+
+        The version is what every later controller write checks (a zombie controller's write then fails)."""
+        try:
+            return self.register_controller_and_increment_epoch(broker_id)
+        except ControllerMovedError:
+            return None
+
+    def register_controller_and_increment_epoch(self, broker_id: int) -> tuple[int, int]:
+        """Kafka's election in one multi-op: create ephemeral /controller and set /controller_epoch to epoch + 1
+        (compare-and-set on its version). Returns (new epoch, new epoch znode version).
+
+        If /controller already exists and belongs to this very session (a retry after a connection blip) the
+        current epoch is returned. Raises ControllerMovedError if another broker holds /controller."""
         while True:
-            try:
-                data, stat = self._zk.get(ControllerEpochZNode.path)
-                epoch, version = ControllerEpochZNode.decode(data), stat.version
-            except NoNodeError:
+            current = self.get_controller_epoch_and_version()
+            if current is None:
                 try:
                     self._zk.create(ControllerEpochZNode.path, ControllerEpochZNode.encode(0))
                 except NodeExistsError:
                     pass
                 continue
-            ctl = self._zk.exists(ControllerZNode.path)
-            if ctl is not None:
-                # Still ours (same session, e.g. asked again after a connection blip): keep the current epoch.
-                return epoch if ctl.ephemeralOwner == self.session_id else None
+            epoch, version = current
             tx = self._zk.transaction()
             tx.create(ControllerZNode.path, ControllerZNode.encode(broker_id), ephemeral=True)
             tx.set_data(ControllerEpochZNode.path, ControllerEpochZNode.encode(epoch + 1), version=version)
             results = tx.commit()
             if not any(isinstance(r, Exception) for r in results):
-                log.info("Broker %d elected controller with epoch %d", broker_id, epoch + 1)
-                return epoch + 1
+                new_version = results[1].version if hasattr(results[1], "version") else version + 1
+                log.info("Broker %d elected controller with epoch %d (epoch znode version %d)", broker_id,
+                         epoch + 1, new_version)
+                return epoch + 1, int(new_version)
             if isinstance(results[0], NodeExistsError):
-                return None
-            # epoch changed under us (someone else was elected and left): retry
+                stat = self._zk.exists(ControllerZNode.path)
+                if stat is not None and stat.ephemeralOwner == self.session_id:
+                    try:
+                        if self.get_controller_id() == broker_id:
+                            again = self.get_controller_epoch_and_version()
+                            if again is not None:
+                                return again
+                    except NoNodeError:
+                        pass
+                if stat is None:
+                    continue  # the holder just went away: try again
+                raise ControllerMovedError(f"Broker {self.get_controller_id()} is already controller")
+            # /controller_epoch changed under us (someone else was elected and left): retry
+
+    def get_controller_epoch_and_version(self) -> tuple[int, int] | None:
+        """(controller epoch, /controller_epoch znode version) or None if the znode does not exist."""
+        try:
+            data, stat = self._zk.get(ControllerEpochZNode.path)
+        except NoNodeError:
+            return None
+        return ControllerEpochZNode.decode(data), int(stat.version)
+
+    def delete_controller(self, expected_epoch_zk_version: int) -> None:
+        """Resign: delete /controller, guarded by the epoch version (raises ControllerMovedError if stale)."""
+        def build(tx: Any) -> None:
+            tx.delete(ControllerZNode.path)
+        results = self._guarded(expected_epoch_zk_version, build)
+        if results and isinstance(results[0], Exception) and not isinstance(results[0], NoNodeError):
+            raise results[0]
 
     def get_controller_id(self) -> int | None:
         try:
@@ -534,3 +605,446 @@ class KafkaZkClient:
         """Tell the controller that these partitions' ISR changed (/isr_change_notification/isr_change_<seq>)."""
         self._zk.create(f"{IsrChangeNotificationZNode.path}/{IsrChangeNotificationZNode.prefix}",
                         IsrChangeNotificationZNode.encode(partitions), sequence=True)
+
+    def propagate_log_dir_event(self, broker_id: int) -> None:
+        """Tell the controller a log directory of this broker failed (log_dir_event_<seq> notification)."""
+        self._zk.create(f"{LogDirEventNotificationZNode.path}/{LogDirEventNotificationZNode.prefix}",
+                        LogDirEventNotificationZNode.encode(broker_id), sequence=True, makepath=True)
+
+    # ================================================================== controller support
+    # Reads used by the controller are pipelined (kazoo's *_async) so a failover over many partitions costs a few
+    # round trips, not one per znode. Every controller write is a multi-op whose first op checks the
+    # /controller_epoch znode version the controller got when it was elected: if another controller has been
+    # elected since, ZooKeeper rejects the whole write and ControllerMovedError is raised.
+
+    def _guarded(self, epoch_zk_version: int, build: Callable[[Any], None]) -> list[Any]:
+        """One guarded multi-op; returns the results of the ops `build` added (exceptions for failed ones)."""
+        return self._guarded_many(epoch_zk_version, [build])[0]
+
+    def _guarded_many(self, epoch_zk_version: int, builders: list[Callable[[Any], None]]) -> list[list[Any]]:
+        """Several independent guarded multi-ops, pipelined. Raises ControllerMovedError if any check failed."""
+        pending = []
+        for build in builders:
+            tx = self._zk.transaction()
+            tx.check(ControllerEpochZNode.path, epoch_zk_version)
+            build(tx)
+            pending.append(tx.commit_async())
+        out: list[list[Any]] = []
+        moved = False
+        for a in pending:
+            results = list(a.get())
+            first = results[0] if results else None
+            if isinstance(first, Exception) and not isinstance(first, RolledBackError):
+                moved = True
+            out.append(results[1:])
+        if moved:
+            raise ControllerMovedError(
+                f"Controller epoch znode version is no longer {epoch_zk_version}: another controller was elected")
+        return out
+
+    @staticmethod
+    def _op_error(result: Any) -> Exception | None:
+        """The error of one op of a failed multi (None if it succeeded or was only rolled back)."""
+        if isinstance(result, Exception) and not isinstance(result, (RolledBackError, RuntimeInconsistency)):
+            return result
+        return None
+
+    # ------------------------------------------------------------------ generic watches
+    def watch_children(self, path: str, callback: Callable[[], None]) -> "ZkWatch":
+        """Call `callback()` whenever the children of `path` change, until the returned handle is cancelled.
+
+        Unlike kazoo's recipe the callback is NOT called for the initial state: the caller reads after
+        registering (so no change between read and watch is missed), as Kafka's ZNodeChildChangeHandler."""
+        handle = ZkWatch(path)
+
+        def on_children(_children: list[str]) -> bool | None:
+            if handle.cancelled:
+                return False
+            if handle.armed:
+                callback()
+            handle.armed = True
+            return None
+
+        self._zk.ChildrenWatch(path, on_children)
+        handle.armed = True
+        return handle
+
+    def watch_data(self, path: str, callback: Callable[[], None]) -> "ZkWatch":
+        """Call `callback()` whenever `path` is created, changed or deleted, until the handle is cancelled.
+
+        Not called for the initial state (see watch_children)."""
+        handle = ZkWatch(path)
+
+        def on_data(_data: bytes | None, _stat: Any) -> bool | None:
+            if handle.cancelled:
+                return False
+            if handle.armed:
+                callback()
+            handle.armed = True
+            return None
+
+        self._zk.DataWatch(path, on_data)
+        handle.armed = True
+        return handle
+
+    def watch_creation(self, path: str, callback: Callable[[], None]) -> "ZkWatch":
+        """Call `callback()` each time `path` is created (not on changes or deletion), until cancelled: how
+        Kafka's controller notices admin requests such as /admin/reassign_partitions (its own later updates of
+        the znode must not count as new requests)."""
+        handle = ZkWatch(path)
+
+        def on_data(_data: bytes | None, _stat: Any, event: Any = None) -> bool | None:
+            if handle.cancelled:
+                return False
+            if handle.armed and event is not None and getattr(event, "type", None) == EventType.CREATED:
+                callback()
+            handle.armed = True
+            return None
+
+        self._zk.DataWatch(path, on_data)
+        handle.armed = True
+        return handle
+
+    def get_children(self, path: str) -> list[str]:
+        """Children of `path` ([] if it does not exist)."""
+        try:
+            return list(self._zk.get_children(path))
+        except NoNodeError:
+            return []
+
+    def path_exists(self, path: str) -> bool:
+        return self._zk.exists(path) is not None
+
+    # ------------------------------------------------------------------ brokers (controller view)
+    def get_all_brokers_and_epochs(self) -> dict[int, tuple[BrokerInfo, int]]:
+        """{broker id: (registration, broker epoch = czxid of /brokers/ids/<id>)}."""
+        children = self.get_children(BrokerIdsZNode.path)
+        pending = [(int(c), self._zk.get_async(BrokerIdZNode.path(int(c)))) for c in children if c.isdigit()]
+        out: dict[int, tuple[BrokerInfo, int]] = {}
+        for bid, a in pending:
+            try:
+                data, stat = a.get()
+            except NoNodeError:
+                continue
+            out[bid] = (BrokerIdZNode.decode(bid, data), int(stat.czxid))
+        return out
+
+    def get_broker_and_epoch(self, broker_id: int) -> tuple[BrokerInfo, int] | None:
+        try:
+            data, stat = self._zk.get(BrokerIdZNode.path(broker_id))
+        except NoNodeError:
+            return None
+        return BrokerIdZNode.decode(broker_id, data), int(stat.czxid)
+
+    # ------------------------------------------------------------------ topics (controller view)
+    def create_topic_assignment(self, name: str, assignment: dict[int, list[int]],
+                                configs: dict[str, str] | None = None, topic_id: str | None = None) -> str:
+        """Create only the topic's config and assignment znodes (Kafka's adminZkClient.createTopic); the
+        controller sees the new /brokers/topics child and creates the partition states. Returns the topic id.
+        Raises TopicExistsError."""
+        topic_id = topic_id or new_uuid_base64()
+        configs = dict(configs or {})
+        if self._zk.exists(TopicZNode.path(name)):
+            raise TopicExistsError(f"Topic '{name}' already exists.")
+        tx = self._zk.transaction()
+        cfg_path = TopicConfigZNode.path(name)
+        cfg_stat = self._zk.exists(cfg_path)
+        if cfg_stat is not None:
+            tx.set_data(cfg_path, ConfigEntityZNode.encode(configs), version=cfg_stat.version)
+        else:
+            tx.create(cfg_path, ConfigEntityZNode.encode(configs))
+        tx.create(TopicZNode.path(name), TopicZNode.encode(TopicAssignment(topic_id, dict(assignment))))
+        results = tx.commit()
+        errors = [r for r in results if self._op_error(r) is not None]
+        if errors:
+            if self._zk.exists(TopicZNode.path(name)):
+                raise TopicExistsError(f"Topic '{name}' already exists.")
+            raise errors[0]
+        return topic_id
+
+    def add_partitions_assignment(self, name: str, new_assignment: dict[int, list[int]]) -> None:
+        """Extend the topic's assignment (existing + new partitions) with compare-and-set; the controller's
+        watch on /brokers/topics/<t> creates the new partitions' states. Raises NoSuchTopicError."""
+        try:
+            data, stat = self._zk.get(TopicZNode.path(name))
+        except NoNodeError:
+            raise NoSuchTopicError(f"Topic '{name}' does not exist.") from None
+        current = TopicZNode.decode(data)
+        merged = dict(current.partitions)
+        merged.update(new_assignment)
+        self._zk.set(TopicZNode.path(name),
+                     TopicZNode.encode(TopicAssignment(current.topic_id, merged, current.adding_replicas,
+                                                       current.removing_replicas)), version=stat.version)
+
+    def get_topic_assignments(self, topics: set[str] | list[str]) -> dict[str, TopicAssignment]:
+        """Full assignments (topic id, replicas, adding/removing replicas) of the topics that exist."""
+        pending = [(t, self._zk.get_async(TopicZNode.path(t))) for t in sorted(topics)]
+        out: dict[str, TopicAssignment] = {}
+        for t, a in pending:
+            try:
+                data, _ = a.get()
+            except NoNodeError:
+                continue
+            out[t] = TopicZNode.decode(data)
+        return out
+
+    def set_topic_assignment(self, topic: str, assignment: TopicAssignment, epoch_zk_version: int) -> None:
+        """Overwrite /brokers/topics/<t> (controller only). Raises NoSuchTopicError if it is gone."""
+        def build(tx: Any) -> None:
+            tx.set_data(TopicZNode.path(topic), TopicZNode.encode(assignment))
+        err = self._op_error(self._guarded(epoch_zk_version, build)[0])
+        if isinstance(err, NoNodeError):
+            raise NoSuchTopicError(f"Topic '{topic}' does not exist.")
+        if err is not None:
+            raise err
+
+    def get_partition_states(self, partitions: list[tuple[str, int]] | set[tuple[str, int]]
+                             ) -> dict[tuple[str, int], LeaderAndIsr]:
+        """Partition states (zk_version = znode version = partition epoch) of those that exist."""
+        pending = [(tp, self._zk.get_async(TopicPartitionStateZNode.path(*tp))) for tp in partitions]
+        out: dict[tuple[str, int], LeaderAndIsr] = {}
+        for tp, a in pending:
+            try:
+                data, stat = a.get()
+            except NoNodeError:
+                continue
+            out[tp] = TopicPartitionStateZNode.decode(data, int(stat.version))
+        return out
+
+    def create_partition_states(self, states: dict[tuple[str, int], LeaderAndIsr], epoch_zk_version: int
+                                ) -> dict[tuple[str, int], Exception | LeaderAndIsr]:
+        """Create the state znodes of new partitions (and their parents); per partition the created state
+        (zk_version 0) or the error (NodeExistsError if it already existed)."""
+        tps = list(states)
+        topics = sorted({t for t, _ in tps})
+        # parents first: /brokers/topics/<t>/partitions and .../<p> (already there is fine)
+        parents = [TopicPartitionsZNode.path(t) for t in topics] + [TopicPartitionZNode.path(*tp) for tp in tps]
+        missing = [p for p, a in [(p, self._zk.exists_async(p)) for p in parents] if a.get() is None]
+        if missing:
+            def build_parents(tx: Any) -> None:
+                for p in missing:
+                    tx.create(p, b"")
+            results = self._guarded(epoch_zk_version, build_parents)
+            if any(self._op_error(r) for r in results):  # raced with someone: create one by one
+                for p in missing:
+                    self._guarded(epoch_zk_version, lambda tx, p=p: tx.create(p, b""))
+
+        def builder(tp: tuple[str, int]) -> Callable[[Any], None]:
+            def build(tx: Any) -> None:
+                tx.create(TopicPartitionStateZNode.path(*tp), TopicPartitionStateZNode.encode(states[tp]))
+            return build
+
+        out: dict[tuple[str, int], Exception | LeaderAndIsr] = {}
+        for tp, results in zip(tps, self._guarded_many(epoch_zk_version, [builder(tp) for tp in tps])):
+            err = self._op_error(results[0])
+            out[tp] = err if err is not None else replace(states[tp], zk_version=0)
+        return out
+
+    def update_leader_and_isr(self, states: dict[tuple[str, int], LeaderAndIsr], controller_epoch: int,
+                              epoch_zk_version: int
+                              ) -> tuple[dict[tuple[str, int], Exception | LeaderAndIsr], list[tuple[str, int]]]:
+        """Compare-and-set partition states. Each state's zk_version is the expected znode version; the written
+        state carries `controller_epoch`. Returns ({tp: new state (zk_version = new version) or error},
+        [tps whose version did not match: re-read and retry])."""
+        tps = list(states)
+
+        def builder(tp: tuple[str, int]) -> Callable[[Any], None]:
+            s = replace(states[tp], controller_epoch=controller_epoch)
+
+            def build(tx: Any) -> None:
+                tx.set_data(TopicPartitionStateZNode.path(*tp), TopicPartitionStateZNode.encode(s),
+                            version=s.zk_version)
+            return build
+
+        finished: dict[tuple[str, int], Exception | LeaderAndIsr] = {}
+        retry: list[tuple[str, int]] = []
+        for tp, results in zip(tps, self._guarded_many(epoch_zk_version, [builder(tp) for tp in tps])):
+            r = results[0]
+            err = self._op_error(r)
+            if isinstance(err, BadVersionError):
+                retry.append(tp)
+            elif err is not None:
+                finished[tp] = err
+            else:
+                finished[tp] = replace(states[tp], controller_epoch=controller_epoch, zk_version=int(r.version))
+        return finished, retry
+
+    def delete_topic_znodes_guarded(self, topic: str, epoch_zk_version: int) -> None:
+        """Controller: remove the topic's assignment subtree, its config and its deletion marker in one multi."""
+        paths: list[str] = []
+
+        def collect(path: str) -> None:
+            for child in self.get_children(path):
+                collect(f"{path}/{child}")
+            paths.append(path)
+
+        if self._zk.exists(TopicZNode.path(topic)):
+            collect(TopicZNode.path(topic))
+        for p in (TopicConfigZNode.path(topic), DeleteTopicsZNode.topic_path(topic)):
+            if self._zk.exists(p):
+                paths.append(p)
+        if not paths:
+            return
+
+        def build(tx: Any) -> None:
+            for p in paths:
+                tx.delete(p)
+        results = self._guarded(epoch_zk_version, build)
+        if any(self._op_error(r) for r in results):
+            # something changed under us (a partition added concurrently?): delete one by one
+            for p in paths:
+                try:
+                    self._guarded(epoch_zk_version, lambda tx, p=p: tx.delete(p))
+                except ControllerMovedError:
+                    raise
+                except Exception:
+                    log.debug("Deleting %s failed", p, exc_info=True)
+
+    def delete_topic_deletions(self, topics: list[str] | set[str], epoch_zk_version: int) -> None:
+        """Remove /admin/delete_topics/<t> markers (missing ones are ignored)."""
+        self._delete_children_guarded([DeleteTopicsZNode.topic_path(t) for t in topics], epoch_zk_version)
+
+    def _delete_children_guarded(self, paths: list[str], epoch_zk_version: int) -> None:
+        if not paths:
+            return
+        builders = [(lambda tx, p=p: tx.delete(p)) for p in paths]
+        self._guarded_many(epoch_zk_version, builders)  # NoNode results are fine: already gone
+
+    # ------------------------------------------------------------------ notifications (controller view)
+    def get_isr_change_notifications(self) -> list[str]:
+        prefix = IsrChangeNotificationZNode.prefix
+        return sorted(c for c in self.get_children(IsrChangeNotificationZNode.path) if c.startswith(prefix))
+
+    def get_partitions_from_isr_change_notifications(self, names: list[str]) -> set[tuple[str, int]]:
+        out: set[tuple[str, int]] = set()
+        pending = [self._zk.get_async(f"{IsrChangeNotificationZNode.path}/{n}") for n in names]
+        for a in pending:
+            try:
+                data, _ = a.get()
+            except NoNodeError:
+                continue
+            try:
+                out.update(IsrChangeNotificationZNode.decode(data))
+            except (ValueError, KeyError, TypeError):
+                log.warning("Ignoring an unreadable ISR change notification")
+        return out
+
+    def delete_isr_change_notifications(self, names: list[str], epoch_zk_version: int) -> None:
+        self._delete_children_guarded([f"{IsrChangeNotificationZNode.path}/{n}" for n in names], epoch_zk_version)
+
+    def get_log_dir_event_notifications(self) -> list[str]:
+        prefix = LogDirEventNotificationZNode.prefix
+        return sorted(c for c in self.get_children(LogDirEventNotificationZNode.path) if c.startswith(prefix))
+
+    def get_broker_ids_from_log_dir_events(self, names: list[str]) -> list[int]:
+        out: list[int] = []
+        for n in names:
+            try:
+                data, _ = self._zk.get(f"{LogDirEventNotificationZNode.path}/{n}")
+            except NoNodeError:
+                continue
+            try:
+                bid = LogDirEventNotificationZNode.decode(data)
+            except (ValueError, KeyError, TypeError):
+                bid = None
+            if bid is not None and bid not in out:
+                out.append(bid)
+        return out
+
+    def delete_log_dir_event_notifications(self, names: list[str], epoch_zk_version: int) -> None:
+        self._delete_children_guarded([f"{LogDirEventNotificationZNode.path}/{n}" for n in names],
+                                      epoch_zk_version)
+
+    # ------------------------------------------------------------------ admin requests (legacy znodes)
+    def get_partition_reassignment(self) -> dict[tuple[str, int], list[int]] | None:
+        """Contents of /admin/reassign_partitions (None if absent)."""
+        try:
+            data, _ = self._zk.get(ReassignPartitionsZNode.path)
+        except NoNodeError:
+            return None
+        try:
+            return ReassignPartitionsZNode.decode(data)
+        except (ValueError, KeyError, TypeError):
+            log.warning("Ignoring unreadable %s", ReassignPartitionsZNode.path)
+            return {}
+
+    def create_partition_reassignment(self, reassignments: dict[tuple[str, int], list[int]]) -> None:
+        """What kafka-reassign-partitions.sh --zookeeper did (tests and tools). Raises NodeExistsError."""
+        self._zk.create(ReassignPartitionsZNode.path, ReassignPartitionsZNode.encode(reassignments),
+                        makepath=True)
+
+    def set_or_create_partition_reassignment(self, reassignments: dict[tuple[str, int], list[int]],
+                                             epoch_zk_version: int) -> None:
+        data = ReassignPartitionsZNode.encode(reassignments)
+        err = self._op_error(self._guarded(
+            epoch_zk_version, lambda tx: tx.set_data(ReassignPartitionsZNode.path, data))[0])
+        if isinstance(err, NoNodeError):
+            self._guarded(epoch_zk_version, lambda tx: tx.create(ReassignPartitionsZNode.path, data))
+
+    def delete_partition_reassignment(self, epoch_zk_version: int) -> None:
+        self._delete_children_guarded([ReassignPartitionsZNode.path], epoch_zk_version)
+
+    def get_preferred_replica_election(self) -> set[tuple[str, int]] | None:
+        try:
+            data, _ = self._zk.get(PreferredReplicaElectionZNode.path)
+        except NoNodeError:
+            return None
+        try:
+            return PreferredReplicaElectionZNode.decode(data)
+        except (ValueError, KeyError, TypeError):
+            log.warning("Ignoring unreadable %s", PreferredReplicaElectionZNode.path)
+            return set()
+
+    def create_preferred_replica_election(self, partitions: list[tuple[str, int]]) -> None:
+        self._zk.create(PreferredReplicaElectionZNode.path, PreferredReplicaElectionZNode.encode(partitions),
+                        makepath=True)
+
+    def delete_preferred_replica_election(self, epoch_zk_version: int) -> None:
+        self._delete_children_guarded([PreferredReplicaElectionZNode.path], epoch_zk_version)
+
+    # ------------------------------------------------------------------ features
+    def get_feature_znode(self) -> tuple[bytes, int] | None:
+        """(raw /feature data, znode version) or None if absent."""
+        try:
+            data, stat = self._zk.get(FeatureZNode.path)
+        except NoNodeError:
+            return None
+        return data, int(stat.version)
+
+    def get_finalized_features(self) -> tuple[int, dict[str, int]] | None:
+        """(status, {feature: finalized level}) of /feature, None if absent."""
+        found = self.get_feature_znode()
+        return None if found is None else FeatureZNode.decode_levels(found[0])
+
+    def create_feature_znode(self, data: bytes) -> int:
+        """Create /feature (not guarded: Kafka's controller creates it before watching anything); returns its
+        version (0). An existing node is left as is and its version returned."""
+        try:
+            self._zk.create(FeatureZNode.path, data)
+            return 0
+        except NodeExistsError:
+            stat = self._zk.exists(FeatureZNode.path)
+            return int(stat.version) if stat is not None else 0
+
+    def set_feature_znode(self, data: bytes, epoch_zk_version: int) -> int:
+        """Overwrite /feature with the controller-epoch check; returns the new znode version."""
+        results = self._guarded(epoch_zk_version, lambda tx: tx.set_data(FeatureZNode.path, data))
+        err = self._op_error(results[0])
+        if err is not None:
+            raise err
+        return int(results[0].version)
+
+
+class ZkWatch:
+    """Handle of a watch registered by KafkaZkClient.watch_children/watch_data; cancel() stops it (kazoo drops
+    the watch the next time it fires)."""
+
+    __slots__ = ("path", "cancelled", "armed")
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.cancelled = False
+        self.armed = False
+
+    def cancel(self) -> None:
+        self.cancelled = True

@@ -19,3 +19,8 @@ class TopicExistsError(ZkError):
 
 class NoSuchTopicError(ZkError):
     """The topic has no /brokers/topics/<topic> znode."""
+
+
+class ControllerMovedError(ZkError):
+    """A controller write failed its /controller_epoch version check (or the election lost a race): another
+    broker is (or just became) controller, so this one must stop acting as controller."""

@@ -19,6 +19,9 @@ Encoding: UTF-8 JSON, compact separators, as Kafka's Json.encodeAsBytes. Layouts
   /latest_producer_id_block                     {"version":1,"broker":b,"block_start":"0","block_end":"999"}
   /isr_change_notification/isr_change_<seq>     {"version":1,"partitions":[{"topic":t,"partition":p}]}
   /feature                                      {"version":2,"status":1,"features":{}}
+  /admin/reassign_partitions                    {"version":1,"partitions":[{"topic":t,"partition":p,"replicas":[..]}]}
+  /admin/preferred_replica_election             {"version":1,"partitions":[{"topic":t,"partition":p}]}
+  /log_dir_event_notification/log_dir_event_<seq> {"version":1,"broker":b,"event":1}
 """
 from __future__ import annotations
 
@@ -54,6 +57,17 @@ def new_uuid_base64() -> str:
         s = base64.urlsafe_b64encode(raw).rstrip(b"=").decode("ascii")
         if not s.startswith("-"):
             return s
+
+
+def topic_id_to_uuid(topic_id: str | None) -> uuid.UUID:
+    """Kafka's base64url topic id (as stored in /brokers/topics/<t>) as a uuid.UUID; None -> the zero uuid."""
+    if not topic_id:
+        return uuid.UUID(int=0)
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "=" * (-len(topic_id) % 4)))
+
+
+def uuid_to_topic_id(u: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(u.bytes).rstrip(b"=").decode("ascii")
 
 
 # ----------------------------------------------------------------------------------------------- cluster / brokers
@@ -113,7 +127,7 @@ class BrokerIdZNode:
             "timestamp": info.timestamp or _now_ms_str(),
             "endpoints": [e.connection_string() for e in info.endpoints],
             "listener_security_protocol_map": {e.listener_name: e.security_protocol for e in info.endpoints},
-            "rack": info.rack,
+            **({"rack": info.rack} if info.rack is not None else {}),  # Kafka writes "rack" only when set
             "features": info.features,
         })
 
@@ -324,10 +338,64 @@ class IsrChangeNotificationZNode:
 
 class LogDirEventNotificationZNode:
     path = "/log_dir_event_notification"
+    prefix = "log_dir_event_"
+    #: The only event type Kafka defines: a log directory of the broker went offline.
+    LOG_DIR_FAILURE = 1
+
+    @staticmethod
+    def encode(broker_id: int, event: int = 1) -> bytes:
+        return _enc({"version": 1, "broker": broker_id, "event": event})
+
+    @staticmethod
+    def decode(data: bytes) -> int | None:
+        """The broker id of a log-dir failure event (None for other or unreadable events)."""
+        o = _dec(data)
+        if not isinstance(o, dict) or int(o.get("event", 1)) != LogDirEventNotificationZNode.LOG_DIR_FAILURE:
+            return None
+        return int(o["broker"])
+
+
+class ReassignPartitionsZNode:
+    """Legacy (pre KIP-455) reassignment request written by old tools; the controller drains it."""
+
+    path = "/admin/reassign_partitions"
+
+    @staticmethod
+    def encode(reassignments: dict[tuple[str, int], list[int]]) -> bytes:
+        return _enc({"version": 1, "partitions": [
+            {"topic": t, "partition": p, "replicas": list(r)} for (t, p), r in reassignments.items()]})
+
+    @staticmethod
+    def decode(data: bytes | None) -> dict[tuple[str, int], list[int]]:
+        o = _dec(data) or {}
+        return {(str(d["topic"]), int(d["partition"])): [int(r) for r in d["replicas"]]
+                for d in o.get("partitions") or []}
+
+
+class PreferredReplicaElectionZNode:
+    """Legacy preferred-leader election request (kafka-preferred-replica-election.sh, pre KIP-460)."""
+
+    path = "/admin/preferred_replica_election"
+
+    @staticmethod
+    def encode(partitions: list[tuple[str, int]]) -> bytes:
+        return _enc({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
+
+    @staticmethod
+    def decode(data: bytes | None) -> set[tuple[str, int]]:
+        o = _dec(data) or {}
+        return {(str(d["topic"]), int(d["partition"])) for d in o.get("partitions") or []}
 
 
 class FeatureZNode:
+    """/feature: cluster-wide finalized feature levels (KIP-584), written only by the controller.
+
+    Finalized features are stored as {"name": {"max_version_level": n}} (v2; v1 also had min_version_level).
+    Status 1 = enabled, 0 = disabled (inter.broker.protocol.version < 2.7)."""
+
     path = "/feature"
+    ENABLED = 1
+    DISABLED = 0
 
     @staticmethod
     def encode(features: dict[str, Any], status: int = 1) -> bytes:
@@ -336,6 +404,24 @@ class FeatureZNode:
     @staticmethod
     def decode(data: bytes) -> dict[str, Any]:
         return dict(_dec(data).get("features") or {})
+
+    @staticmethod
+    def encode_levels(levels: dict[str, int], status: int = 1, version: int = 2) -> bytes:
+        """Finalized levels {name: level} in Kafka's JSON (v1 repeats the level as min_version_level)."""
+        if version == 1:
+            feats = {k: {"max_version_level": v, "min_version_level": v} for k, v in sorted(levels.items())}
+        else:
+            feats = {k: {"max_version_level": v} for k, v in sorted(levels.items())}
+        return _enc({"version": version, "status": status, "features": feats})
+
+    @staticmethod
+    def decode_levels(data: bytes | None) -> tuple[int, dict[str, int]]:
+        """(status, {name: finalized max level})."""
+        o = _dec(data) or {}
+        levels = {}
+        for name, v in (o.get("features") or {}).items():
+            levels[str(name)] = int(v["max_version_level"]) if isinstance(v, dict) else int(v)
+        return int(o.get("status", 1)), levels
 
 
 #: Persistent paths Kafka creates at start-up (ZkData.PersistentZkPaths plus the config entity roots).

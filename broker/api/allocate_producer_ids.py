@@ -1,0 +1,14 @@
+"""AllocateProducerIds (broker -> controller, KIP-730): the next block of producer ids for InitProducerId."""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.cluster.controller import KafkaController
+
+MIN_VERSION, MAX_VERSION = 0, 0
+
+
+async def handle(ctx: "RequestContext", request: Any, *, controller: "KafkaController") -> dict:
+    return await controller.allocate_producer_ids(request.broker_id, request.broker_epoch)

@@ -1,0 +1,32 @@
+"""UpdateMetadata (controller -> every broker): the cluster's live brokers, leaders and ISRs.
+
+The only way a broker learns metadata, as in Kafka's ZooKeeper mode. Refused when addressed to an
+older registration of this broker (STALE_BROKER_EPOCH) or sent by an older controller than the last
+one heard from (STALE_CONTROLLER_EPOCH). Partitions the request deletes (leader -2) leave the cache.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Callable
+
+from broker.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.api.dispatcher import RequestContext
+    from broker.cluster.metadata_cache import MetadataCache
+    from broker.replica.manager import ReplicaManager
+
+MIN_VERSION, MAX_VERSION = 0, 8
+
+
+async def handle(ctx: "RequestContext", request: Any, *, metadata: "MetadataCache",
+                 replica_manager: "ReplicaManager", broker_epoch: Callable[[], int]) -> dict:
+    version = ctx.api_version
+    request_epoch = request.broker_epoch if version >= 5 else -1
+    if request_epoch != -1 and request_epoch < broker_epoch():
+        return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH)}
+    # The replica manager holds the latest controller epoch heard (LeaderAndIsr, StopReplica and this).
+    if request.controller_epoch < replica_manager.controller_epoch:
+        return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH)}
+    replica_manager.controller_epoch = request.controller_epoch
+    metadata.update_metadata(request, version)
+    return {"error_code": 0}

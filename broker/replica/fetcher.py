@@ -1,0 +1,814 @@
+"""Replica fetchers: followers copy their leaders' logs (Kafka's ReplicaFetcherManager / ReplicaFetcherThread).
+
+One :class:`ReplicaFetcher` task per (leader broker, fetcher id = hash(topic-partition) %
+num.replica.fetchers) sends one Fetch v17 (replica_state = this broker) for all its partitions,
+long-polled at the leader (replica.fetch.wait.max.ms), appends what comes back with
+``Log.append_as_follower`` on the partition's I/O worker, then sets the follower's high watermark
+to min(leader HW, own LEO) and raises its log start offset to the leader's.
+
+Each partition is Truncating or Fetching:
+- Truncating: with leader epochs in the local log, OffsetForLeaderEpoch v4 asks the leader where
+  our latest epoch ended and we truncate to min(that, our LEO) (KIP-101/KIP-279; an epoch the
+  leader does not know makes us step back one epoch and ask again); without epochs, truncate
+  to the high watermark.
+- Fetching: from IBP 2.7 (the default) a follower with epochs starts here at its LEO and sends
+  its last fetched epoch; the leader answers ``diverging_epoch`` when our log diverged, and we
+  truncate the same way without the extra round trip (KIP-320 style).
+- OFFSET_OUT_OF_RANGE: ListOffsets v9 for the leader's LEO; above ours -> ask for its log start
+  offset and restart empty there if our log ends before it; below ours -> truncate to it.
+- FENCED_LEADER_EPOCH (with our current epoch): the partition stops and waits for the next
+  LeaderAndIsr. Other errors (NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_ID,
+  disconnects, ...) back off replica.fetch.backoff.ms and retry, as Kafka does.
+
+Responses are processed under the fetcher's lock, and ReplicaManager removes partitions through
+the same lock, so after ``remove_fetcher_for_partitions`` returns no fetcher touches them.
+
+Loop affinity: event loop; disk work on the ReplicaManager's I/O workers.
+"""
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import uuid
+from dataclasses import dataclass
+from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
+
+from broker.accel import record_batch
+from broker.errors import ErrorCode
+from broker.replica.config import ReplicaConfig
+from broker.util.broker_channel import BrokerChannel, BrokerChannelError, BrokerChannelFactory, BrokerNode
+
+log = logging.getLogger(__name__)
+
+TopicPartition = Tuple[str, int]
+ZERO_UUID = uuid.UUID(int=0)
+
+FETCH = 1
+LIST_OFFSETS = 2
+OFFSET_FOR_LEADER_EPOCH = 23
+FETCH_VERSION = 17
+FETCH_VERSION_WITHOUT_TOPIC_IDS = 12
+LIST_OFFSETS_VERSION = 9
+OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+
+TRUNCATING = "Truncating"
+FETCHING = "Fetching"
+
+
+@dataclass(frozen=True)
+class InitialFetchState:
+    """Where a new follower partition starts: its leader, the leader epoch, and the fetch offset (-1 = ask
+    the leader)."""
+
+    topic_id: Optional[uuid.UUID]
+    leader: BrokerNode
+    leader_epoch: int
+    fetch_offset: int
+
+
+@dataclass(frozen=True)
+class PartitionFetchState:
+    """A partition's fetch position; replaced (never mutated) on every change."""
+
+    topic_id: Optional[uuid.UUID]
+    fetch_offset: int
+    current_leader_epoch: int
+    state: str
+    last_fetched_epoch: Optional[int]
+    lag: Optional[int] = None
+    delayed_until: float = 0.0  # event-loop time
+    reset_offset: bool = False  # the fetch offset must come from the leader (ListOffsets)
+
+    def is_delayed(self, now: float) -> bool:
+        return self.delayed_until > now
+
+    def is_ready_for_fetch(self, now: float) -> bool:
+        return self.state == FETCHING and not self.reset_offset and not self.is_delayed(now)
+
+    def is_truncating(self, now: float) -> bool:
+        return self.state == TRUNCATING and not self.is_delayed(now)
+
+
+class _LeaderError(Exception):
+    def __init__(self, code: int) -> None:
+        super().__init__(_name(code))
+        self.code = int(code)
+
+
+class _AppendOutcome(NamedTuple):
+    last_offset: int
+    valid_bytes: int
+    last_batch_epoch: Optional[int]
+    hw_changed: bool
+
+
+def java_string_hash(s: str) -> int:
+    """Java's String.hashCode (int32), so the fetcher for a partition is the one Kafka would pick."""
+    h = 0
+    units = s.encode("utf-16-be")
+    for i in range(0, len(units), 2):
+        h = (31 * h + ((units[i] << 8) | units[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= (1 << 31) else h
+
+
+def fetcher_id_for(tp: TopicPartition, num_fetchers: int) -> int:
+    """Kafka: abs(31 * topic.hashCode + partition) % num.replica.fetchers."""
+    v = (31 * java_string_hash(tp[0]) + tp[1]) & 0xFFFFFFFF
+    v = v - (1 << 32) if v >= (1 << 31) else v
+    v = 0 if v == -(1 << 31) else abs(v)
+    return v % max(1, num_fetchers)
+
+
+class ReplicaFetcher:
+    """Fetches every partition this broker follows from one leader (for one fetcher id)."""
+
+    def __init__(self, manager: "ReplicaFetcherManager", fetcher_id: int, leader: BrokerNode,
+                 channel: BrokerChannel) -> None:
+        self.manager = manager
+        self.fetcher_id = fetcher_id
+        self.leader = leader
+        self.channel = channel
+        self.config = manager.config
+        self.rm = manager.replica_manager
+        self.partitions: Dict[TopicPartition, PartitionFetchState] = {}
+        self.lock = asyncio.Lock()
+        self._wakeup = asyncio.Event()
+        self._task: Optional["asyncio.Task[None]"] = None
+        self._running = False
+        self.name = "ReplicaFetcher-%d-%d" % (fetcher_id, leader.broker_id)
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        self._running = True
+        self._task = asyncio.get_running_loop().create_task(self._run(), name=self.name)
+
+    async def shutdown(self) -> None:
+        self._running = False
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        try:
+            await self.channel.close()
+        except Exception:
+            log.debug("%s: closing the channel failed", self.name, exc_info=True)
+
+    @property
+    def is_running(self) -> bool:
+        return self._running and self._task is not None and not self._task.done()
+
+    # ------------------------------------------------------------------ partitions
+    def _put(self, tp: TopicPartition, st: PartitionFetchState) -> None:
+        """Update and move to the end (partitions fetched last come first next time)."""
+        self.partitions.pop(tp, None)
+        self.partitions[tp] = st
+
+    def _latest_epoch(self, tp: TopicPartition) -> Optional[int]:
+        p = self.rm.get_partition(tp)
+        if p is None or p.log is None:
+            return None
+        return p.log.latest_epoch
+
+    def _initial_state(self, tp: TopicPartition, init: InitialFetchState,
+                       current: Optional[PartitionFetchState]) -> PartitionFetchState:
+        if current is not None and current.current_leader_epoch == init.leader_epoch:
+            return current
+        if init.fetch_offset < 0:
+            return PartitionFetchState(init.topic_id, -1, init.leader_epoch, FETCHING, None, reset_offset=True)
+        if self.config.truncation_on_fetch:
+            latest = self._latest_epoch(tp)
+            return PartitionFetchState(init.topic_id, init.fetch_offset, init.leader_epoch,
+                                       FETCHING if latest is not None else TRUNCATING, latest)
+        return PartitionFetchState(init.topic_id, init.fetch_offset, init.leader_epoch, TRUNCATING, None)
+
+    async def add_partitions(self, states: Dict[TopicPartition, InitialFetchState]) -> None:
+        async with self.lock:
+            for tp, init in states.items():
+                self._put(tp, self._initial_state(tp, init, self.partitions.get(tp)))
+            self._wakeup.set()
+
+    async def remove_partitions(self, tps: Iterable[TopicPartition]) -> Dict[TopicPartition, PartitionFetchState]:
+        async with self.lock:
+            out = {}
+            for tp in tps:
+                st = self.partitions.pop(tp, None)
+                if st is not None:
+                    out[tp] = st
+            return out
+
+    async def remove_all_partitions(self) -> Dict[TopicPartition, PartitionFetchState]:
+        async with self.lock:
+            out = dict(self.partitions)
+            self.partitions.clear()
+            return out
+
+    def _delay(self, tps: Iterable[TopicPartition], delay_ms: Optional[int] = None) -> None:
+        """Back off these partitions (only the ones not already backing off)."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        until = now + (self.config.replica_fetch_backoff_ms if delay_ms is None else delay_ms) / 1000.0
+        for tp in tps:
+            st = self.partitions.get(tp)
+            if st is not None and not st.is_delayed(now):
+                self._put(tp, dataclasses.replace(st, delayed_until=until))
+        self._wakeup.set()
+
+    def _mark_failed(self, tp: TopicPartition) -> None:
+        """Stop fetching ``tp`` until the next LeaderAndIsr re-adds it."""
+        self.partitions.pop(tp, None)
+        self.manager.failed_partitions.add(tp)
+        log.warning("%s: partition %s-%d marked as failed", self.name, *tp)
+
+    def _on_partition_fenced(self, tp: TopicPartition, request_epoch: Optional[int]) -> bool:
+        """The leader has a newer epoch. If ours is the one we sent, wait for LeaderAndIsr (False); if our
+        state moved on meanwhile, just retry later (True)."""
+        st = self.partitions.get(tp)
+        if st is None:
+            return False
+        if request_epoch is not None and request_epoch == st.current_leader_epoch:
+            log.info("%s: %s-%d has an older epoch (%d) than the current leader; awaiting the new LeaderAndIsr "
+                     "state before resuming fetching", self.name, *tp, st.current_leader_epoch)
+            self._mark_failed(tp)
+            return False
+        return True
+
+    # ------------------------------------------------------------------ main loop
+    async def _run(self) -> None:
+        while self._running:
+            try:
+                await self._maybe_truncate()
+                await self._maybe_reset_offsets()
+                await self._maybe_fetch()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("%s: unexpected error; backing off", self.name)
+                await asyncio.sleep(self.config.replica_fetch_backoff_ms / 1000.0)
+
+    async def _idle_wait(self) -> None:
+        """Nothing to fetch: sleep until a partition is added or a backoff ends (at most the backoff)."""
+        loop = asyncio.get_running_loop()
+        now = loop.time()
+        timeout = self.config.replica_fetch_backoff_ms / 1000.0
+        for st in self.partitions.values():
+            if st.is_delayed(now):
+                timeout = min(timeout, st.delayed_until - now)
+            elif st.state == TRUNCATING or st.reset_offset:
+                await asyncio.sleep(0)
+                return  # more truncation / offset lookups to do right away
+        try:
+            await asyncio.wait_for(self._wakeup.wait(), max(timeout, 0.001))
+        except asyncio.TimeoutError:
+            pass
+
+    # ------------------------------------------------------------------ fetch
+    def _build_fetch(self, now: float) -> Tuple[Optional[dict], int, Dict[TopicPartition, PartitionFetchState],
+                                                Dict[uuid.UUID, str]]:
+        cfg = self.config
+        session: Dict[TopicPartition, PartitionFetchState] = {}
+        errors = []
+        topics: Dict[str, List[dict]] = {}
+        topic_ids: Dict[str, Optional[uuid.UUID]] = {}
+        for tp, st in self.partitions.items():
+            if not st.is_ready_for_fetch(now):
+                continue
+            p = self.rm.get_partition(tp)
+            if p is None or p.log is None:
+                errors.append(tp)
+                continue
+            session[tp] = st
+            last_epoch = st.last_fetched_epoch if cfg.truncation_on_fetch and st.last_fetched_epoch is not None else -1
+            topics.setdefault(tp[0], []).append({
+                "partition": tp[1], "current_leader_epoch": st.current_leader_epoch, "fetch_offset": st.fetch_offset,
+                "last_fetched_epoch": last_epoch, "log_start_offset": p.log.log_start_offset,
+                "partition_max_bytes": cfg.replica_fetch_max_bytes})
+            if st.topic_id is not None and st.topic_id != ZERO_UUID:
+                topic_ids.setdefault(tp[0], st.topic_id)
+            else:
+                topic_ids[tp[0]] = None
+        if errors:
+            self._delay(errors)
+        if not session:
+            return None, 0, session, {}
+        use_ids = all(t is not None for t in topic_ids.values())
+        version = FETCH_VERSION if use_ids else FETCH_VERSION_WITHOUT_TOPIC_IDS
+        names = {tid: name for name, tid in topic_ids.items() if tid is not None}
+        body = {
+            "replica_id": self.manager.broker_id,
+            "replica_state": {"replica_id": self.manager.broker_id, "replica_epoch": self.manager.broker_epoch()},
+            "max_wait_ms": cfg.replica_fetch_wait_max_ms, "min_bytes": cfg.replica_fetch_min_bytes,
+            "max_bytes": cfg.replica_fetch_response_max_bytes, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": name, "topic_id": topic_ids[name] or ZERO_UUID, "partitions": parts}
+                       for name, parts in topics.items()],
+            "forgotten_topics_data": [], "rack_id": "",
+        }
+        return body, version, session, names
+
+    async def _maybe_fetch(self) -> None:
+        loop = asyncio.get_running_loop()
+        async with self.lock:
+            self._wakeup.clear()
+            body, version, session, names = self._build_fetch(loop.time())
+        if body is None:
+            await self._idle_wait()
+            return
+        try:
+            resp = await self.channel.send(self.leader, FETCH, version, body, self.config.replica_socket_timeout_ms)
+        except asyncio.CancelledError:
+            raise
+        except (BrokerChannelError, asyncio.TimeoutError, OSError) as e:
+            if self._running:
+                log.info("%s: error in response for fetch request (%s); backing off", self.name,
+                         e or type(e).__name__)
+                async with self.lock:
+                    self._delay(session)
+            return
+        async with self.lock:
+            out_of_range = await self._process_fetch_response(resp, version, session, names)
+        for tp, epoch in out_of_range:
+            if not await self._handle_out_of_range(tp, epoch):
+                async with self.lock:
+                    self._delay([tp])
+
+    async def _process_fetch_response(self, resp: Any, version: int,
+                                      session: Dict[TopicPartition, PartitionFetchState],
+                                      names: Dict[uuid.UUID, str]) -> List[Tuple[TopicPartition, int]]:
+        """Under the lock. Returns the partitions whose offset was out of range (handled after the lock)."""
+        top = int(getattr(resp, "error_code", 0) or 0)
+        if top:
+            log.info("%s: fetch failed with %s; backing off", self.name, _name(top))
+            self._delay(session)
+            return []
+        now = asyncio.get_running_loop().time()
+        errors: Set[TopicPartition] = set()
+        diverging: Dict[TopicPartition, Tuple[int, int, int]] = {}
+        out_of_range: List[Tuple[TopicPartition, int]] = []
+        for topic in resp.responses:
+            name = names.get(topic.topic_id) if version >= 13 else topic.topic
+            if not name:
+                continue
+            for pd in topic.partitions:
+                tp = (name, pd.partition_index)
+                st = self.partitions.get(tp)
+                sent = session.get(tp)
+                # Only if nothing changed since the request: same offset, same epoch, still fetching.
+                if (st is None or sent is None or sent.fetch_offset != st.fetch_offset
+                        or sent.current_leader_epoch != st.current_leader_epoch or not st.is_ready_for_fetch(now)):
+                    continue
+                err = int(pd.error_code)
+                if err == 0:
+                    div = getattr(pd, "diverging_epoch", None)
+                    if (self.config.truncation_on_fetch and div is not None
+                            and (div.epoch != -1 or div.end_offset != -1)):
+                        # Truncate first; watermarks come with the next fetch.
+                        diverging[tp] = (0, int(div.epoch), int(div.end_offset))
+                    elif not await self._process_partition_data(tp, st, pd):
+                        errors.add(tp)
+                elif err == ErrorCode.OFFSET_OUT_OF_RANGE:
+                    out_of_range.append((tp, sent.current_leader_epoch))
+                elif err == ErrorCode.FENCED_LEADER_EPOCH:
+                    if self._on_partition_fenced(tp, sent.current_leader_epoch):
+                        errors.add(tp)
+                else:
+                    if err == ErrorCode.UNKNOWN_LEADER_EPOCH:
+                        log.debug("%s: leader has a smaller leader epoch for %s-%d than our %d", self.name, *tp,
+                                  st.current_leader_epoch)
+                    elif err == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                        log.debug("%s: broker %d is not the leader of %s-%d (yet)", self.name, self.leader.broker_id,
+                                  *tp)
+                    else:
+                        log.warning("%s: error %s for %s-%d at offset %d", self.name, _name(err), *tp,
+                                    st.fetch_offset)
+                    errors.add(tp)
+        if diverging:
+            await self._truncate_to_epoch_end_offsets(diverging, {})
+        if errors:
+            self._delay(errors)
+        return out_of_range
+
+    async def _process_partition_data(self, tp: TopicPartition, st: PartitionFetchState, pd: Any) -> bool:
+        """Append the records and move the watermarks; False = back off (the partition stays)."""
+        p = self.rm.get_partition(tp)
+        if p is None or p.log is None:
+            return False
+        try:
+            out: _AppendOutcome = await self.rm.run_io(
+                _append_fetched, p.log, pd.records, st.fetch_offset, st.current_leader_epoch,
+                int(pd.high_watermark), int(pd.log_start_offset), key=tp)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            kind = type(exc).__name__
+            if kind in ("CorruptRecordError", "InvalidRecordError"):
+                # Possibly transient (e.g. a partial write at the leader): retry after the backoff.
+                log.error("%s: invalid records fetched for %s-%d at offset %d: %s", self.name, *tp, st.fetch_offset,
+                          exc)
+                return False
+            log.error("%s: error processing data of %s-%d at offset %d: %s", self.name, *tp, st.fetch_offset,
+                      exc, exc_info=kind != "KafkaStorageError")
+            self._mark_failed(tp)
+            return True
+        next_offset = out.last_offset + 1 if out.valid_bytes > 0 else st.fetch_offset
+        lag = max(0, int(pd.high_watermark) - next_offset)
+        if (out.valid_bytes > 0 or st.lag is None) and self.partitions.get(tp) is st:
+            last_epoch = out.last_batch_epoch if out.last_batch_epoch is not None else st.last_fetched_epoch
+            self._put(tp, dataclasses.replace(st, fetch_offset=next_offset, lag=lag, state=FETCHING,
+                                              last_fetched_epoch=last_epoch))
+        if out.hw_changed:
+            self.rm.on_follower_high_watermark_advanced(tp)
+        return True
+
+    # ------------------------------------------------------------------ truncation
+    async def _maybe_truncate(self) -> None:
+        loop = asyncio.get_running_loop()
+        with_epochs: Dict[TopicPartition, Tuple[int, int]] = {}
+        async with self.lock:
+            now = loop.time()
+            without: List[TopicPartition] = []
+            for tp, st in self.partitions.items():
+                if st.is_truncating(now):
+                    latest = self._latest_epoch(tp)
+                    if latest is not None:
+                        with_epochs[tp] = (st.current_leader_epoch, latest)
+                    else:
+                        without.append(tp)
+            if without:
+                await self._truncate_to_high_watermark(without)
+        if not with_epochs:
+            return
+        fetched = await self._fetch_epoch_end_offsets(with_epochs)
+        async with self.lock:
+            # Ignore answers for partitions whose leader epoch changed while we asked.
+            current = {tp: eo for tp, eo in fetched.items()
+                       if tp in self.partitions and self.partitions[tp].current_leader_epoch == with_epochs[tp][0]}
+            await self._truncate_to_epoch_end_offsets(current, with_epochs)
+
+    async def _fetch_epoch_end_offsets(self, epochs: Dict[TopicPartition, Tuple[int, int]]
+                                       ) -> Dict[TopicPartition, Tuple[int, int, int]]:
+        """OffsetForLeaderEpoch v4: {tp: (error, epoch, end_offset)}."""
+        topics: Dict[str, List[dict]] = {}
+        for (topic, part), (current, latest) in epochs.items():
+            topics.setdefault(topic, []).append({"partition": part, "current_leader_epoch": current,
+                                                 "leader_epoch": latest})
+        body = {"replica_id": self.manager.broker_id,
+                "topics": [{"topic": t, "partitions": ps} for t, ps in topics.items()]}
+        try:
+            resp = await self.channel.send(self.leader, OFFSET_FOR_LEADER_EPOCH, OFFSET_FOR_LEADER_EPOCH_VERSION,
+                                           body, self.config.replica_socket_timeout_ms)
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:
+            log.info("%s: error sending OffsetForLeaderEpoch (%s)", self.name, e or type(e).__name__)
+            return {tp: (int(ErrorCode.NETWORK_EXCEPTION), -1, -1) for tp in epochs}
+        out: Dict[TopicPartition, Tuple[int, int, int]] = {}
+        for t in resp.topics:
+            for pr in t.partitions:
+                tp = (t.topic, pr.partition)
+                if tp in epochs:
+                    out[tp] = (int(pr.error_code), int(pr.leader_epoch), int(pr.end_offset))
+        for tp in epochs:
+            out.setdefault(tp, (int(ErrorCode.UNKNOWN_SERVER_ERROR), -1, -1))
+        return out
+
+    async def _truncate_to_epoch_end_offsets(self, fetched: Dict[TopicPartition, Tuple[int, int, int]],
+                                             requested: Dict[TopicPartition, Tuple[int, int]]) -> None:
+        """Under the lock: truncate each partition per the leader's epoch end offset."""
+        errors: List[TopicPartition] = []
+        for tp, (err, epoch, end) in fetched.items():
+            st = self.partitions.get(tp)
+            if st is None:
+                continue
+            if err == 0:
+                p = self.rm.get_partition(tp)
+                if p is None or p.log is None:
+                    errors.append(tp)
+                    continue
+                try:
+                    offset, completed, latest = await self.rm.run_io(_truncate_for_epoch, p.log, epoch, end,
+                                                                     st.fetch_offset, key=tp)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    log.error("%s: truncation of %s-%d failed: %s", self.name, *tp, exc)
+                    self._mark_failed(tp)
+                    continue
+                log.info("%s: truncated %s-%d to %d (leader epoch %d ends at %d)", self.name, *tp, offset, epoch, end)
+                cur = self.partitions.get(tp)
+                if cur is not None:
+                    state = FETCHING if (self.config.truncation_on_fetch or completed) else TRUNCATING
+                    self._put(tp, dataclasses.replace(cur, fetch_offset=offset, state=state,
+                                                      last_fetched_epoch=latest))
+            elif err == ErrorCode.FENCED_LEADER_EPOCH:
+                req = requested.get(tp)
+                if self._on_partition_fenced(tp, req[0] if req is not None else None):
+                    errors.append(tp)
+            else:
+                log.info("%s: retrying the leader epoch request for %s-%d: the leader reported %s", self.name, *tp,
+                         _name(err))
+                errors.append(tp)
+        if errors:
+            self._delay(errors)
+
+    async def _truncate_to_high_watermark(self, tps: List[TopicPartition]) -> None:
+        """Under the lock: no leader epochs in the log, so the only safe point is our HW (the fetch offset)."""
+        missing = []
+        for tp in tps:
+            st = self.partitions.get(tp)
+            p = self.rm.get_partition(tp)
+            if st is None:
+                continue
+            if p is None or p.log is None:
+                missing.append(tp)
+                continue
+            try:
+                latest = await self.rm.run_io(_truncate_to, p.log, st.fetch_offset, key=tp)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("%s: truncation of %s-%d failed: %s", self.name, *tp, exc)
+                self._mark_failed(tp)
+                continue
+            log.info("%s: truncated %s-%d to its high watermark %d", self.name, *tp, st.fetch_offset)
+            cur = self.partitions.get(tp)
+            if cur is not None:
+                self._put(tp, dataclasses.replace(cur, state=FETCHING, last_fetched_epoch=latest))
+        if missing:
+            self._delay(missing)
+
+    # ------------------------------------------------------------------ out of range
+    async def _maybe_reset_offsets(self) -> None:
+        """Partitions added without a fetch offset ask the leader where to start."""
+        now = asyncio.get_running_loop().time()
+        todo = [(tp, st.current_leader_epoch) for tp, st in self.partitions.items()
+                if st.reset_offset and not st.is_delayed(now)]
+        for tp, epoch in todo:
+            if not await self._handle_out_of_range(tp, epoch):
+                async with self.lock:
+                    self._delay([tp])
+
+    async def _list_offset(self, tp: TopicPartition, leader_epoch: int, timestamp: int) -> int:
+        body = {"replica_id": self.manager.broker_id, "isolation_level": 0,
+                "topics": [{"name": tp[0], "partitions": [{"partition_index": tp[1],
+                                                            "current_leader_epoch": leader_epoch,
+                                                            "timestamp": timestamp}]}]}
+        resp = await self.channel.send(self.leader, LIST_OFFSETS, LIST_OFFSETS_VERSION, body,
+                                       self.config.replica_socket_timeout_ms)
+        for t in resp.topics:
+            if t.name != tp[0]:
+                continue
+            for pr in t.partitions:
+                if pr.partition_index == tp[1]:
+                    if pr.error_code:
+                        raise _LeaderError(pr.error_code)
+                    return int(pr.offset)
+        raise _LeaderError(ErrorCode.UNKNOWN_SERVER_ERROR)
+
+    async def _handle_out_of_range(self, tp: TopicPartition, request_epoch: int) -> bool:
+        """Find a valid fetch offset from the leader's log range; False = retry after the backoff."""
+        st = self.partitions.get(tp)
+        p = self.rm.get_partition(tp)
+        if st is None or st.current_leader_epoch != request_epoch:
+            return True
+        if p is None or p.log is None:
+            return False
+        replica_end = p.log.log_end_offset
+        try:
+            leader_end = await self._list_offset(tp, request_epoch, -1)
+            leader_start = -1
+            if leader_end >= replica_end:
+                leader_start = await self._list_offset(tp, request_epoch, -2)
+        except asyncio.CancelledError:
+            raise
+        except _LeaderError as e:
+            if e.code == ErrorCode.FENCED_LEADER_EPOCH:
+                async with self.lock:
+                    return not self._on_partition_fenced(tp, request_epoch)
+            log.info("%s: could not fetch the offsets of %s-%d: %s", self.name, *tp, e)
+            return False
+        except Exception as e:
+            log.info("%s: could not fetch the offsets of %s-%d: %s", self.name, *tp, e or type(e).__name__)
+            return False
+        async with self.lock:
+            cur = self.partitions.get(tp)
+            if cur is None or cur.current_leader_epoch != request_epoch:
+                return True
+            try:
+                if leader_end < replica_end:
+                    # Typically after an unclean election: the new leader's log ends before ours.
+                    log.warning("%s: reset fetch offset of %s-%d from %d to the leader's end offset %d", self.name,
+                                *tp, replica_end, leader_end)
+                    latest = await self.rm.run_io(_truncate_to, p.log, leader_end, key=tp)
+                    offset, lag = leader_end, 0
+                else:
+                    offset = max(leader_start, replica_end)
+                    if leader_start > replica_end:
+                        log.warning("%s: truncate %s-%d fully and restart at the leader's start offset %d (our end "
+                                    "offset %d is below it)", self.name, *tp, leader_start, replica_end)
+                        latest = await self.rm.run_io(_truncate_fully, p.log, leader_start, key=tp)
+                    else:
+                        log.info("%s: reset fetch offset of %s-%d to our end offset %d", self.name, *tp, offset)
+                        latest = p.log.latest_epoch
+                    lag = leader_end - offset
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("%s: truncation of %s-%d failed: %s", self.name, *tp, exc)
+                self._mark_failed(tp)
+                return True
+            cur = self.partitions.get(tp)
+            if cur is not None:
+                self._put(tp, dataclasses.replace(cur, fetch_offset=offset, lag=lag, state=FETCHING,
+                                                  last_fetched_epoch=latest, reset_offset=False))
+            return True
+
+
+# ---------------------------------------------------------------------- worker-thread jobs
+def _usable_batches(records: Any, leader_epoch: int) -> Tuple[bytes, Optional[int]]:
+    """Whole batches only, and none from an epoch above the one we fetched in (KAFKA-18723); also the
+    partition leader epoch of the last batch kept."""
+    if records is None:
+        return b"", None
+    mv = memoryview(records) if not isinstance(records, memoryview) else records
+    if len(mv) == 0:
+        return b"", None
+    infos, end = record_batch.scan_batches(mv)
+    cut = end
+    last_epoch: Optional[int] = None
+    for info in infos:
+        if info.magic >= 2 and info.partition_leader_epoch > leader_epoch:
+            cut = info.position
+            break
+        last_epoch = info.partition_leader_epoch if info.partition_leader_epoch >= 0 else None
+    return bytes(mv[:cut]), last_epoch
+
+
+def _append_fetched(plog: Any, records: Any, fetch_offset: int, leader_epoch: int, leader_hw: int,
+                    leader_log_start: int) -> _AppendOutcome:
+    """Worker thread (the partition's): append what the leader sent, then follow its HW and log start."""
+    from broker.storage.log import UnexpectedAppendOffsetError
+    if fetch_offset != plog.log_end_offset:
+        raise RuntimeError("offset mismatch: fetched offset %d, log end offset %d" % (fetch_offset, plog.log_end_offset))
+    buf, last_epoch = _usable_batches(records, leader_epoch)
+    last, valid = -1, 0
+    if buf:
+        try:
+            info = plog.append_as_follower(buf)
+        except UnexpectedAppendOffsetError as e:
+            leo = plog.log_end_offset
+            if leo == plog.log_start_offset and e.first_offset < leo <= e.last_offset:
+                # The leader's log start offset falls inside this first batch (DeleteRecords): start there.
+                plog.truncate_fully_and_start_at(e.first_offset)
+                info = plog.append_as_follower(buf)
+            else:
+                raise
+        last, valid = info.last_offset, info.valid_bytes
+    else:
+        last_epoch = None
+    old_hw = plog.high_watermark
+    new_hw = plog.update_high_watermark(leader_hw)
+    if leader_log_start > plog.log_start_offset:
+        target = min(leader_log_start, plog.high_watermark)
+        if target > plog.log_start_offset:
+            plog.delete_records_before(target)
+    return _AppendOutcome(last, valid, last_epoch, new_hw != old_hw)
+
+
+def _truncate_for_epoch(plog: Any, leader_epoch: int, leader_end_offset: int, fetch_offset: int
+                        ) -> Tuple[int, bool, Optional[int]]:
+    """Where to truncate given the leader's (epoch, end offset) for our epoch; truncate; returns
+    (offset, truncation complete, latest epoch after)."""
+    leo = plog.log_end_offset
+    if leader_end_offset < 0:
+        # The leader knows no such epoch (or no epochs): our fetch offset (the HW) is the safe point.
+        offset, completed = fetch_offset, True
+    elif leader_epoch < 0:
+        offset, completed = min(leader_end_offset, leo), True
+    else:
+        epoch, end = plog.end_offset_for_epoch(leader_epoch)
+        if end < 0:
+            # We have no epoch at or below the leader's: its end offset is the best bound.
+            offset, completed = min(leader_end_offset, leo), True
+        elif epoch != leader_epoch:
+            # We do not know the leader's epoch: step back to the end of our largest smaller one and ask again.
+            offset, completed = min(end, leo), False
+        else:
+            offset, completed = min(end, leader_end_offset, leo), True
+    plog.truncate_to(offset)
+    return offset, completed, plog.latest_epoch
+
+
+def _truncate_to(plog: Any, offset: int) -> Optional[int]:
+    plog.truncate_to(offset)
+    return plog.latest_epoch
+
+
+def _truncate_fully(plog: Any, offset: int) -> Optional[int]:
+    plog.truncate_fully_and_start_at(offset)
+    return plog.latest_epoch
+
+
+# ---------------------------------------------------------------------- manager
+class ReplicaFetcherManager:
+    """The fetchers of this broker, one per (leader, fetcher id)."""
+
+    def __init__(self, broker_id: int, broker_epoch: Callable[[], int], channel_factory: BrokerChannelFactory,
+                 replica_manager: Any, config: Optional[ReplicaConfig] = None) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.channel_factory = channel_factory
+        self.replica_manager = replica_manager
+        self.config = config if config is not None else ReplicaConfig()
+        self.num_fetchers = max(1, self.config.num_replica_fetchers)
+        self.fetchers: Dict[Tuple[int, int], ReplicaFetcher] = {}
+        #: partitions that stopped on a fenced epoch or a storage error, until LeaderAndIsr re-adds them
+        self.failed_partitions: Set[TopicPartition] = set()
+        self._lock: Optional[asyncio.Lock] = None
+
+    @property
+    def lock(self) -> asyncio.Lock:
+        if self._lock is None:
+            self._lock = asyncio.Lock()
+        return self._lock
+
+    def fetcher_id(self, tp: TopicPartition) -> int:
+        return fetcher_id_for(tp, self.num_fetchers)
+
+    def _new_fetcher(self, fetcher_id: int, leader: BrokerNode) -> ReplicaFetcher:
+        channel = self.channel_factory("broker-%d-fetcher-%d" % (self.broker_id, fetcher_id))
+        f = ReplicaFetcher(self, fetcher_id, leader, channel)
+        f.start()
+        return f
+
+    async def add_fetcher_for_partitions(self, states: Dict[TopicPartition, InitialFetchState]) -> None:
+        """Fetch these partitions from their leaders (a leader whose address changed gets a new fetcher)."""
+        async with self.lock:
+            groups: Dict[Tuple[BrokerNode, int], Dict[TopicPartition, InitialFetchState]] = {}
+            for tp, init in states.items():
+                groups.setdefault((init.leader, self.fetcher_id(tp)), {})[tp] = init
+            for (node, fid), group in groups.items():
+                key = (node.broker_id, fid)
+                f = self.fetchers.get(key)
+                if f is not None and f.leader != node:
+                    moved = await f.remove_all_partitions()
+                    await f.shutdown()
+                    del self.fetchers[key]
+                    f = None
+                    for tp, st in moved.items():
+                        if tp not in group and st.fetch_offset >= 0:
+                            group[tp] = InitialFetchState(st.topic_id, node, st.current_leader_epoch, st.fetch_offset)
+                if f is None:
+                    f = self.fetchers[key] = self._new_fetcher(fid, node)
+                self.failed_partitions.difference_update(group)
+                await f.add_partitions(group)
+                log.info("Added fetcher to broker %d for partitions %s", node.broker_id,
+                         ", ".join("%s-%d" % tp for tp in group))
+
+    async def remove_fetcher_for_partitions(self, tps: Iterable[TopicPartition]
+                                            ) -> Dict[TopicPartition, PartitionFetchState]:
+        """Stop fetching ``tps``; when this returns no fetcher is processing them any more."""
+        tps = list(tps)
+        out: Dict[TopicPartition, PartitionFetchState] = {}
+        if not tps:
+            return out
+        async with self.lock:
+            for f in list(self.fetchers.values()):
+                out.update(await f.remove_partitions(tps))
+            self.failed_partitions.difference_update(tps)
+        if out:
+            log.info("Removed fetcher for partitions %s", ", ".join("%s-%d" % tp for tp in out))
+        return out
+
+    async def shutdown_idle_fetchers(self) -> None:
+        async with self.lock:
+            for key, f in list(self.fetchers.items()):
+                if not f.partitions:
+                    await f.shutdown()
+                    del self.fetchers[key]
+
+    async def shutdown(self) -> None:
+        async with self.lock:
+            fetchers = list(self.fetchers.values())
+            self.fetchers.clear()
+        await asyncio.gather(*(f.shutdown() for f in fetchers), return_exceptions=True)
+
+    def fetch_state(self, tp: TopicPartition) -> Optional[PartitionFetchState]:
+        for f in self.fetchers.values():
+            st = f.partitions.get(tp)
+            if st is not None:
+                return st
+        return None
+
+    def fetcher_for(self, tp: TopicPartition) -> Optional[ReplicaFetcher]:
+        for f in self.fetchers.values():
+            if tp in f.partitions:
+                return f
+        return None
+
+
+def _name(code: int) -> str:
+    try:
+        return ErrorCode(code).name
+    except ValueError:
+        return str(code)

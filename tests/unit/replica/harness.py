@@ -1,0 +1,287 @@
+"""Test harness for the replica layer: real Logs in temp dirs, a manual clock, a fake controller
+(AlterPartition) and a fake network whose channels route Fetch / OffsetForLeaderEpoch / ListOffsets
+to another broker's real ReplicaManager, through the real wire codecs (request encoded, decoded,
+answered, response encoded with its FileSlices read, decoded)."""
+from __future__ import annotations
+
+import asyncio
+import itertools
+import os
+import uuid
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tuple
+
+from broker.errors import ErrorCode
+from broker.protocol.api import decode_request, decode_request_header, decode_response, encode_request, encode_response
+from broker.protocol.codec import join_parts
+from broker.protocol.records.builder import build_batch
+from broker.replica.config import ReplicaConfig
+from broker.replica.manager import FetchPartitionInfo, ReplicaManager, fetch_request_replica
+from broker.replica.partition import AlterPartitionError, LeaderAndIsr, LeaderAndIsrPartitionState
+from broker.storage.config import LogConfig
+from broker.storage.log_manager import LogManager
+from broker.storage.scheduler import Scheduler
+from broker.util.broker_channel import BrokerChannelError, BrokerNode
+
+TOPIC = "t"
+TOPIC_ID = uuid.UUID("11111111-2222-3333-4444-555555555555")
+TP = (TOPIC, 0)
+
+
+class ManualClock:
+    """Milliseconds, moved by hand."""
+
+    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
+        self.now_ms = now_ms
+
+    def __call__(self) -> int:
+        return self.now_ms
+
+    def advance(self, ms: int) -> None:
+        self.now_ms += ms
+
+
+def records(*values: bytes, ts: int = 1_700_000_000_000) -> bytearray:
+    """One batch with one record per value."""
+    return bytearray(build_batch([(b"k", v, [], ts + i) for i, v in enumerate(values)]))
+
+
+async def wait_until(cond: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+    """Poll ``cond`` (worker threads complete asynchronously); fail after ``timeout`` seconds."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not cond():
+        if loop.time() > deadline:
+            raise AssertionError("timed out waiting for " + what)
+        await asyncio.sleep(0.001)
+
+
+class FakeAlterPartition:
+    """A controller that commits every AlterPartition (partition epoch + 1), or fails / holds them on demand."""
+
+    def __init__(self, broker_id: int, auto: bool = True) -> None:
+        self.broker_id = broker_id
+        self.auto = auto
+        self.error: Optional[int] = None
+        self.submissions: List[Tuple[Any, ...]] = []
+        self.held: List[Tuple[Tuple[Any, ...], "asyncio.Future[LeaderAndIsr]"]] = []
+
+    async def submit(self, tp, topic_id, leader_epoch, new_isr_with_epochs, leader_recovery_state, partition_epoch):
+        sub = (tp, topic_id, leader_epoch, [b for b, _ in new_isr_with_epochs], leader_recovery_state,
+               partition_epoch)
+        self.submissions.append(sub)
+        if self.error is not None:
+            raise AlterPartitionError(self.error)
+        if self.auto:
+            return LeaderAndIsr(self.broker_id, leader_epoch, tuple(sub[3]), leader_recovery_state, partition_epoch + 1)
+        fut: asyncio.Future[LeaderAndIsr] = asyncio.get_running_loop().create_future()
+        self.held.append((sub, fut))
+        return await fut
+
+    def commit_held(self) -> None:
+        held, self.held = self.held, []
+        for sub, fut in held:
+            if not fut.done():
+                fut.set_result(LeaderAndIsr(self.broker_id, sub[2], tuple(sub[3]), sub[4], sub[5] + 1))
+
+
+def state(leader: int, leader_epoch: int, isr: Iterable[int], replicas: Iterable[int] = (1, 2, 3), *,
+          partition_epoch: int = 0, controller_epoch: int = 1, tp: Tuple[str, int] = TP) -> LeaderAndIsrPartitionState:
+    return LeaderAndIsrPartitionState(tp[0], tp[1], controller_epoch, leader, leader_epoch, list(isr), partition_epoch,
+                                      list(replicas))
+
+
+# ---------------------------------------------------------------------- a minimal API layer for the fake network
+def _topic_name(rm: ReplicaManager, topic_id: uuid.UUID) -> Optional[str]:
+    for (t, _), p in rm.partitions.items():
+        if p.topic_id == topic_id:
+            return t
+    return None
+
+
+async def handle_fetch(rm: ReplicaManager, req: Any, version: int) -> dict:
+    replica_id, replica_epoch = fetch_request_replica(req, version)
+    reads: List[Tuple[Tuple[str, int], FetchPartitionInfo]] = []
+    unknown = []
+    for t in req.topics:
+        name = _topic_name(rm, t.topic_id) if version >= 13 else t.topic
+        if name is None:
+            unknown.append(t)
+            continue
+        for p in t.partitions:
+            reads.append(((name, p.partition), FetchPartitionInfo(
+                p.fetch_offset, p.partition_max_bytes, p.current_leader_epoch, p.last_fetched_epoch,
+                p.log_start_offset, t.topic_id if version >= 13 else None)))
+    results = await rm.fetch_messages(reads, req.max_bytes, req.min_bytes, req.max_wait_ms, req.isolation_level,
+                                      replica_id=replica_id, replica_epoch=replica_epoch,
+                                      request_version=version) if reads else {}
+    by_topic: Dict[str, List[dict]] = {}
+    for tp, _ in reads:
+        r = results[tp]
+        entry = {"partition_index": tp[1], "error_code": r.error_code, "high_watermark": r.high_watermark,
+                 "last_stable_offset": r.last_stable_offset, "log_start_offset": r.log_start_offset,
+                 "aborted_transactions": None, "preferred_read_replica": r.preferred_read_replica,
+                 "records": r.records if r.records is not None else b""}
+        if r.diverging_epoch is not None:
+            entry["diverging_epoch"] = {"epoch": r.diverging_epoch[0], "end_offset": r.diverging_epoch[1]}
+        by_topic.setdefault(tp[0], []).append(entry)
+    responses = []
+    for name, parts in by_topic.items():
+        p = rm.get_partition((name, parts[0]["partition_index"]))
+        responses.append({"topic": name, "topic_id": p.topic_id if p is not None and p.topic_id else uuid.UUID(int=0),
+                          "partitions": parts})
+    for t in unknown:
+        responses.append({"topic": "", "topic_id": t.topic_id, "partitions": [
+            {"partition_index": p.partition, "error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "high_watermark": -1,
+             "records": b""} for p in t.partitions]})
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses}
+
+
+async def handle_offset_for_leader_epoch(rm: ReplicaManager, req: Any, version: int) -> dict:
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code, epoch, end = await rm.end_offset_for_epoch((t.topic, p.partition), p.current_leader_epoch,
+                                                             p.leader_epoch)
+            parts.append({"error_code": code, "partition": p.partition, "leader_epoch": epoch, "end_offset": end})
+        topics.append({"topic": t.topic, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+async def handle_list_offsets(rm: ReplicaManager, req: Any, version: int) -> dict:
+    topics = []
+    for t in req.topics:
+        parts = []
+        for p in t.partitions:
+            code, ts, offset, epoch = await rm.list_offset((t.name, p.partition_index), p.timestamp,
+                                                           req.isolation_level, replica_id=req.replica_id,
+                                                           current_leader_epoch=p.current_leader_epoch)
+            parts.append({"partition_index": p.partition_index, "error_code": code, "timestamp": ts, "offset": offset,
+                          "leader_epoch": epoch})
+        topics.append({"name": t.name, "partitions": parts})
+    return {"throttle_time_ms": 0, "topics": topics}
+
+
+HANDLERS = {1: handle_fetch, 23: handle_offset_for_leader_epoch, 2: handle_list_offsets}
+
+
+class FakeChannel:
+    """A BrokerChannel that calls the target broker's ReplicaManager in-process."""
+
+    _cid = itertools.count(1)
+
+    def __init__(self, cluster: "FakeCluster", src: int, client_id: str) -> None:
+        self.cluster = cluster
+        self.src = src
+        self.client_id = client_id
+        self.closed = False
+
+    async def send(self, node: BrokerNode, api_key: int, api_version: int, body: Any, timeout_ms: int) -> Any:
+        if self.closed:
+            raise BrokerChannelError("channel closed")
+        cl = self.cluster
+        cl.requests.append((self.src, node.broker_id, api_key, body))
+        if node.broker_id in cl.down or self.src in cl.down or node.broker_id not in cl.brokers:
+            await asyncio.sleep(0)
+            raise BrokerChannelError("broker %d unreachable" % node.broker_id)
+        cid = next(self._cid)
+        frame = encode_request(api_key, api_version, cid, self.client_id, body)
+        hdr, off = decode_request_header(memoryview(frame)[4:])
+        req = decode_request(api_key, api_version, memoryview(frame)[4:], off)
+        hook = cl.intercept
+        resp = await hook(self.src, node.broker_id, api_key, req) if hook is not None else None
+        if resp is None:
+            resp = await HANDLERS[api_key](cl.brokers[node.broker_id].rm, req, api_version)
+        parts = encode_response(api_key, api_version, cid, resp)
+        return decode_response(api_key, api_version, join_parts(parts, True))
+
+    def disconnect(self, broker_id: int) -> None:
+        pass
+
+    async def close(self) -> None:
+        self.closed = True
+
+
+class Broker:
+    def __init__(self, cluster: "FakeCluster", broker_id: int) -> None:
+        self.cluster = cluster
+        self.broker_id = broker_id
+        self.dir = os.path.join(cluster.root, "broker-%d" % broker_id)
+        self.log_manager = LogManager([self.dir], cluster.log_config, broker_id=broker_id, cluster_id="c",
+                                      scheduler=cluster.scheduler)
+        self.apm = FakeAlterPartition(broker_id)
+        self.rm = ReplicaManager(broker_id, self.log_manager, io_threads=1, config=cluster.config, clock=cluster.clock,
+                                 alter_partition_manager=self.apm, channel_factory=cluster.channel_factory(broker_id),
+                                 broker_node=cluster.node, broker_epoch=lambda: 100 + broker_id)
+
+    @property
+    def log(self) -> Any:
+        return self.rm.get_partition(TP).log
+
+    async def stop(self) -> None:
+        await self.rm.stop()
+        self.log_manager.shutdown()
+        self.rm.shutdown()
+
+
+class FakeCluster:
+    def __init__(self, root: str, config: Optional[ReplicaConfig] = None, log_config: Optional[LogConfig] = None
+                 ) -> None:
+        self.root = root
+        self.clock = ManualClock()
+        self.config = config or ReplicaConfig(replica_fetch_wait_max_ms=200, replica_fetch_backoff_ms=20)
+        self.log_config = log_config or LogConfig(file_delete_delay_ms=0)
+        self.scheduler = Scheduler()
+        self.brokers: Dict[int, Broker] = {}
+        self.down: set[int] = set()
+        self.requests: List[Tuple[int, int, int, Any]] = []
+        self.intercept: Optional[Callable[[int, int, int, Any], Awaitable[Optional[dict]]]] = None
+
+    def node(self, broker_id: int) -> BrokerNode:
+        return BrokerNode(broker_id, "broker%d" % broker_id, 9092)
+
+    def channel_factory(self, src: int) -> Callable[[str], FakeChannel]:
+        return lambda client_id: FakeChannel(self, src, client_id)
+
+    def start(self, broker_id: int) -> Broker:
+        b = self.brokers[broker_id] = Broker(self, broker_id)
+        self.down.discard(broker_id)
+        return b
+
+    async def crash(self, broker_id: int) -> None:
+        """Take a broker away: its fetchers stop, it is unreachable; its logs are closed (files stay)."""
+        self.down.add(broker_id)
+        b = self.brokers.pop(broker_id)
+        await b.stop()
+
+    async def leader_and_isr(self, broker_id: int, *states_: LeaderAndIsrPartitionState,
+                             controller_epoch: int = 1) -> Tuple[int, Dict[Tuple[str, int], int]]:
+        b = self.brokers[broker_id]
+
+        async def cfg(_topic: str) -> LogConfig:
+            return self.log_config
+
+        return await b.rm.become_leader_or_follower(0, controller_epoch, list(states_), {TOPIC: TOPIC_ID},
+                                                    {i: self.node(i) for i in self.brokers}, cfg)
+
+    async def close(self) -> None:
+        for bid in list(self.brokers):
+            await self.brokers.pop(bid).stop()
+        self.scheduler.shutdown()
+
+
+def read_all_bytes(plog: Any) -> bytes:
+    """The log's batches from its start offset, as stored (for byte-identity checks)."""
+    info = plog.read(plog.log_start_offset, 1 << 30, None, True)
+    return info.records.read() if info.records is not None else b""
+
+
+def values_of(plog: Any) -> List[bytes]:
+    from broker.accel import record_batch
+    from broker.storage.cleaner_batch import iter_stored_records
+    data = read_all_bytes(plog)
+    infos, _ = record_batch.scan_batches(data)
+    out: List[bytes] = []
+    for bi in infos:
+        out.extend(bytes(r.value) for r in iter_stored_records(data[bi.position:bi.position + bi.size]))
+    return out

@@ -17,7 +17,7 @@ import asyncio
 import logging
 import os
 import socket
-from typing import Any, List, Optional, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from broker.api.dispatcher import RequestDispatcher
 from broker.api.fetch_session import FetchSessionCache
@@ -26,6 +26,7 @@ from broker.cluster.admin import AdminManager
 from broker.cluster.controller import ControllerConfig, KafkaController
 from broker.cluster.controller_channel import BrokerToControllerChannel, ControllerUnavailableError
 from broker.cluster.dynamic_config import DynamicConfigManager
+from broker.cluster.zk_alter_partition import ZkAlterPartitionManager
 from broker.cluster.metadata_cache import MetadataCache
 from broker.config.dynamic import DynamicBrokerConfig
 from broker.config.ibp import InterBrokerProtocolVersion
@@ -137,8 +138,7 @@ class BrokerServer:
         self.replica_manager = rm = ReplicaManager(
             self.broker_id, self.log_manager, io_threads=min(4, int(cfg.get("num.io.threads"))),
             config=replica_config,
-            alter_partition_manager=AlterPartitionManager(self.broker_id, self._broker_epoch,
-                                                          self._channel("alter-partition"), self._controller_node),
+            alter_partition_manager=self._alter_partition_manager(),
             channel_factory=self._channel, broker_epoch=self._broker_epoch,
             is_broker_alive=lambda b: b in self.metadata.brokers, broker_node=self._broker_node,
             broker_rack=lambda b: self.metadata.brokers[b].rack if b in self.metadata.brokers else None,
@@ -155,6 +155,7 @@ class BrokerServer:
         self.controller = KafkaController(ControllerConfig.from_kafka_config(cfg, self.broker_id), zk,
                                           self._channel, loop)
         self.dispatcher = RequestDispatcher(self._build_registry())
+        self.dynamic_config.add_topic_overrides_listener(self._on_topic_overrides)
 
         listeners = [ListenerSpec(e.listener_name, e.host, e.port, e.security_protocol) for e in cfg.listeners]
         self.config.add_listener(self._on_config_change)
@@ -184,6 +185,16 @@ class BrokerServer:
             group_coordinator=self.group_coordinator, producer_ids=self.producer_ids,
             fetch_sessions=self.fetch_sessions, controller=self.controller, dynamic_config=self.dynamic_config,
             broker_epoch=self._broker_epoch))
+
+    def _alter_partition_manager(self) -> Any:
+        """How leaders change their ISR: AlterPartition to the controller from IBP 2.7-IV2 (KIP-497), before
+        that a compare-and-set write of the state znode plus an /isr_change_notification."""
+        if self.ibp.is_at_least("2.7-IV2"):
+            return AlterPartitionManager(self.broker_id, self._broker_epoch, self._channel("alter-partition"),
+                                         self._controller_node)
+        assert self.zk is not None
+        return ZkAlterPartitionManager(self.broker_id, self.zk, self.zk_calls,
+                                       lambda: self._replicas().controller_epoch)
 
     async def _allocate_producer_ids(self) -> Tuple[int, int]:
         """The next producer-id block: from the controller at IBP >= 3.0 (KIP-730), else from ZooKeeper."""
@@ -230,6 +241,11 @@ class BrokerServer:
         if (self.controller is not None and new.get("unclean.leader.election.enable")
                 and not old.get("unclean.leader.election.enable")):
             self.controller.enable_unclean_leader_election()
+
+    def _on_topic_overrides(self, topic: str, overrides: Dict[str, str]) -> None:
+        """A topic's overrides changed: a newly allowed unclean election may give an offline partition a leader."""
+        if self.controller is not None and overrides.get("unclean.leader.election.enable", "").lower() == "true":
+            self.controller.enable_topic_unclean_leader_election(topic)
 
     # ------------------------------------------------------------------------------------ stop
     async def controlled_shutdown(self) -> bool:

@@ -32,6 +32,8 @@ DEFAULT_ENTITY = "<default>"
 
 #: Applies a topic's new effective log config to its hosted logs.
 TopicConfigSink = Callable[[str, LogConfig], None]
+#: Hears every topic's new overrides, hosted here or not (the controller acts on unclean.leader.election.enable).
+TopicOverridesListener = Callable[[str, Dict[str, str]], None]
 
 
 class DynamicConfigManager:
@@ -47,6 +49,10 @@ class DynamicConfigManager:
         self._pending_brokers = False
         self._task: Optional["asyncio.Task[None]"] = None
         self._stopping = False
+        self._overrides_listeners: List[TopicOverridesListener] = []
+
+    def add_topic_overrides_listener(self, listener: TopicOverridesListener) -> None:
+        self._overrides_listeners.append(listener)
 
     # ------------------------------------------------------------------ lifecycle
     async def load_broker_configs(self) -> None:
@@ -108,8 +114,12 @@ class DynamicConfigManager:
                     await self._reload_broker_configs()
                 topics, self._pending_topics = self._pending_topics, set()
                 hosted = self.hosted_topics()
-                for topic in sorted(topics & hosted):
-                    await self.refresh_topic(topic)
+                for topic in sorted(topics):
+                    overrides = await self.zk_calls.run(self.zk.get_topic_config, topic) or {}
+                    if topic in hosted:
+                        self.topic_config_sink(topic, self.log_config_for(overrides))
+                    for listener in self._overrides_listeners:
+                        listener(topic, dict(overrides))
         except asyncio.CancelledError:
             raise
         except Exception:

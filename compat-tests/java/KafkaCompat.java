@@ -10,6 +10,14 @@
  *     group                     two KafkaConsumers (classic group.protocol) subscribe to one 6-partition topic:
  *                               disjoint assignments covering every partition, commitSync, then a restarted
  *                               consumer resumes from the committed offsets (nothing lost, nothing repeated)
+ *     cluster-describe          (a multi-broker cluster) describeCluster with racks, a 3-partition RF=3 topic and its
+ *                               leaders, replicas and ISRs as describeTopics reports them
+ *     cluster-produce           idempotent acks=all KafkaProducer over ~15 s, printing {"step":"ready"} first so the
+ *                               caller can kill or stop a leader meanwhile; then every acknowledged record is read
+ *                               back (assign + seekToBeginning) and checked: exactly once, in offset order
+ *     cluster-group             one group consumer with commitSync after each poll while records arrive; prints the
+ *                               group's coordinator in {"step":"ready"} so the caller can kill it; then counts what
+ *                               it consumed (every record at least once, duplicates only around the failover)
  *   Each scenario uses its own topic: <topic-prefix>-<scenario with ':' replaced by '-'>.
  *
  * Output: one JSON object per line on stdout, always with "scenario" and "step". The pytest side asserts on them;
@@ -87,6 +95,15 @@ public final class KafkaCompat {
                         break;
                     case "group":
                         group(out, bootstrap, topic);
+                        break;
+                    case "cluster-describe":
+                        clusterDescribe(out, bootstrap, topic);
+                        break;
+                    case "cluster-produce":
+                        clusterProduce(out, bootstrap, topic);
+                        break;
+                    case "cluster-group":
+                        clusterGroup(out, bootstrap, topic);
                         break;
                     default:
                         throw new IllegalArgumentException("unknown scenario " + scenario);
@@ -477,6 +494,173 @@ public final class KafkaCompat {
             c.commitSync();
         }
         out.emit("resume", "new_records", resumed, "old_records", old);
+    }
+
+    // ---------------------------------------------------------------- cluster (3 brokers)
+
+    static void clusterDescribe(Out out, String bootstrap, String topic) throws Exception {
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            DescribeClusterResult dc = admin.describeCluster();
+            List<Object> nodes = new ArrayList<>();
+            for (Node n : dc.nodes().get(TIMEOUT_S, TimeUnit.SECONDS)) {
+                nodes.add(map("id", n.id(), "host", n.host(), "port", n.port(), "rack", n.rack()));
+            }
+            out.emit("cluster", "nodes", nodes, "controller", dc.controller().get(TIMEOUT_S, TimeUnit.SECONDS).id());
+            admin.createTopics(List.of(new NewTopic(topic, 3, (short) 3))).all().get(TIMEOUT_S, TimeUnit.SECONDS);
+            TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames()
+                .get(TIMEOUT_S, TimeUnit.SECONDS).get(topic);
+            List<Object> parts = new ArrayList<>();
+            for (TopicPartitionInfo p : d.partitions()) {
+                parts.add(map("partition", p.partition(), "leader", p.leader() == null ? -1 : p.leader().id(),
+                              "replicas", ids(p.replicas()), "isr", ids(p.isr())));
+            }
+            out.emit("topic", "partitions", parts);
+        }
+    }
+
+    static void clusterProduce(Out out, String bootstrap, String topic) throws Exception {
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            NewTopic nt = new NewTopic(topic, 3, (short) 3).configs(Map.of("min.insync.replicas", "2"));
+            admin.createTopics(List.of(nt)).all().get(TIMEOUT_S, TimeUnit.SECONDS);
+        }
+        Properties pp = producerProps(bootstrap, "lz4");
+        pp.put(ProducerConfig.DELIVERY_TIMEOUT_MS_CONFIG, "120000");
+        int n = 6000;
+        Map<Integer, TreeMap<Long, Integer>> acked = new HashMap<>();
+        List<String> errors = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(pp)) {
+            out.emit("ready");
+            for (int i = 0; i < n; i++) {
+                final int value = i;
+                p.send(new ProducerRecord<>(topic, bytes("k" + i), bytes(Integer.toString(i))), (md, e) -> {
+                    synchronized (acked) {
+                        if (e != null) {
+                            errors.add(describe(e));
+                        } else {
+                            acked.computeIfAbsent(md.partition(), k -> new TreeMap<>()).put(md.offset(), value);
+                        }
+                    }
+                });
+                Thread.sleep(2);
+            }
+            p.flush();
+        }
+        int ackedCount = 0;
+        for (TreeMap<Long, Integer> m : acked.values()) {
+            ackedCount += m.size();
+        }
+        out.emit("produced", "acked", ackedCount, "errors", errors.size(),
+                 "first_error", errors.isEmpty() ? null : errors.get(0));
+        // Read back everything: each acknowledged (partition, offset) must hold its value, each value once.
+        int mismatched = 0;
+        int duplicates = 0;
+        int read = 0;
+        java.util.Set<Integer> values = new java.util.HashSet<>();
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(consumerProps(bootstrap))) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int i = 0; i < 3; i++) {
+                tps.add(new TopicPartition(topic, i));
+            }
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = c.endOffsets(tps);
+            long deadline = System.currentTimeMillis() + 60_000;
+            while (System.currentTimeMillis() < deadline) {
+                boolean done = true;
+                for (TopicPartition tp : tps) {
+                    done &= c.position(tp) >= end.get(tp);
+                }
+                if (done) {
+                    break;
+                }
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(java.time.Duration.ofMillis(200))) {
+                    read++;
+                    int v = intOf(r.value());
+                    if (!values.add(v)) {
+                        duplicates++;
+                    }
+                    Integer expect = acked.getOrDefault(r.partition(), new TreeMap<>()).get(r.offset());
+                    if (expect != null && expect != v) {
+                        mismatched++;
+                    }
+                }
+            }
+        }
+        int missing = 0;
+        for (TreeMap<Long, Integer> m : acked.values()) {
+            for (int v : m.values()) {
+                if (!values.contains(v)) {
+                    missing++;
+                }
+            }
+        }
+        out.emit("verified", "read", read, "missing_acked", missing, "duplicates", duplicates, "mismatched", mismatched);
+    }
+
+    /** A consumer without group.id (assign + seek only), as the cluster scenarios read back. */
+    static Properties consumerProps(String bootstrap) {
+        Properties cp = new Properties();
+        cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
+        cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
+        cp.put(ConsumerConfig.ENABLE_AUTO_COMMIT_CONFIG, "false");
+        cp.put(ConsumerConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
+        cp.put(ConsumerConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
+        return cp;
+    }
+
+    static void clusterGroup(Out out, String bootstrap, String topic) throws Exception {
+        String groupId = topic + "-g";
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            admin.createTopics(List.of(new NewTopic(topic, 6, (short) 3))).all().get(TIMEOUT_S, TimeUnit.SECONDS);
+        }
+        int n = 4000;
+        Thread producer = new Thread(() -> {
+            try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(producerProps(bootstrap, "lz4"))) {
+                for (int i = 0; i < n; i++) {
+                    p.send(new ProducerRecord<>(topic, bytes("k" + i), bytes(Integer.toString(i))));
+                    Thread.sleep(3);
+                }
+                p.flush();
+            } catch (Exception e) {
+                out.emit("producer", "error", describe(e));
+            }
+        });
+        java.util.Set<Integer> seen = new java.util.HashSet<>();
+        int duplicates = 0;
+        int commitErrors = 0;
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(groupConsumerProps(bootstrap, groupId))) {
+            c.subscribe(List.of(topic));
+            long joinDeadline = System.currentTimeMillis() + 60_000;
+            while (c.assignment().isEmpty() && System.currentTimeMillis() < joinDeadline) {
+                c.poll(java.time.Duration.ofMillis(100));
+            }
+            int coordinator;
+            try (Admin admin = Admin.create(adminProps(bootstrap))) {
+                coordinator = admin.describeConsumerGroups(List.of(groupId)).all().get(TIMEOUT_S, TimeUnit.SECONDS)
+                    .get(groupId).coordinator().id();
+            }
+            producer.start();
+            out.emit("ready", "coordinator", coordinator, "assigned", c.assignment().size());
+            long deadline = System.currentTimeMillis() + 120_000;
+            while (seen.size() < n && System.currentTimeMillis() < deadline) {
+                ConsumerRecords<byte[], byte[]> rs = c.poll(java.time.Duration.ofMillis(200));
+                for (ConsumerRecord<byte[], byte[]> r : rs) {
+                    if (!seen.add(intOf(r.value()))) {
+                        duplicates++;
+                    }
+                }
+                if (!rs.isEmpty()) {
+                    try {
+                        c.commitSync(java.time.Duration.ofSeconds(30));
+                    } catch (Exception e) {
+                        commitErrors++;  // retriable or not, the next poll goes on from the last committed offsets
+                    }
+                }
+            }
+        }
+        producer.join(60_000);
+        out.emit("consumed", "distinct", seen.size(), "duplicates", duplicates, "commit_errors", commitErrors);
     }
 
     static int intOf(byte[] v) {

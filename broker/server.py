@@ -41,6 +41,7 @@ from broker.protocol.api import ApiKey
 from broker.replica.alter_partition import AlterPartitionManager
 from broker.replica.config import ReplicaConfig
 from broker.replica.manager import ReplicaManager
+from broker.replica.replication_quota import ReplicationQuotas, dynamic_rate_getter
 from broker.storage.cleaner import CleanerConfig
 from broker.storage.config import LogConfig
 from broker.storage.log_manager import LogManager
@@ -142,7 +143,10 @@ class BrokerServer:
             channel_factory=self._channel, broker_epoch=self._broker_epoch,
             is_broker_alive=lambda b: b in self.metadata.brokers, broker_node=self._broker_node,
             broker_rack=lambda b: self.metadata.brokers[b].rack if b in self.metadata.brokers else None,
-            metadata_has_partition=lambda tp: self.metadata.partition(*tp) is not None)
+            metadata_has_partition=lambda tp: self.metadata.partition(*tp) is not None,
+            quotas=ReplicationQuotas.from_config(self.broker_id, cfg.get, dynamic_rate_getter(cfg)))
+        # leader/follower.replication.throttled.rate follow /config/brokers/<id> and <default> (BrokerConfigHandler)
+        self.config.add_listener(lambda _old, new: rm.quotas.update_rates(dynamic_rate_getter(new)))
         self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
         self.admin = AdminManager(self.config, self.metadata, zk, self.zk_calls, self.dynamic_config)
         # Group coordinator: loads __consumer_offsets partitions as this broker becomes their leader.
@@ -161,7 +165,10 @@ class BrokerServer:
         self.config.add_listener(self._on_config_change)
         self.socket_server = SocketServer(self.dispatcher, listeners, cfg.get("socket.request.max.bytes"),
                                           cfg.get("socket.send.buffer.bytes"), cfg.get("socket.receive.buffer.bytes"))
-        await self.socket_server.start()
+        # Ports are bound now (the registration advertises them); requests are processed only once registered,
+        # as Kafka's enableRequestProcessing: a restarted broker waiting for its stale registration to expire
+        # must not answer clients (UNKNOWN_TOPIC_OR_PARTITION for partitions whose logs it holds) meanwhile.
+        await self.socket_server.start(serve=False)
 
         endpoints = self._advertised_endpoints()
         await self.zk_calls.run(self._register, endpoints)
@@ -170,6 +177,7 @@ class BrokerServer:
         await self.zk_calls.run(self.controller.startup)
         await self.dynamic_config.start()
         self.log_manager.startup()
+        await self.socket_server.enable_request_processing()
         # Serving clients makes sense once the controller told us about the cluster (first UpdateMetadata).
         if not await self.metadata.wait_initialized(cfg.zk_session_timeout_ms / 1000.0 + 5):
             log.warning("No UpdateMetadata from a controller yet; serving with an empty view of the cluster")
@@ -217,6 +225,8 @@ class BrokerServer:
                           flush_check_interval_ms=cfg.get("log.flush.scheduler.interval.ms"),
                           flush_recovery_offset_checkpoint_interval_ms=cfg.get(
                               "log.flush.offset.checkpoint.interval.ms"),
+                          flush_start_offset_checkpoint_interval_ms=cfg.get(
+                              "log.flush.start.offset.checkpoint.interval.ms"),
                           producer_id_expiration_ms=cfg.get("producer.id.expiration.ms"),
                           cleaner_config=CleanerConfig.from_broker_config(cfg.get))
 

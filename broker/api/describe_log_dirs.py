@@ -1,4 +1,5 @@
-"""DescribeLogDirs: which log dir holds each hosted partition, and its size."""
+"""DescribeLogDirs: which log dir holds each hosted partition, and its size; a partition moving between log dirs
+(AlterReplicaLogDirs) also shows its future replica (``is_future_key``) in the target dir."""
 from __future__ import annotations
 
 import os
@@ -21,9 +22,22 @@ def _collect(replica_manager: "ReplicaManager", log_dirs: List[str], wanted: Opt
         if wanted is not None and tp not in wanted:
             continue
         d = os.path.abspath(os.path.dirname(str(p.log.dir)))
+        # Kafka's getLogEndOffsetLag: max(HW - LEO, 0) for a current replica
         by_dir.setdefault(d, {}).setdefault(tp[0], []).append({
             "partition_index": tp[1], "partition_size": p.log.size_bytes,
-            "offset_lag": max(0, p.log.log_end_offset - p.log.high_watermark), "is_future_key": False})
+            "offset_lag": max(0, p.log.high_watermark - p.log.log_end_offset), "is_future_key": False})
+    lm = replica_manager.log_manager
+    futures = lm.all_future_logs() if hasattr(lm, "all_future_logs") else {}
+    for tp, fut in sorted(futures.items()):
+        if wanted is not None and tp not in wanted:
+            continue
+        p = replica_manager.partitions.get(tp)
+        cur = p.log if p is not None and p.log is not None else lm.get_log(tp)
+        d = os.path.abspath(os.path.dirname(str(fut.dir)))
+        # a future replica's lag: how far it is behind the current one (-1 when that is not available)
+        by_dir.setdefault(d, {}).setdefault(tp[0], []).append({
+            "partition_index": tp[1], "partition_size": fut.size_bytes,
+            "offset_lag": cur.log_end_offset - fut.log_end_offset if cur is not None else -1, "is_future_key": True})
     usage: Dict[str, Tuple[int, int]] = {}
     for d in by_dir:
         try:

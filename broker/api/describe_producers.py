@@ -23,7 +23,7 @@ async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "Repli
                 parts.append({"partition_index": idx, "error_code": ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                               "active_producers": []})
                 continue
-            if p.leader_id != replica_manager.broker_id:
+            if p.log is None:  # as Kafka: any replica with a log answers, followers too
                 parts.append({"partition_index": idx, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER,
                               "active_producers": []})
                 continue

@@ -10,9 +10,9 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from broker.api import (api_versions, configs, create_partitions, create_topics, delete_records, delete_topics,
-                        describe_cluster, describe_log_dirs, describe_producers, fetch, init_producer_id,
-                        list_offsets, metadata, offset_for_leader_epoch, produce)
+from broker.api import (alter_replica_log_dirs, api_versions, configs, create_partitions, create_topics,
+                        delete_records, delete_topics, describe_cluster, describe_log_dirs, describe_producers, fetch,
+                        init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce)
 from broker.api import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group,  # group coordinator
                         leave_group, list_groups, offset_commit, offset_delete, offset_fetch, sync_group)
 from broker.api import (allocate_producer_ids, alter_partition, alter_partition_reassignments,  # inter-broker
@@ -71,6 +71,7 @@ def build_registry(s: ApiServices) -> ApiRegistry:
     mod(ApiKey.INIT_PRODUCER_ID, init_producer_id, producer_ids=s.producer_ids)
     mod(ApiKey.OFFSET_FOR_LEADER_EPOCH, offset_for_leader_epoch, replica_manager=rm)
     mod(ApiKey.DESCRIBE_LOG_DIRS, describe_log_dirs, replica_manager=rm, config=s.config)
+    mod(ApiKey.ALTER_REPLICA_LOG_DIRS, alter_replica_log_dirs, replica_manager=rm)
     mod(ApiKey.CREATE_PARTITIONS, create_partitions, admin=s.admin, controller=s.controller)
     mod(ApiKey.DESCRIBE_CLUSTER, describe_cluster, metadata=md)
     mod(ApiKey.DESCRIBE_PRODUCERS, describe_producers, replica_manager=rm)
@@ -92,8 +93,9 @@ def build_registry(s: ApiServices) -> ApiRegistry:
     mod(ApiKey.STOP_REPLICA, stop_replica, replica_manager=rm, broker_epoch=s.broker_epoch)
     mod(ApiKey.UPDATE_METADATA, update_metadata, metadata=md, replica_manager=rm, broker_epoch=s.broker_epoch)
     # inter-broker and admin: answered by the controller
+    mod(ApiKey.ELECT_LEADERS, elect_leaders, controller=s.controller, metadata=md)
     for key, m in ((ApiKey.CONTROLLED_SHUTDOWN, controlled_shutdown), (ApiKey.ALTER_PARTITION, alter_partition),
-                   (ApiKey.ALLOCATE_PRODUCER_IDS, allocate_producer_ids), (ApiKey.ELECT_LEADERS, elect_leaders),
+                   (ApiKey.ALLOCATE_PRODUCER_IDS, allocate_producer_ids),
                    (ApiKey.ALTER_PARTITION_REASSIGNMENTS, alter_partition_reassignments),
                    (ApiKey.LIST_PARTITION_REASSIGNMENTS, list_partition_reassignments),
                    (ApiKey.UPDATE_FEATURES, update_features)):

@@ -6,7 +6,7 @@ refused (STALE_BROKER_EPOCH); the replica manager refuses an older controller ep
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Callable, List, Tuple
 
 from broker.errors import ErrorCode
 
@@ -35,13 +35,11 @@ async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "Repli
     version = ctx.api_version
     parts = _partitions(request, version)
     request_epoch = request.broker_epoch if version >= 1 else -1
-    errors: Dict[TopicPartition, int]
     if request_epoch != -1 and request_epoch < broker_epoch():
-        error = int(ErrorCode.STALE_BROKER_EPOCH)
-        errors = {tp: error for tp, _, _ in parts}
-    else:
-        error, errors = await replica_manager.stop_replicas(
-            request.controller_id, request.controller_epoch, {tp: (epoch, delete) for tp, epoch, delete in parts})
+        # Kafka answers a stale request with the error alone, no partition errors
+        return {"error_code": int(ErrorCode.STALE_BROKER_EPOCH), "partition_errors": []}
+    error, errors = await replica_manager.stop_replicas(
+        request.controller_id, request.controller_epoch, {tp: (epoch, delete) for tp, epoch, delete in parts})
     return {"error_code": int(error), "partition_errors": [
-        {"topic_name": tp[0], "partition_index": tp[1], "error_code": int(errors.get(tp, error))}
-        for tp, _, _ in parts]}
+        {"topic_name": tp[0], "partition_index": tp[1], "error_code": int(errors[tp])}
+        for tp, _, _ in parts if tp in errors]}

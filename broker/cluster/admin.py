@@ -229,9 +229,14 @@ class AdminManager:
             if rf > len(live):
                 return (ErrorCode.INVALID_REPLICATION_FACTOR,
                         f"Replication factor: {rf} larger than available brokers: {len(live)}.")
+            # As Kafka's AdminZkClient.createPartitions: the round robin goes on from partition 0's first replica
+            # (start index and replica shift both its position among the live brokers)
+            p0 = meta.partitions.get(0)
+            start = max(0, next((i for i, b in enumerate(live) if p0 is not None and p0.replicas
+                                 and b >= p0.replicas[0]), -1))
             try:
                 new = assign_replicas_to_brokers({b: self.metadata.brokers[b].rack for b in live}, count - current,
-                                                 rf, start_partition=current)
+                                                 rf, start_partition=current, start_index=start, shift=start)
             except RackInfoMissingError as exc:
                 return ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc)
         if validate_only:

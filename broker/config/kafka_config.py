@@ -77,6 +77,11 @@ def parse_listeners(name: str, text: str | None, protocol_map: Mapping[str, str]
     return endpoints
 
 
+#: Replication throttles Kafka reads only from the dynamic layers (/config/brokers/...), never from the file.
+DYNAMIC_ONLY_KEYS = ("leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                     "replica.alter.log.dirs.io.max.bytes.per.second")
+
+
 class KafkaConfig:
     """Typed access to broker configs: `cfg.get("log.segment.bytes")` plus resolved convenience properties."""
 
@@ -104,6 +109,13 @@ class KafkaConfig:
         return d.default
 
     def _validate(self) -> None:
+        for key in DYNAMIC_ONLY_KEYS:
+            if key in self.originals:
+                # Kafka ignores these in server.properties (dynamic only); a throttle the operator believes is on
+                # but is not would be a silent surprise, so say so and stop.
+                raise ConfigError(key, self.originals[key],
+                                  message=f"{key} is a dynamic broker config only: remove it from server.properties "
+                                          f"and set it with AlterConfigs (kafka-configs.sh --entity-type brokers)")
         broker_id = self.broker_id
         if self.get("broker.id.generation.enable"):
             if not -1 <= broker_id <= self.get("reserved.broker.max.id"):

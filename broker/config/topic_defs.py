@@ -24,6 +24,18 @@ if TYPE_CHECKING:
 T = ConfigType
 
 
+def throttled_replica_list(name: str, value: Any) -> None:
+    """Kafka's ThrottledReplicaListValidator: the literal '*' or [partitionId]:[brokerId],..."""
+    items = [str(v).strip() for v in (value or [])]
+    if "".join(items) == "*":
+        return
+    for item in items:
+        part, sep, broker = item.partition(":")
+        if item and not (sep and part.isdigit() and broker.isdigit() and part.isascii() and broker.isascii()):
+            raise ConfigError(name, ",".join(items), f"{name} must be the literal '*' or a list of replicas in the "
+                              "following format: [partitionId]:[brokerId],[partitionId]:[brokerId],...")
+
+
 @dataclass(frozen=True)
 class TopicConfigDef:
     name: str
@@ -43,9 +55,11 @@ _TOPIC_DEFS = [
     TopicConfigDef("file.delete.delay.ms", T.LONG, "Delay before deleting a file.", at_least(0)),
     TopicConfigDef("flush.messages", T.LONG, "fsync after this many messages.", at_least(1)),
     TopicConfigDef("flush.ms", T.LONG, "fsync after this long.", at_least(0)),
-    TopicConfigDef("follower.replication.throttled.replicas", T.LIST, "Throttled follower replicas.", None, []),
+    TopicConfigDef("follower.replication.throttled.replicas", T.LIST, "Throttled follower replicas.",
+                   throttled_replica_list, []),
     TopicConfigDef("index.interval.bytes", T.INT, "Bytes between offset index entries.", at_least(0)),
-    TopicConfigDef("leader.replication.throttled.replicas", T.LIST, "Throttled leader replicas.", None, []),
+    TopicConfigDef("leader.replication.throttled.replicas", T.LIST, "Throttled leader replicas.",
+                   throttled_replica_list, []),
     TopicConfigDef("local.retention.bytes", T.LONG, "Tiered storage local retention.", at_least(-2), -2),
     TopicConfigDef("local.retention.ms", T.LONG, "Tiered storage local retention.", at_least(-2), -2),
     TopicConfigDef("max.compaction.lag.ms", T.LONG, "Max age before forced compaction.", at_least(1)),

@@ -49,7 +49,7 @@ class OffsetsTopicIO:
         return result.base_offset + len(records) - 1
 
     async def read_all(self, partition: int) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
-        """Every record of the partition up to its high watermark, as (offset, key, value)."""
+        """Every record of the partition up to its log end offset, as (offset, key, value)."""
         p = self.replica_manager.get_partition((self.topic, partition))
         if p is None:
             raise error_for_code(3)(f"{self.topic}-{partition} is not hosted here")
@@ -69,7 +69,9 @@ def _read_all(log: Any) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
     from broker.storage.cleaner_batch import iter_stored_records  # compacted batches have offset gaps
     out: List[Tuple[int, Optional[bytes], Optional[bytes]]] = []
     offset = log.log_start_offset
-    end = log.high_watermark
+    # Up to the log end, as Kafka's doLoadGroupsAndOffsets (FetchIsolation.LOG_END): a follower that just became
+    # leader may not have learnt the high watermark yet, but every record in its log is the partition's now.
+    end = log.log_end_offset
     while offset < end:
         info = log.read(offset, 1 << 20, end, True)
         recs = getattr(info, "records", None)

@@ -40,7 +40,10 @@ class SocketServer:
         #: listener name -> actually bound port (differs from the config when it asks for port 0)
         self.bound_ports: dict[str, int] = {}
 
-    async def start(self) -> None:
+    async def start(self, serve: bool = True) -> None:
+        """Bind every listener; with ``serve=False`` connections wait in the backlog until
+        :meth:`enable_request_processing` (Kafka binds its ports first, so the registration can advertise them,
+        and processes requests only once the broker is registered)."""
         loop = asyncio.get_running_loop()
         for spec in self._listeners:
             if spec.security_protocol not in ("PLAINTEXT",):
@@ -55,17 +58,25 @@ class SocketServer:
                 return conn
 
             server = await loop.create_server(factory, host=host, port=spec.port, reuse_address=True,
-                                              backlog=512)
+                                              backlog=512, start_serving=serve)
             for sock in server.sockets:
                 sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
                 if self._send_buffer_bytes > 0:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self._send_buffer_bytes)
                 if self._receive_buffer_bytes > 0:
                     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, self._receive_buffer_bytes)
+            if not serve:
+                for sock in server.sockets:  # listen now, so connections wait in the backlog (as Kafka's do)
+                    with sock.dup() as listening:
+                        listening.listen(512)
             port = server.sockets[0].getsockname()[1]
             self.bound_ports[spec.name] = port
             self._servers.append(server)
             log.info("Listening on %s://%s:%d", spec.name, spec.host or "0.0.0.0", port)
+
+    async def enable_request_processing(self) -> None:
+        for server in self._servers:
+            await server.start_serving()
 
     async def stop(self) -> None:
         for server in self._servers:

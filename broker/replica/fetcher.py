@@ -89,6 +89,11 @@ class PartitionFetchState:
     def is_truncating(self, now: float) -> bool:
         return self.state == TRUNCATING and not self.is_delayed(now)
 
+    @property
+    def is_replica_in_sync(self) -> bool:
+        """Caught up with the leader's HW at the last fetch (never throttled, as in Kafka)."""
+        return self.lag is not None and self.lag <= 0
+
 
 class _LeaderError(Exception):
     def __init__(self, code: int) -> None:
@@ -270,9 +275,13 @@ class ReplicaFetcher:
         errors = []
         topics: Dict[str, List[dict]] = {}
         topic_ids: Dict[str, Optional[uuid.UUID]] = {}
+        quota = self._follower_quota()
         for tp, st in self.partitions.items():
             if not st.is_ready_for_fetch(now):
                 continue
+            if (quota is not None and not st.is_replica_in_sync and quota.is_throttled(tp)
+                    and quota.is_quota_exceeded()):
+                continue  # Kafka's shouldFollowerThrottle: left out of this fetch
             p = self.rm.get_partition(tp)
             if p is None or p.log is None:
                 errors.append(tp)
@@ -305,6 +314,10 @@ class ReplicaFetcher:
             "forgotten_topics_data": [], "rack_id": "",
         }
         return body, version, session, names
+
+    def _follower_quota(self) -> Any:
+        quotas = getattr(self.rm, "quotas", None)
+        return quotas.follower if quotas is not None else None
 
     async def _maybe_fetch(self) -> None:
         loop = asyncio.get_running_loop()
@@ -410,6 +423,9 @@ class ReplicaFetcher:
                       exc, exc_info=kind != "KafkaStorageError")
             self._mark_failed(tp)
             return True
+        quota = self._follower_quota()
+        if quota is not None and pd.records is not None and quota.is_throttled(tp):
+            quota.record(len(pd.records))
         next_offset = out.last_offset + 1 if out.valid_bytes > 0 else st.fetch_offset
         lag = max(0, int(pd.high_watermark) - next_offset)
         if (out.valid_bytes > 0 or st.lag is None) and self.partitions.get(tp) is st:
@@ -736,7 +752,7 @@ class ReplicaFetcherManager:
         return fetcher_id_for(tp, self.num_fetchers)
 
     def _new_fetcher(self, fetcher_id: int, leader: BrokerNode) -> ReplicaFetcher:
-        channel = self.channel_factory("broker-%d-fetcher-%d" % (self.broker_id, fetcher_id))
+        channel = self.channel_factory("fetcher-%d" % fetcher_id)  # sent as "broker-<id>-fetcher-<n>", as Kafka
         f = ReplicaFetcher(self, fetcher_id, leader, channel)
         f.start()
         return f

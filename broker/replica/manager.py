@@ -26,12 +26,14 @@ import asyncio
 import base64
 import inspect
 import logging
+import os
 import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from broker.errors import ErrorCode, error_for_code
+from broker.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from broker.replica.config import ReplicaConfig
 from broker.replica.delayed import (DelayedDeleteRecords, DelayedProduce, DeleteRecordsStatus, OperationPurgatory,
                                     ProduceStatus)
@@ -41,6 +43,7 @@ from broker.replica.io_workers import IoWorkers
 from broker.replica.partition import (EPOCH_DURING_DELETE, NO_EPOCH, AlterPartitionSubmitter,
                                       LeaderAndIsrPartitionState, Partition)
 from broker.replica.purgatory import FetchPurgatory
+from broker.replica.replication_quota import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, ReplicationQuotas
 from broker.util.broker_channel import BrokerChannelFactory, BrokerNode
 
 log = logging.getLogger(__name__)
@@ -149,6 +152,8 @@ class _ReadJob:
     max_bytes: int
     upper: str  # "leo" | "hw" | "lso"
     last_fetched_epoch: int
+    #: leader replication throttle: answer the offsets but no records (Kafka's shouldLeaderThrottle)
+    throttled: bool = False
 
 
 class ReplicaManager:
@@ -163,13 +168,15 @@ class ReplicaManager:
                  is_broker_alive: Optional[Callable[[int], bool]] = None,
                  broker_node: Optional[Callable[[int], Optional[BrokerNode]]] = None,
                  broker_rack: Optional[Callable[[int], Optional[str]]] = None,
-                 metadata_has_partition: Optional[Callable[[TopicPartition], bool]] = None) -> None:
+                 metadata_has_partition: Optional[Callable[[TopicPartition], bool]] = None,
+                 quotas: Optional[ReplicationQuotas] = None) -> None:
         """
         ``clock``: milliseconds (replica lag bookkeeping). ``broker_epoch``: this broker's epoch (czxid of its
         registration). ``is_broker_alive`` / ``broker_node`` / ``broker_rack``: the metadata cache's view of
         other brokers. ``metadata_has_partition``: whether the cluster knows a partition this broker does not
         host (Kafka then answers NOT_LEADER_OR_FOLLOWER instead of UNKNOWN_TOPIC_OR_PARTITION).
         ``channel_factory`` builds the replica fetchers' channels (no fetcher manager without it).
+        ``quotas``: the leader / follower / alter-log-dirs replication quotas (default: unthrottled).
         """
         self.broker_id = broker_id
         self.log_manager = log_manager
@@ -181,6 +188,8 @@ class ReplicaManager:
         self._broker_node = broker_node if broker_node is not None else (lambda _b: None)
         self._broker_rack = broker_rack if broker_rack is not None else (lambda _b: None)
         self._metadata_has_partition = metadata_has_partition
+        #: replication throttles (leader.replication.throttled.rate and friends)
+        self.quotas = quotas if quotas is not None else ReplicationQuotas(broker_id)
         self.partitions: Dict[TopicPartition, Partition] = {}
         #: follower fetches wait here; woken by appends (the leader's LEO moved)
         self.purgatory = FetchPurgatory()
@@ -195,6 +204,8 @@ class ReplicaManager:
         self._tasks: List["asyncio.Task[None]"] = []
         self._workers = IoWorkers(io_threads)
         self.fetcher_manager: Optional[ReplicaFetcherManager] = None
+        #: partitions moving between this broker's log dirs (AlterReplicaLogDirs)
+        self.alter_log_dirs = ReplicaAlterLogDirsManager(self)
         if channel_factory is not None:
             self.fetcher_manager = ReplicaFetcherManager(broker_id, self._broker_epoch, channel_factory, self,
                                                          self.config)
@@ -243,6 +254,7 @@ class ReplicaManager:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        await self.alter_log_dirs.shutdown()
         if self.fetcher_manager is not None:
             await self.fetcher_manager.shutdown()
         shutdown = getattr(self.alter_partition_manager, "shutdown", None)
@@ -388,6 +400,7 @@ class ReplicaManager:
                     return None
                 try:
                     cfg = await log_config_for(st.topic)
+                    self.update_throttled_replicas(st.topic, cfg)
                     plog, stored = await self.run_io(self._ensure_log, st.topic, st.partition_index, cfg,
                                                      tid(st.topic), key=p.tp)
                 except Exception as exc:
@@ -417,6 +430,8 @@ class ReplicaManager:
 
             became_leaders = await self._make_leaders(leaders, tid, responses) if leaders else []
             became_followers = await self._make_followers(followers, tid, live_leaders) if followers else []
+            for p, _ in leaders + followers:
+                self._maybe_resume_log_dir_move(p)
             if self.fetcher_manager is not None:
                 await self.fetcher_manager.shutdown_idle_fetchers()
             await self._notify("on_become_leader", became_leaders)
@@ -519,6 +534,7 @@ class ReplicaManager:
     async def _stop_partitions(self, to_stop: List[Tuple[TopicPartition, bool]]) -> Dict[TopicPartition, int]:
         if self.fetcher_manager is not None and to_stop:
             await self.fetcher_manager.remove_fetcher_for_partitions([tp for tp, _ in to_stop])
+        await self.alter_log_dirs.remove([tp for tp, _ in to_stop])
         deleted: List[TopicPartition] = []
         for tp, delete in to_stop:
             p = self.partitions.get(tp)
@@ -543,6 +559,7 @@ class ReplicaManager:
         """Legacy single-broker path: stop hosting ``topic-partition`` (and delete its log if asked)."""
         tp = (topic, partition)
         p = self.partitions.pop(tp, None)
+        await self.alter_log_dirs.remove([tp])
         if p is not None:
             p.delete()
         if self.fetcher_manager is not None:
@@ -550,6 +567,66 @@ class ReplicaManager:
         if delete:
             await self.run_io(self.log_manager.delete_log, topic, partition, key=tp)
         self._complete_delayed_fetch_and_produce(tp)
+
+    # --- moves between log dirs (AlterReplicaLogDirs, KIP-113) -------------------------
+    async def alter_replica_log_dirs(self, partition_dirs: Dict[TopicPartition, str]) -> Dict[TopicPartition, int]:
+        """Move each partition's replica to the given log dir of this broker (Kafka's alterReplicaLogDirs).
+
+        Per partition: INVALID_TOPIC_EXCEPTION for a name too long for a future dir, LOG_DIR_NOT_FOUND for a
+        path that is not one of log.dirs, REPLICA_NOT_AVAILABLE (UNKNOWN_TOPIC_OR_PARTITION if the cluster does
+        not know it) when this broker hosts no replica yet: its log will then be created in that dir when
+        LeaderAndIsr comes. A move to another dir replaces one in progress; a move to the current dir cancels
+        it. KAFKA_STORAGE_ERROR when the future log cannot be created.
+        """
+        out: Dict[TopicPartition, int] = {}
+        async with self.state_lock:
+            for tp, dest in partition_dirs.items():
+                try:
+                    out[tp] = await self._alter_replica_log_dir(tp, dest)
+                except Exception as exc:
+                    code = error_code_for(exc)
+                    if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                        log.exception("Error while changing the log dir of %s-%d to %s", *tp, dest)
+                    else:
+                        log.warning("Unable to alter the log dir of %s-%d to %s: %s", *tp, dest, exc)
+                    out[tp] = code
+        return out
+
+    async def _alter_replica_log_dir(self, tp: TopicPartition, dest: str) -> int:
+        from broker.storage.log_manager import future_dir_name
+        lm = self.log_manager
+        if len(future_dir_name(*tp)) > 255:
+            return int(ErrorCode.INVALID_TOPIC_EXCEPTION)
+        if not lm.is_log_dir(dest):
+            log.warning("Unable to alter the log dir of %s-%d: %s is not in log.dirs", *tp, dest)
+            return int(ErrorCode.LOG_DIR_NOT_FOUND)
+        dest = os.path.normpath(dest)
+        p = self.partitions.get(tp)
+        future_dir = lm.future_log_dir_of(tp)
+        if future_dir is not None and future_dir != dest:
+            # A different destination (or back to the current dir): stop the move in progress.
+            await self.alter_log_dirs.remove([tp])
+            await self.run_io(lm.remove_future_log, tp, key=tp)
+            if p is not None:
+                p.future_log = None
+        lm.maybe_update_preferred_log_dir(tp, dest)
+        if p is None or p.log is None:
+            code = self._missing_partition_error(tp)
+            return int(ErrorCode.REPLICA_NOT_AVAILABLE) if code == ErrorCode.NOT_LEADER_OR_FOLLOWER else code
+        if lm.log_dir_of(tp) != dest:
+            p.future_log = await self.run_io(lm.create_future_log, tp, dest, _topic_id_str(p.topic_id), key=tp)
+            self.alter_log_dirs.add(tp)
+        return 0
+
+    def _maybe_resume_log_dir_move(self, p: Partition) -> None:
+        """A hosted partition with a future log (loaded at start-up, or its mover stopped): keep moving it."""
+        if p.log is None or p.deleted or self.is_shutting_down:
+            return
+        fut = self.log_manager.get_future_log(p.tp) if hasattr(self.log_manager, "get_future_log") else None
+        if fut is None or self.alter_log_dirs.is_moving(p.tp) or p.tp in self.alter_log_dirs.failed:
+            return
+        p.future_log = fut
+        self.alter_log_dirs.add(p.tp)
 
     # --- legacy leadership (single broker, ZooKeeper state read directly) -------------
     async def make_leader(self, topic: str, partition: int, topic_id: Any, leader_epoch: int,
@@ -584,9 +661,22 @@ class ReplicaManager:
 
     def update_config(self, topic: str, log_config: Any) -> None:
         """Apply a topic's new effective config (AlterConfigs, dynamic broker defaults) to its logs."""
+        self.update_throttled_replicas(topic, log_config)
         for (t, _), p in self.partitions.items():
             if t == topic and p.log is not None:
                 p.log.update_config(log_config)
+
+    def update_throttled_replicas(self, topic: str, log_config: Any) -> None:
+        """leader/follower.replication.throttled.replicas of ``topic`` (kept in the LogConfig's ``extra``)."""
+        extra = getattr(log_config, "extra", None)
+        if extra is None or (LEADER_THROTTLED_REPLICAS not in extra and FOLLOWER_THROTTLED_REPLICAS not in extra):
+            return  # a config without them (built by hand) says nothing about throttles
+        self.quotas.update_topic(topic, extra.get(LEADER_THROTTLED_REPLICAS), extra.get(FOLLOWER_THROTTLED_REPLICAS))
+
+    def should_leader_throttle(self, p: Partition, replica_id: int) -> bool:
+        """Kafka's shouldLeaderThrottle: a follower outside the ISR, a throttled partition, the quota exceeded."""
+        q = self.quotas.leader
+        return replica_id not in p.isr and q.is_throttled(p.tp) and q.is_quota_exceeded()
 
     # --- produce -------------------------------------------------------------------
     async def append_records(self, acks: int, entries: Dict[TopicPartition, Any], timeout_ms: int = 30000
@@ -697,6 +787,9 @@ class ReplicaManager:
             # Watch before reading so an append between the read and the wait is not missed.
             waiter = purgatory.watch([tp for tp, _ in infos]) if max_wait_ms > 0 and infos else None
             results, jobs, parts = self._prepare_reads(infos, replica_id, fetch_only_leader, client_metadata, upper)
+            if is_follower:
+                for job in jobs:
+                    job.throttled = self.should_leader_throttle(parts[job.tp], replica_id)
             recorded = set()
             if is_follower and first:
                 # Fast path: a follower fetching in the current leader epoch (or sending no epoch) cannot
@@ -732,10 +825,20 @@ class ReplicaManager:
             if done:
                 if waiter is not None:
                     waiter.cancel()
+                if is_follower:
+                    # Kafka records every throttled partition's bytes sent to followers (in sync or not).
+                    leader_quota = self.quotas.leader
+                    throttled_bytes = sum(r.size for tp, r in ordered.items() if leader_quota.is_throttled(tp))
+                    if throttled_bytes:
+                        leader_quota.record(throttled_bytes)
                 return ordered
             first = False
             remaining = deadline - loop.time()
-            if remaining > 0:
+            if remaining > 0 and jobs and all(j.throttled for j in jobs):
+                # Only throttled data could be sent: appends cannot complete this fetch, the quota freeing up can.
+                waiter.cancel()  # type: ignore[union-attr]
+                await asyncio.sleep(min(remaining, 0.1))
+            elif remaining > 0:
                 try:
                     await asyncio.wait_for(waiter, remaining)
                 except asyncio.TimeoutError:
@@ -961,6 +1064,9 @@ def _read_logs(jobs: List[_ReadJob], max_bytes: int, min_one_message: bool) -> D
                     res.diverging_epoch = (epoch, end)
                     out[job.tp] = res
                     continue
+            if job.throttled:
+                out[job.tp] = res
+                continue
             bound = None if job.upper == "leo" else (lso if job.upper == "lso" else hw)
             info = plog.read(job.fetch_offset, max(0, min(job.max_bytes, budget)), bound, min_one_message)
             recs = getattr(info, "records", info)

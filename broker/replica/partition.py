@@ -179,6 +179,8 @@ class Partition:
         self.partition = partition
         self.local_broker_id = local_broker_id
         self.log = log
+        #: while moving to another log dir of this broker (AlterReplicaLogDirs): the log being filled there
+        self.future_log: Any = None
         self.topic_id = topic_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._clock = clock
@@ -355,6 +357,7 @@ class Partition:
     def delete(self) -> None:
         """Forget all state (the partition is no longer hosted); pending AlterPartition answers are ignored."""
         self.deleted = True
+        self.future_log = None
         self.remote_replicas.clear()
         self.isr_state = IsrState.committed(())
         self.leader_id = -1

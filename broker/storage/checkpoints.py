@@ -74,10 +74,12 @@ def read_checkpoint(path: str, expected_version: int, parse: Callable[[list[str]
     lines = text.split("\n")
     if lines and lines[-1] == "":
         lines.pop()
-    if len(lines) < 2:
-        raise ValueError("malformed checkpoint %s: missing header" % path)
+    if not lines:  # Kafka creates checkpoint files empty (CheckpointFile's constructor) and reads them as empty
+        return []
     if int(lines[0].strip()) != expected_version:
         raise ValueError("unrecognized checkpoint version %r in %s" % (lines[0], path))
+    if len(lines) < 2:  # a version line alone reads as empty too (CheckpointFile.CheckpointReadBuffer.read)
+        return []
     count = int(lines[1].strip())
     entries = lines[2:]
     if len(entries) != count:
@@ -114,7 +116,7 @@ class OffsetCheckpointFile:
 
 def write_partition_metadata(dir_path: str, topic_id: str) -> None:
     """Write ``partition.metadata`` (``topic_id`` is the base64url string form of the topic UUID)."""
-    text = "version: %d\ntopic_id: %s\n" % (PARTITION_METADATA_VERSION, topic_id)
+    text = "version: %d\ntopic_id: %s" % (PARTITION_METADATA_VERSION, topic_id)  # no final newline, as Kafka
     atomic_write(os.path.join(dir_path, "partition.metadata"), text.encode("utf-8"))
 
 

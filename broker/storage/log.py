@@ -108,6 +108,8 @@ class Log:
         self._recovery_point = 0
         self._unflushed_messages = 0
         self._closed = False
+        #: lowest offset truncated to since the last ``pop_truncation_point`` (a log dir move's copy follows it)
+        self._truncated_to: Optional[int] = None
         self.on_roll: Optional[Callable[["Log", int], None]] = None
         self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(dir_path, files.LEADER_EPOCH_CHECKPOINT))
         self.producer_state = ProducerStateManager(dir_path, producer_id_expiration_ms)
@@ -627,7 +629,13 @@ class Log:
             raise ValueError("cannot truncate to a negative offset %d" % offset)
         with self._lock:
             if offset >= self._leo:
+                # As Kafka's UnifiedLog.truncateTo: truncate the epoch cache all the same. A broker that became
+                # leader (assigning its epoch at the log end) and lost leadership before appending keeps an epoch
+                # the new leader never had; left there, the follower reports it as its last fetched epoch, is told
+                # it diverged, "truncates" to the log end again, and loops without ever fetching.
+                self.leader_epoch_cache.truncate_from_end(self._leo)
                 return False
+            self._note_truncation(offset)
             if self.segments[0].base_offset > offset:
                 self._truncate_fully_locked(offset)
                 return True
@@ -650,7 +658,17 @@ class Log:
         with self._lock:
             self._truncate_fully_locked(offset)
 
+    def _note_truncation(self, offset: int) -> None:
+        self._truncated_to = offset if self._truncated_to is None else min(self._truncated_to, offset)
+
+    def pop_truncation_point(self) -> Optional[int]:
+        """The lowest offset this log was truncated to since the last call (None: no truncation since)."""
+        with self._lock:
+            t, self._truncated_to = self._truncated_to, None
+            return t
+
     def _truncate_fully_locked(self, offset: int) -> None:
+        self._note_truncation(offset)
         for seg in self.segments:
             seg.delete()
         self.segments = [self._new_segment(offset)]
@@ -864,6 +882,76 @@ class Log:
         with self._lock:
             os.rename(self.dir, new_dir)
             self.dir = new_dir
+
+    def replace_with_future(self, future: "Log", new_dir: str, retired_dir: str,
+                            reopen: Callable[[str, int, int, int], "Log"],
+                            hook: Optional[SwapHook] = None) -> list[LogSegment]:
+        """Continue this Log from ``future``'s files: the end of an AlterReplicaLogDirs move.
+
+        This Log object stays the partition's log (every holder keeps using it); what changes under its lock
+        is where its data lives. ``future`` must hold exactly this log's offsets (the caller runs this on the
+        partition's I/O worker, so no append or truncation can interleave). Steps: the future gets this log's
+        leader epochs (an epoch may start at the LEO with no batch yet), log start offset and HW, is flushed
+        and closed; this log's directory is renamed to ``retired_dir`` (the commit point: a restart from
+        here on promotes the future directory), the future's to ``new_dir``; ``reopen(new_dir,
+        recovery_point, log_start_offset, high_watermark)`` loads it and its segments, indexes, epochs and
+        producer state become this log's. Returns the retired segments, still open so reads already handed
+        out stay valid; the caller closes them and removes ``retired_dir`` later. A failure before the
+        commit point leaves everything as it was; after it, the renames are undone where possible.
+        """
+        step = hook if hook is not None else (lambda _s: None)
+        with self._lock:
+            self._check_open()
+            with future._lock:
+                future._check_open()
+                if future._leo != self._leo or future._log_start_offset > self._log_start_offset:
+                    raise KafkaStorageError("the future log %s [%d, %d) does not match %s [%d, %d)" % (
+                        future.dir, future._log_start_offset, future._leo, self.dir, self._log_start_offset,
+                        self._leo))
+                future._increment_log_start_offset(self._log_start_offset)
+                self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+                entries = [e for e in self.leader_epoch_cache.entries if e[1] <= self._leo]
+                future.leader_epoch_cache._entries = list(entries)
+                future.leader_epoch_cache.flush()
+                future._hw = max(future._log_start_offset, min(self._hw, future._leo))
+                future._flush_locked(future._leo)
+            future.close()
+            step("future_closed")
+            old_dir = self.dir
+            future_dir = future.dir
+            os.rename(old_dir, retired_dir)
+            fsync_dir(os.path.dirname(old_dir))
+            step("current_retired")
+            try:
+                os.rename(future_dir, new_dir)
+                fsync_dir(os.path.dirname(new_dir))
+                step("future_renamed")
+                fresh = reopen(new_dir, self._leo, self._log_start_offset, self._hw)
+            except Exception:
+                try:
+                    if os.path.isdir(new_dir) and not os.path.exists(future_dir):
+                        os.rename(new_dir, future_dir)
+                    os.rename(retired_dir, old_dir)
+                except OSError:
+                    logger.exception("Could not undo the log dir move of %s", old_dir)
+                raise
+            retired = self.segments
+            self.dir = fresh.dir
+            self.segments = fresh.segments
+            self._bases = fresh._bases
+            self._leo = fresh._leo
+            self._log_start_offset = fresh._log_start_offset
+            self._recovery_point = fresh._recovery_point
+            self._hw = max(self._log_start_offset, min(self._hw, self._leo))
+            self._unflushed_messages = 0
+            self.leader_epoch_cache = fresh.leader_epoch_cache
+            if self.leader_epoch_cache.entries != entries:  # loading drops an epoch that starts at the LEO
+                self.leader_epoch_cache._entries = list(entries)
+                self.leader_epoch_cache.flush()
+            self.producer_state = fresh.producer_state
+            fresh.segments = []
+            fresh._closed = True
+            return retired
 
     def __repr__(self) -> str:
         return "Log(dir=%s, log_start_offset=%d, leo=%d, hw=%d)" % (

@@ -8,6 +8,14 @@ file of the dir is read or written, so a second broker on the same ``log.dirs`` 
 format in checkpoints.py). Partition directories are ``<topic>-<partition>``; a deleted one is
 renamed ``<topic>-<partition>.<uuidhex>-delete`` and then removed.
 
+Future logs (AlterReplicaLogDirs, KIP-113): a partition moving to another log dir of this broker gets
+``<topic>-<partition>.<uuidhex>-future`` there, filled from the current log; once caught up the current
+log continues from the future's files (``Log.replace_with_future``: the current dir is renamed
+``-delete`` first, then the future dir takes the real name). At start-up a future dir next to its
+partition's current log is loaded as the future log (the move resumes); one without a current log is
+what a crash between those two renames leaves, and becomes the current log. So one partition never
+loads two current logs.
+
 Periodic tasks (on a storage Scheduler thread): retention (log.retention.check.interval.ms),
 flush by flush.ms, producer id expiration, and checkpoints (every 60 s by default). Compaction
 runs on the LogCleaner's own thread (cleaner.py), which owns cleaner-offset-checkpoint.
@@ -25,7 +33,8 @@ import uuid
 from typing import Callable, Optional
 
 from . import files
-from .checkpoints import OffsetCheckpointFile, atomic_write, write_partition_metadata
+from .checkpoints import (OffsetCheckpointFile, atomic_write, fsync_dir, read_partition_metadata,
+                          write_partition_metadata)
 from .config import LONG_MAX, LogConfig
 from .errors import InconsistentClusterIdError, KafkaStorageError
 from .cleaner import CleanerConfig, LogCleaner
@@ -39,6 +48,21 @@ TopicPartition = tuple[str, int]
 
 class InconsistentBrokerIdError(KafkaStorageError):
     error_name = "KAFKA_STORAGE_ERROR"
+
+
+def future_dir_name(topic: str, partition: int) -> str:
+    """``<topic>-<partition>.<uuidhex>-future``, as Kafka's UnifiedLog.logFutureDirName."""
+    return "%s.%s%s" % (files.topic_partition_dir_name(topic, partition), uuid.uuid4().hex, files.FUTURE_DIR_SUFFIX)
+
+
+def parse_future_dir(name: str) -> Optional[TopicPartition]:
+    """The partition of a ``<topic>-<partition>.<uuidhex>-future`` dir name; None for anything else."""
+    if not name.endswith(files.FUTURE_DIR_SUFFIX):
+        return None
+    base, dot, unique = name[:-len(files.FUTURE_DIR_SUFFIX)].rpartition(".")
+    if not dot or len(unique) != 32 or any(c not in "0123456789abcdef" for c in unique):
+        return None
+    return files.parse_topic_partition_dir(base)
 
 
 def read_meta_properties(path: str) -> dict[str, str]:
@@ -73,6 +97,7 @@ class LogManager:
                  topic_configs: Optional[Callable[[str], Optional[LogConfig]]] = None,
                  retention_check_interval_ms: int = 300000, flush_check_interval_ms: int = LONG_MAX,
                  flush_recovery_offset_checkpoint_interval_ms: int = 60000,
+                 flush_start_offset_checkpoint_interval_ms: int = 60000,
                  producer_id_expiration_ms: int = 86400000,
                  producer_id_expiration_check_interval_ms: int = 600000,
                  cleaner_config: Optional[CleanerConfig] = None) -> None:
@@ -90,6 +115,7 @@ class LogManager:
         self.retention_check_interval_ms = retention_check_interval_ms
         self.flush_check_interval_ms = flush_check_interval_ms
         self.checkpoint_interval_ms = flush_recovery_offset_checkpoint_interval_ms
+        self.log_start_offset_checkpoint_interval_ms = flush_start_offset_checkpoint_interval_ms
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
         self._lock = threading.RLock()
@@ -97,6 +123,11 @@ class LogManager:
         self._checkpoint_lock = threading.Lock()
         self._logs: dict[TopicPartition, Log] = {}
         self._log_dir_of: dict[TopicPartition, str] = {}
+        #: future logs of partitions moving between log dirs, and the dir each is in
+        self._future_logs: dict[TopicPartition, Log] = {}
+        self._future_dir_of: dict[TopicPartition, str] = {}
+        #: where the next log of a partition goes (AlterReplicaLogDirs before the replica exists)
+        self._preferred_dirs: dict[TopicPartition, str] = {}
         self._last_flush_ms: dict[TopicPartition, int] = {}
         self._started = False
         self._shut_down = False
@@ -113,6 +144,8 @@ class LogManager:
         self._load_logs()
         self.cleaner = LogCleaner(cleaner_config if cleaner_config is not None else CleanerConfig(), self.log_dirs,
                                   self.all_logs, self.log_dir_of, time=time)
+        for tp in self._future_logs:  # a moving partition is not cleaned (Kafka's abortAndPauseCleaning)
+            self.cleaner.abort_and_pause_cleaning(tp)
 
     # ------------------------------------------------------------------ startup
     def _lock_dir(self, log_dir: str) -> None:
@@ -170,6 +203,7 @@ class LogManager:
         return log
 
     def _load_logs(self) -> None:
+        futures: list[tuple[str, str, TopicPartition, dict[str, object]]] = []
         for d in self.log_dirs:
             marker = os.path.join(d, files.CLEAN_SHUTDOWN_FILE)
             clean = os.path.exists(marker)
@@ -182,6 +216,12 @@ class LogManager:
                     continue
                 if name.endswith(files.DELETE_DIR_SUFFIX):
                     shutil.rmtree(path, ignore_errors=True)
+                    continue
+                ftp = parse_future_dir(name)
+                if ftp is not None:
+                    futures.append((d, path, ftp, dict(recovery_point=recovery.get(ftp, 0),
+                                                       log_start_offset=starts.get(ftp, 0), clean_shutdown=clean,
+                                                       high_watermark=hws.get(ftp, 0))))
                     continue
                 tp = files.parse_topic_partition_dir(name)
                 if tp is None:
@@ -196,7 +236,34 @@ class LogManager:
                 self._log_dir_of[tp] = d
             if clean:
                 os.unlink(marker)
+        for d, path, tp, kwargs in futures:
+            self._load_future_dir(d, path, tp, kwargs)
         logger.info("Loaded %d logs from %s", len(self._logs), ", ".join(self.log_dirs))
+
+    def _load_future_dir(self, d: str, path: str, tp: TopicPartition, kwargs: dict[str, object]) -> None:
+        """A ``-future`` dir found at start-up: resume the move, or finish one a crash interrupted."""
+        if tp in self._future_logs or self._log_dir_of.get(tp) == d:
+            logger.warning("Discarding %s: %s-%d already has a future log or its log is in the same dir", path, *tp)
+            self._discard_dir(path)
+        elif tp in self._logs:
+            log = self._open_log(path, self._config_for(tp[0]), **kwargs)
+            self._future_logs[tp] = log
+            self._future_dir_of[tp] = d
+            logger.info("Loaded the future log of %s-%d in %s: the move from %s resumes", *tp, d, self._log_dir_of[tp])
+        else:
+            # The move had retired the current log (renamed it -delete) when it stopped: the future is complete.
+            target = os.path.join(d, files.topic_partition_dir_name(*tp))
+            os.rename(path, target)
+            fsync_dir(d)
+            self._logs[tp] = self._open_log(target, self._config_for(tp[0]), **kwargs)  # type: ignore[arg-type]
+            self._log_dir_of[tp] = d
+            logger.info("Completed the interrupted move of %s-%d to %s", *tp, d)
+
+    @staticmethod
+    def _discard_dir(path: str) -> None:
+        target = "%s.%s%s" % (path.rsplit(".", 1)[0], uuid.uuid4().hex, files.DELETE_DIR_SUFFIX)
+        os.rename(path, target)
+        shutil.rmtree(target, ignore_errors=True)
 
     def startup(self) -> None:
         """Schedule retention, flush, producer expiration and checkpoint tasks; start the log cleaner."""
@@ -208,6 +275,8 @@ class LogManager:
         if self.flush_check_interval_ms < LONG_MAX // 2:
             s.schedule("kafka-log-flusher", self.flush_dirty_logs, 30.0, self.flush_check_interval_ms / 1000.0)
         s.schedule("kafka-recovery-point-checkpoint", self.checkpoint_all, 30.0, self.checkpoint_interval_ms / 1000.0)
+        s.schedule("kafka-log-start-offset-checkpoint", self.checkpoint_log_start_offsets, 30.0,
+                   self.log_start_offset_checkpoint_interval_ms / 1000.0)
         s.schedule("kafka-producer-id-expiration", self.remove_expired_producers,
                    self.producer_id_expiration_check_interval_ms / 1000.0,
                    self.producer_id_expiration_check_interval_ms / 1000.0)
@@ -240,6 +309,9 @@ class LogManager:
             for d in self._log_dir_of.values():
                 counts[d] += 1
             d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
+            preferred = self._preferred_dirs.pop(tp, None)
+            if preferred in counts:
+                d = preferred  # type: ignore[assignment]
             path = os.path.join(d, files.topic_partition_dir_name(topic, partition))
             log = self._open_log(path, self._config_for(topic), clean_shutdown=True)
             if topic_id is not None:
@@ -252,9 +324,11 @@ class LogManager:
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the partition dir to ``<tp>.<uuidhex>-delete`` and remove it; False if unknown."""
         tp = (topic, partition)
+        self.remove_future_log(tp)
         if tp in self._logs:
             self.cleaner.abort_cleaning(tp)
         with self._lock:
+            self._preferred_dirs.pop(tp, None)
             log = self._logs.pop(tp, None)
             self._log_dir_of.pop(tp, None)
             self._last_flush_ms.pop(tp, None)
@@ -270,11 +344,128 @@ class LogManager:
             log.delete()
         return True
 
+    # ------------------------------------------------------------------ moves between log dirs (KIP-113)
+    def get_future_log(self, tp: TopicPartition) -> Optional[Log]:
+        with self._lock:
+            return self._future_logs.get(tp)
+
+    def future_log_dir_of(self, tp: TopicPartition) -> Optional[str]:
+        with self._lock:
+            return self._future_dir_of.get(tp)
+
+    def all_future_logs(self) -> dict[TopicPartition, Log]:
+        with self._lock:
+            return dict(self._future_logs)
+
+    def is_log_dir(self, path: str) -> bool:
+        """``path`` names one of log.dirs (absolute, as Kafka's isLogDirOnline requires)."""
+        return os.path.isabs(path) and os.path.normpath(path) in self.log_dirs
+
+    def maybe_update_preferred_log_dir(self, tp: TopicPartition, log_dir: str) -> None:
+        """The partition's next log goes to ``log_dir`` unless its current or future log is already there."""
+        d = os.path.normpath(log_dir)
+        with self._lock:
+            if self._log_dir_of.get(tp) != d and self._future_dir_of.get(tp) != d:
+                self._preferred_dirs[tp] = d
+
+    def create_future_log(self, tp: TopicPartition, log_dir: str, topic_id: Optional[str] = None) -> Log:
+        """The future log of ``tp`` in ``log_dir`` (created empty at the current log's start offset if needed)."""
+        d = os.path.normpath(log_dir)
+        if d not in self.log_dirs:
+            raise KafkaStorageError("%s is not a log dir of this broker" % log_dir)
+        with self._lock:
+            self._preferred_dirs.pop(tp, None)
+            fut = self._future_logs.get(tp)
+            if fut is not None:
+                if self._future_dir_of[tp] != d:
+                    raise KafkaStorageError("%s-%d already has a future log in %s" % (tp[0], tp[1],
+                                                                                     self._future_dir_of[tp]))
+                return fut
+            cur = self._logs.get(tp)
+            if cur is None:
+                raise KafkaStorageError("%s-%d has no log on this broker" % tp)
+            if self._log_dir_of[tp] == d:
+                raise KafkaStorageError("the log of %s-%d is already in %s" % (tp[0], tp[1], d))
+            path = os.path.join(d, future_dir_name(*tp))
+            fut = self._open_log(path, cur.config, log_start_offset=cur.log_start_offset, clean_shutdown=True)
+            try:
+                tid = topic_id if topic_id is not None else read_partition_metadata(cur.dir)
+            except (OSError, ValueError):
+                tid = None
+            if tid:
+                write_partition_metadata(path, tid)
+            self._future_logs[tp] = fut
+            self._future_dir_of[tp] = d
+        self.cleaner.abort_and_pause_cleaning(tp)
+        logger.info("Created the future log of %s-%d in %s (moving from %s)", tp[0], tp[1], d, self._log_dir_of[tp])
+        return fut
+
+    def remove_future_log(self, tp: TopicPartition) -> bool:
+        """Cancel a move: delete the future log of ``tp``; False if there was none."""
+        with self._lock:
+            fut = self._future_logs.pop(tp, None)
+            self._future_dir_of.pop(tp, None)
+        if fut is None:
+            return False
+        fut.rename_dir(os.path.join(os.path.dirname(fut.dir), "%s.%s%s" % (
+            files.topic_partition_dir_name(*tp), uuid.uuid4().hex, files.DELETE_DIR_SUFFIX)))
+        fut.delete()
+        self.cleaner.resume_cleaning(tp)
+        logger.info("Removed the future log of %s-%d", *tp)
+        return True
+
+    def replace_current_with_future(self, tp: TopicPartition, hook: Optional[Callable[[str], None]] = None) -> None:
+        """The future log caught up: the partition's log continues in the future's dir (Kafka's
+        replaceCurrentWithFutureLog). Call on the partition's I/O worker, so no append interleaves."""
+        with self._lock:
+            cur, fut = self._logs.get(tp), self._future_logs.get(tp)
+            src, dst = self._log_dir_of.get(tp), self._future_dir_of.get(tp)
+        if cur is None or fut is None or src is None or dst is None:
+            raise KafkaStorageError("no current and future log of %s-%d to swap" % tp)
+        name = files.topic_partition_dir_name(*tp)
+        retired_dir = os.path.join(src, "%s.%s%s" % (name, uuid.uuid4().hex, files.DELETE_DIR_SUFFIX))
+        cleaner_offset = self.cleaner.checkpoint_offset(tp)
+
+        def reopen(path: str, recovery_point: int, log_start_offset: int, hw: int) -> Log:
+            return self._open_log(path, cur.config, recovery_point=recovery_point, log_start_offset=log_start_offset,
+                                  clean_shutdown=True, high_watermark=hw)
+
+        retired = cur.replace_with_future(fut, os.path.join(dst, name), retired_dir, reopen, hook)
+        if cleaner_offset is not None:
+            self.cleaner._update_checkpoint(tp, None)
+        with self._lock:
+            self._future_logs.pop(tp, None)
+            self._future_dir_of.pop(tp, None)
+            self._log_dir_of[tp] = dst
+        if cleaner_offset is not None:
+            self.cleaner._update_checkpoint(tp, cleaner_offset)
+        self.cleaner.resume_cleaning(tp)
+
+        def remove() -> None:
+            for seg in retired:
+                try:
+                    seg.offset_index.close_handler()
+                    seg.time_index.close_handler()
+                    seg.log_file.close()
+                except Exception:  # already closed
+                    pass
+            shutil.rmtree(retired_dir, ignore_errors=True)
+
+        delay = cur.config.file_delete_delay_ms
+        if delay > 0 and not self._shut_down:
+            self.scheduler.schedule("delete-log", remove, delay / 1000.0)
+        else:
+            remove()
+        for d in (src, dst):
+            self.checkpoint_dir(d)
+        logger.info("The log of %s-%d moved from %s to %s", tp[0], tp[1], src, dst)
+
     def update_config(self, topic: str, config: LogConfig) -> None:
         """Apply a new effective topic config to the topic's existing and future logs."""
         with self._lock:
             self._topic_configs[topic] = config
             logs = [log for (t, _), log in self._logs.items() if t == topic]
+            logs += [log for (t, _), log in self._future_logs.items() if t == topic]
         for log in logs:
             log.update_config(config)
 
@@ -316,9 +507,15 @@ class LogManager:
         for d in self.log_dirs:
             self.checkpoint_dir(d)
 
-    def checkpoint_dir(self, log_dir: str) -> None:
+    def _logs_in_dir(self, log_dir: str) -> dict[TopicPartition, Log]:
+        """Current and future logs in ``log_dir`` (one partition has at most one log per dir)."""
         with self._lock:
-            logs = {tp: log for tp, log in self._logs.items() if self._log_dir_of.get(tp) == log_dir}
+            logs = {tp: log for tp, log in self._future_logs.items() if self._future_dir_of.get(tp) == log_dir}
+            logs.update({tp: log for tp, log in self._logs.items() if self._log_dir_of.get(tp) == log_dir})
+            return logs
+
+    def checkpoint_dir(self, log_dir: str) -> None:
+        logs = self._logs_in_dir(log_dir)
         with self._checkpoint_lock:
             OffsetCheckpointFile(os.path.join(log_dir, files.RECOVERY_POINT_CHECKPOINT)).write(
                 {tp: log.recovery_point for tp, log in logs.items()})
@@ -328,13 +525,22 @@ class LogManager:
             OffsetCheckpointFile(os.path.join(log_dir, files.REPLICATION_OFFSET_CHECKPOINT)).write(
                 {tp: log.high_watermark for tp, log in logs.items()})
 
+    def checkpoint_log_start_offsets(self) -> None:
+        """Write only log-start-offset-checkpoint of every log dir (log.flush.start.offset.checkpoint.interval.ms),
+        so a log start offset moved by DeleteRecords or retention survives a crash."""
+        for d in self.log_dirs:
+            logs = self._logs_in_dir(d)
+            with self._checkpoint_lock:
+                OffsetCheckpointFile(os.path.join(d, files.LOG_START_OFFSET_CHECKPOINT)).write(
+                    {tp: log.log_start_offset for tp, log in logs.items()
+                     if log.log_start_offset > log.segments[0].base_offset})
+
     def checkpoint_high_watermarks(self) -> None:
         """Write only replication-offset-checkpoint of every log dir (the ReplicaManager's frequent
         replica.high.watermark.checkpoint.interval.ms task; the other checkpoints stay on their own
         schedule)."""
         for d in self.log_dirs:
-            with self._lock:
-                logs = {tp: log for tp, log in self._logs.items() if self._log_dir_of.get(tp) == d}
+            logs = self._logs_in_dir(d)
             with self._checkpoint_lock:
                 OffsetCheckpointFile(os.path.join(d, files.REPLICATION_OFFSET_CHECKPOINT)).write(
                     {tp: log.high_watermark for tp, log in logs.items()})
@@ -349,7 +555,9 @@ class LogManager:
         if self._own_scheduler:
             self.scheduler.shutdown()
         self.scheduler.run_pending_now()
-        for tp, log in self.all_logs().items():
+        with self._lock:
+            everything = list(self._future_logs.items()) + list(self._logs.items())
+        for tp, log in everything:
             try:
                 log.flush()
                 log.close()

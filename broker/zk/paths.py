@@ -10,7 +10,7 @@ Encoding: UTF-8 JSON, compact separators, as Kafka's Json.encodeAsBytes. Layouts
   /brokers/topics/<t>                           {"version":3,"topic_id":id,"partitions":{"0":[1,2]},
                                                  "adding_replicas":{},"removing_replicas":{}}
   /brokers/topics/<t>/partitions/<p>/state      {"version":1,"leader":l,"leader_epoch":e,"controller_epoch":c,
-                                                 "isr":[...],"leader_recovery_state":0}
+                                                 "isr":[...]} (+ "leader_recovery_state":1 when RECOVERING)
   /controller                  (ephemeral)      {"version":2,"brokerid":b,"timestamp":"<ms>","kraftControllerEpoch":-1}
   /controller_epoch                             decimal text
   /config/<entity type>/<name>                  {"version":1,"config":{k: v}}
@@ -216,9 +216,11 @@ class TopicPartitionStateZNode:
 
     @staticmethod
     def encode(s: LeaderAndIsr) -> bytes:
-        return _enc({"version": 1, "leader": s.leader, "leader_epoch": s.leader_epoch,
-                     "controller_epoch": s.controller_epoch, "isr": list(s.isr),
-                     "leader_recovery_state": s.leader_recovery_state})
+        obj: dict[str, Any] = {"version": 1, "leader": s.leader, "leader_epoch": s.leader_epoch,
+                               "controller_epoch": s.controller_epoch, "isr": list(s.isr)}
+        if s.leader_recovery_state != 0:  # as Kafka: only when RECOVERING (KIP-704)
+            obj["leader_recovery_state"] = s.leader_recovery_state
+        return _enc(obj)
 
     @staticmethod
     def decode(data: bytes, zk_version: int = -1) -> LeaderAndIsr:

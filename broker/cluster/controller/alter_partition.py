@@ -37,8 +37,7 @@ def validate_alter_partition(ctx: ControllerContext, tp: TopicPartition, new: Le
     if new.zk_version < cur.zk_version:
         return ErrorCode.INVALID_UPDATE_VERSION
     replicas = ctx.partition_replica_assignment(tp)
-    if not new.isr or any(r not in replicas for r in new.isr) or len(set(new.isr)) != len(new.isr) \
-            or new.leader not in new.isr:
+    if not new.isr or len(set(new.isr)) != len(new.isr) or new.leader not in new.isr:
         log.info("Rejecting AlterPartition for %s: invalid ISR %s (replicas %s, leader %d)", tp, new.isr,
                  replicas, new.leader)
         return ErrorCode.INVALID_REQUEST
@@ -46,7 +45,9 @@ def validate_alter_partition(ctx: ControllerContext, tp: TopicPartition, new: Le
         return ErrorCode.INVALID_REQUEST  # a recovering leader (after an unclean election) stays alone
     if cur.leader_recovery_state == RECOVERED and new.leader_recovery_state == RECOVERING:
         return ErrorCode.INVALID_REQUEST
-    ineligible = [r for r in new.isr if r not in ctx.live_broker_ids
+    # KIP-841: members that are not alive (or, v3, whose broker epoch moved on) are ineligible; so, stricter than
+    # Kafka's ZooKeeper controller, is a broker that is not a replica of the partition at all.
+    ineligible = [r for r in new.isr if r not in ctx.live_broker_ids or r not in replicas
                   or (epochs.get(r, -1) != -1 and epochs[r] != ctx.live_broker_epochs.get(r))]
     if ineligible:
         log.info("Rejecting AlterPartition request for %s because it specified ineligible replicas %s in the new "

@@ -269,6 +269,16 @@ class KafkaController:
             response["error_code"] = int(ErrorCode.NOT_CONTROLLER)
         return response
 
+    async def elect_leaders_results(self, election_type: int, partitions: Iterable[TopicPartition]
+                                    ) -> dict[TopicPartition, tuple[int, str | None, int | None]]:
+        """{tp: (error code, message, elected leader or None)}; every partition NOT_CONTROLLER when not active."""
+        parts = {(str(t), int(p)) for t, p in partitions}
+        if not self.is_active:
+            return {tp: (int(ErrorCode.NOT_CONTROLLER), None, None) for tp in parts}
+        results = await self._ask(lambda cb: ev.ReplicaLeaderElection(parts, int(election_type), ev.ADMIN_CLIENT,
+                                                                      cb))
+        return dict(results) if results else {tp: (int(ErrorCode.NOT_CONTROLLER), None, None) for tp in parts}
+
     async def alter_partition_reassignments(self, request: Any) -> dict:
         reassignments: dict[TopicPartition, list[int] | None] = {}
         for t in _f(request, "topics", []) or []:

@@ -48,7 +48,8 @@ def new_cluster(tmp_path: Path, zookeeper: str) -> Iterator[Callable[..., LocalC
 
 
 def wait_for(predicate: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.1) -> object:
-    """Poll until ``predicate()`` is truthy; fail the test naming ``what`` otherwise."""
+    """Poll until ``predicate()`` is truthy (so a predicate answering a broker id must not answer 0 for "ready":
+    return a tuple or ``id is not None``); fail the test naming ``what`` otherwise."""
     deadline = time.monotonic() + timeout_s
     last: object = None
     while time.monotonic() < deadline:

@@ -195,8 +195,7 @@ def test_topic_lifecycle(zk_chroot: str, clients: list) -> None:
                    "adding_replicas": {}, "removing_replicas": {}}
     # leader = first live replica (2 is not registered), ISR = live replicas
     assert json.loads(c.kazoo.get("/brokers/topics/t1/partitions/1/state")[0]) == {
-        "version": 1, "leader": 1, "leader_epoch": 0, "controller_epoch": 1, "isr": [1],
-        "leader_recovery_state": 0}
+        "version": 1, "leader": 1, "leader_epoch": 0, "controller_epoch": 1, "isr": [1]}
     st = c.get_partition_state("t1", 0)
     assert st is not None and (st.leader, st.isr, st.leader_epoch) == (1, [1], 0)
     # compare-and-set

@@ -120,7 +120,7 @@ def test_alter_partition_rejections(shrunk: Cluster) -> None:
     assert part(alter(c, 1, tp, [1], partition_epoch=9))["error_code"] == E.NOT_CONTROLLER
     assert part(alter(c, 2, tp, [1, 2]))["error_code"] == E.INVALID_REQUEST  # not the leader
     assert part(alter(c, 1, tp, [2, 3]))["error_code"] == E.INVALID_REQUEST  # ISR without the leader
-    assert part(alter(c, 1, tp, [1, 7]))["error_code"] == E.INVALID_REQUEST  # not a replica
+    assert part(alter(c, 1, tp, [1, 7]))["error_code"] == E.INELIGIBLE_REPLICA  # not a replica (KIP-841)
     assert part(alter(c, 1, tp, [1, 2], recovery=1))["error_code"] == E.INVALID_REQUEST  # RECOVERED->RECOVERING
     part(alter(c, 1, tp, [1, 2]))
     assert part(alter(c, 1, tp, [1], partition_epoch=0))["error_code"] == E.INVALID_UPDATE_VERSION

@@ -26,8 +26,7 @@ def test_topic_creation_writes_states_and_tells_brokers() -> None:
         assert (s.leader, s.leader_epoch, s.zk_version, s.controller_epoch) == (leader, 0, 0, 1)
     assert sorted(c.state("t", 0).isr) == [1, 2, 3]
     raw = json.loads(c.fake.data("/brokers/topics/t/partitions/0/state"))
-    assert raw == {"version": 1, "leader": 1, "leader_epoch": 0, "controller_epoch": 1, "isr": [1, 2, 3],
-                   "leader_recovery_state": 0}
+    assert raw == {"version": 1, "leader": 1, "leader_epoch": 0, "controller_epoch": 1, "isr": [1, 2, 3]}
     ch = c.channel
     for b in (1, 2, 3):
         ps = lai_for(ch, b, ("t", 0))

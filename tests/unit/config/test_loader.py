@@ -158,3 +158,14 @@ def test_every_synonym_target_is_a_topic_key() -> None:
         if d.topic_synonym:
             assert d.topic_synonym in TOPIC_CONFIGS
     assert BROKER_CONFIGS["message.max.bytes"].topic_synonym == "max.message.bytes"
+
+
+@pytest.mark.parametrize("key", ["leader.replication.throttled.rate", "follower.replication.throttled.rate",
+                                 "replica.alter.log.dirs.io.max.bytes.per.second"])
+def test_dynamic_only_replication_throttles_in_the_file_stop_start_up(key: str) -> None:
+    from broker.config.kafka_config import KafkaConfig
+    with pytest.raises(ConfigError, match=f"{key} is a dynamic broker config only"):
+        KafkaConfig({"zookeeper.connect": "zk:2181", "log.dirs": "/tmp/x", key: "1048576"})
+    # ... while the dynamic layer (AlterConfigs, /config/brokers/...) sets them
+    cfg = KafkaConfig({"zookeeper.connect": "zk:2181", "log.dirs": "/tmp/x"}).with_dynamic(per_broker={key: "1024"})
+    assert cfg.get(key) == 1024

@@ -24,6 +24,17 @@ def test_empty_and_missing_checkpoint(tmp_path) -> None:
     assert (tmp_path / "cp").read_bytes() == b"0\n0\n"
 
 
+def test_empty_checkpoint_files_as_kafka_leaves_them(tmp_path) -> None:
+    """Kafka's CheckpointFile creates the file empty when it opens it (a follower of an empty partition never
+    writes its leader-epoch-checkpoint), and reads an empty file, or a version line alone, as no entries."""
+    p = tmp_path / "leader-epoch-checkpoint"
+    p.write_bytes(b"")
+    assert LeaderEpochFileCache(str(p)).entries == []
+    assert OffsetCheckpointFile(str(p)).read() == {}
+    p.write_bytes(b"0\n")
+    assert OffsetCheckpointFile(str(p)).read() == {}
+
+
 def test_malformed_checkpoint_raises(tmp_path) -> None:
     p = tmp_path / "cp"
     p.write_bytes(b"0\n2\na 0 1\n")
@@ -36,7 +47,10 @@ def test_malformed_checkpoint_raises(tmp_path) -> None:
 
 def test_partition_metadata(tmp_path) -> None:
     write_partition_metadata(str(tmp_path), "AAAAAAAAAAAAAAAAAAAAAQ")
-    assert (tmp_path / "partition.metadata").read_bytes() == b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n"
+    # byte for byte Kafka's PartitionMetadata.encode(): no final newline
+    assert (tmp_path / "partition.metadata").read_bytes() == b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ"
+    assert read_partition_metadata(str(tmp_path)) == "AAAAAAAAAAAAAAAAAAAAAQ"
+    (tmp_path / "partition.metadata").write_bytes(b"version: 0\ntopic_id: AAAAAAAAAAAAAAAAAAAAAQ\n")  # ours, before
     assert read_partition_metadata(str(tmp_path)) == "AAAAAAAAAAAAAAAAAAAAAQ"
     assert read_partition_metadata(str(tmp_path / "nope")) is None
 

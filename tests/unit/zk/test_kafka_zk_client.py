@@ -213,3 +213,16 @@ def test_creation_watch_fires_only_on_creation(zk: FakeZooKeeper) -> None:
     b.delete_partition_reassignment(version)
     b.create_partition_reassignment({("t", 0): [2]})
     assert created == [1, 1]
+
+
+def test_partition_state_json_is_kafkas() -> None:
+    """Kafka's TopicPartitionStateZNode.encode writes leader_recovery_state only when RECOVERING (KIP-704)."""
+    from broker.zk.paths import TopicPartitionStateZNode
+
+    recovered = TopicPartitionStateZNode.encode(LeaderAndIsr(2, 3, [2, 0], 4))
+    assert recovered == b'{"version":1,"leader":2,"leader_epoch":3,"controller_epoch":4,"isr":[2,0]}'
+    recovering = json.loads(TopicPartitionStateZNode.encode(LeaderAndIsr(2, 3, [2], 4, leader_recovery_state=1)))
+    assert recovering["leader_recovery_state"] == 1
+    # and Kafka's own bytes decode (no leader_recovery_state: RECOVERED)
+    s = TopicPartitionStateZNode.decode(b'{"controller_epoch":1,"leader":0,"version":1,"leader_epoch":0,"isr":[0,2,1]}', 7)
+    assert (s.leader, s.isr, s.leader_recovery_state, s.zk_version) == (0, [0, 2, 1], 0, 7)

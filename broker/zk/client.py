@@ -22,6 +22,7 @@ from kazoo.exceptions import (BadVersionError, NodeExistsError, NoNodeError, Not
                               RuntimeInconsistency)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, KazooState
+from kazoo.retry import KazooRetry
 
 from broker.config.kafka_config import Endpoint
 from broker.zk.errors import (BrokerIdInUseError, ControllerMovedError, NoSuchTopicError, TopicExistsError,
@@ -61,8 +62,12 @@ class KafkaZkClient:
         self.stale_registration_wait_ms = (stale_registration_wait_ms if stale_registration_wait_ms is not None
                                            else session_timeout_ms + STALE_REGISTRATION_MARGIN_MS)
         # kazoo_client: tests inject an in-memory fake with kazoo's interface (no ZooKeeper needed).
+        # Reconnect attempts at most ~1 s apart, as ZooKeeper's own client does: kazoo's default backoff grows to
+        # an hour, so a broker cut off for a while would reconnect long after ZooKeeper is back (or let its
+        # session expire although ZooKeeper came back within the session timeout).
         self._zk = (kazoo_client if kazoo_client is not None
-                    else KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000.0))
+                    else KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000.0,
+                                     connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0)))
         self._lock = threading.RLock()
         self._broker_epoch = -1
         self._registration: BrokerInfo | None = None
@@ -655,27 +660,19 @@ class KafkaZkClient:
 
         Unlike kazoo's recipe the callback is NOT called for the initial state: the caller reads after
         registering (so no change between read and watch is missed), as Kafka's ZNodeChildChangeHandler."""
-        handle = ZkWatch(path)
-
-        def on_children(_children: list[str]) -> bool | None:
-            if handle.cancelled:
-                return False
-            if handle.armed:
-                callback()
-            handle.armed = True
-            return None
-
-        self._zk.ChildrenWatch(path, on_children)
-        handle.armed = True
-        return handle
+        return self._watch(path, self._zk.ChildrenWatch, callback)
 
     def watch_data(self, path: str, callback: Callable[[], None]) -> "ZkWatch":
         """Call `callback()` whenever `path` is created, changed or deleted, until the handle is cancelled.
 
         Not called for the initial state (see watch_children)."""
+        return self._watch(path, self._zk.DataWatch, callback)
+
+    def _watch(self, path: str, recipe: Callable[..., Any], callback: Callable[[], None]) -> "ZkWatch":
+        """Arm kazoo's ChildrenWatch/DataWatch recipe on `path`, skipping its first (initial-state) call."""
         handle = ZkWatch(path)
 
-        def on_data(_data: bytes | None, _stat: Any) -> bool | None:
+        def fired(*_args: Any) -> bool | None:
             if handle.cancelled:
                 return False
             if handle.armed:
@@ -683,7 +680,7 @@ class KafkaZkClient:
             handle.armed = True
             return None
 
-        self._zk.DataWatch(path, on_data)
+        recipe(path, fired)
         handle.armed = True
         return handle
 

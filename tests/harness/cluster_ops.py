@@ -9,7 +9,6 @@ import json
 import shutil
 import subprocess
 import threading
-import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -21,6 +20,7 @@ from kazoo.client import KazooClient
 
 from broker.protocol.api import ApiKey
 from tests.harness.kafka import KAFKA_LIBS, kafka_classpath
+from tests.harness.waiting import wait_for
 from tests.integration.broker.wire import RawClient
 from tools.cluster import BrokerProcess, LocalCluster
 
@@ -28,21 +28,6 @@ __all__ = ["ApiKey", "PartitionInfo", "RawClient", "call", "metadata", "partitio
            "broker_epoch", "controller_epoch", "controller_id", "all_brokers_agree", "produce_values",
            "BackgroundProducer", "kafka_assignment", "rack_aware_assignment", "matches_kafka_assignment",
            "partition_dirs", "run_kafka_tool", "module_cluster", "assert_no_traceback"]
-
-
-def wait_for(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.1) -> Any:
-    """Poll until ``predicate()`` is truthy (exceptions count as not yet); fail naming ``what`` otherwise."""
-    deadline = time.monotonic() + timeout_s
-    last: Any = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-        except Exception as exc:  # a broker may be restarting
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
 
 
 # ------------------------------------------------------------------------------------------------ raw requests

@@ -6,7 +6,6 @@ logged a traceback; ``ClusterView`` reads leaders/ISR through a stock client (co
 """
 from __future__ import annotations
 
-import time
 import uuid
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Optional, Tuple
@@ -14,6 +13,7 @@ from typing import Callable, Dict, Iterator, List, Optional, Tuple
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.harness.waiting import wait_for  # noqa: F401  (re-exported for the tests)
 from tools.cluster import LocalCluster
 
 #: Settings that make failures quick to detect in tests (Kafka's defaults are minutes, not seconds).
@@ -45,22 +45,6 @@ def new_cluster(tmp_path: Path, zookeeper: str) -> Iterator[Callable[..., LocalC
         for b in c.brokers:
             out = b.output()
             assert "Traceback" not in out, f"broker {b.broker_id} logged a traceback:\n{out[-6000:]}"
-
-
-def wait_for(predicate: Callable[[], object], timeout_s: float, what: str, interval_s: float = 0.1) -> object:
-    """Poll until ``predicate()`` is truthy (so a predicate answering a broker id must not answer 0 for "ready":
-    return a tuple or ``id is not None``); fail the test naming ``what`` otherwise."""
-    deadline = time.monotonic() + timeout_s
-    last: object = None
-    while time.monotonic() < deadline:
-        try:
-            last = predicate()
-        except Exception as exc:  # a broker may be restarting
-            last = exc
-        if last and not isinstance(last, Exception):
-            return last
-        time.sleep(interval_s)
-    raise AssertionError(f"timed out after {timeout_s}s waiting for {what} (last: {last!r})")
 
 
 class ClusterView:

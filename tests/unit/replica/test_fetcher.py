@@ -55,6 +55,8 @@ def test_fetch_request_contents(tmp_path) -> None:
             assert parts[0]["current_leader_epoch"] == 3 and parts[0]["partition_max_bytes"] == 1048576
             assert parts[0]["last_fetched_epoch"] == 3 and parts[0]["fetch_offset"] == 1
             assert len(follower.rm.fetcher_manager.fetchers) == 1
+            # the server prefixes "broker-<id>-": Kafka's fetcher client id is "broker-<id>-fetcher-<n>"
+            assert [f.channel.client_id for f in follower.rm.fetcher_manager.fetchers.values()] == ["fetcher-0"]
         finally:
             await c.close()
 

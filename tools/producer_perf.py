@@ -24,7 +24,9 @@ def percentile(sorted_values: List[float], q: float) -> float:
 
 
 def run(bootstrap: str, topic: str, num_records: int, record_size: int, throughput: float, acks: str,
-        compression: str, props: Dict[str, str]) -> Dict[str, float]:
+        compression: str, props: Dict[str, str], warmup_records: int = 0) -> Dict[str, float]:
+    """Produce and measure; ``warmup_records`` are sent and flushed first, untimed (metadata, producer id, a
+    warm JIT on the broker side), so the figures describe the steady state."""
     from confluent_kafka import Producer
 
     conf: Dict[str, object] = {"bootstrap.servers": bootstrap, "acks": acks, "compression.type": compression,
@@ -46,6 +48,15 @@ def run(bootstrap: str, topic: str, num_records: int, record_size: int, throughp
                 latencies.append((time.perf_counter() - t0) * 1000.0)
         return cb
 
+    if warmup_records > 0:
+        for _ in range(warmup_records):
+            while True:
+                try:
+                    producer.produce(topic, payload)
+                    break
+                except BufferError:
+                    producer.poll(0.01)
+        producer.flush(120)
     start = time.perf_counter()
     interval = 1.0 / throughput if throughput > 0 else 0.0
     for i in range(num_records):

@@ -68,6 +68,7 @@ class RealKafkaBroker:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
         log4j = self.workdir / "kafka-log4j.properties"
         log4j.write_text(_LOG4J)
+        since = len(self.output())  # a restart appends: only what this run prints counts
         with open(self.output_path, "ab") as out:
             self.proc = subprocess.Popen(
                 [java, "-Xmx512m", "-XX:+UseSerialGC", f"-Dlog4j.configuration=file:{log4j}", "-cp",
@@ -78,7 +79,7 @@ class RealKafkaBroker:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"Kafka exited with {self.proc.returncode}:\n{self.output()[-4000:]}")
-            if f"[KafkaServer id={self.broker_id}] started" in self.output():
+            if f"[KafkaServer id={self.broker_id}] started" in self.output()[since:]:
                 return
             time.sleep(0.1)
         raise TimeoutError(f"Kafka {self.broker_id} did not start within {timeout}s:\n{self.output()[-4000:]}")

@@ -138,6 +138,30 @@ def test_second_broker_on_the_same_log_dirs_refuses_to_start(tmp_path: Path, zk_
         assert first.stop() == 0
 
 
+def test_meta_properties_must_match_the_config_and_the_cluster(tmp_path: Path, zk_chroot: str,
+                                                                 new_broker: Callable[..., BrokerProcess]) -> None:
+    """meta.properties binds a log dir to one broker id and one cluster (/cluster/id): either mismatch stops start-up
+    with one line, before any partition is touched."""
+    first = new_broker("a", broker_id=0)
+    first.start()
+    topic = create_topic(first.bootstrap)
+    produce_acked(first.bootstrap, topic, [b"kept"])
+    assert first.stop() == 0
+    rc, out, err = run_to_exit(tmp_path / "b", zk_chroot, {"broker.id": "1", "log.dirs": str(first.log_dir)})
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 1 and len(lines) == 1, err
+    assert "Configured broker.id 1 doesn't match stored broker.id 0 in meta.properties" in lines[0]
+    other_cluster = zk_chroot + "-other"  # another chroot: another /cluster/id
+    rc, out, err = run_to_exit(tmp_path / "c", other_cluster, {"broker.id": "0", "log.dirs": str(first.log_dir)})
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 1 and len(lines) == 1, err
+    assert "doesn't match stored clusterId" in lines[0] and "wrong cluster" in lines[0]
+    assert "Traceback" not in out + err
+    first.start()  # the right broker on the right cluster still finds its data
+    assert_values(first.bootstrap, topic, [b"kept"])
+    assert first.stop() == 0
+
+
 def test_restart_after_sigkill_waits_for_the_old_session_then_serves(
         new_broker: Callable[..., BrokerProcess]) -> None:
     b = new_broker(broker_id=0)

@@ -41,3 +41,13 @@ def test_in_process_benches_fast(module: str) -> None:
 def test_protocol_bench_runs() -> None:
     out = _run("-m", "tools.bench.protocol_bench")
     assert "Produce v9 request decode" in out, out
+
+
+def test_cluster_bench_quick_ours() -> None:
+    """The cluster benchmark's every scenario runs to the end on our 3-broker cluster (Kafka's side is the same code
+    with Kafka's brokers; the full run with both is the README's command)."""
+    out = _run("-m", "tools.bench.cluster_bench", "--quick", "--only", "ours", timeout=600)
+    assert "did not complete" not in out, out
+    for row in ("produce acks=all RF=3 records/s", "latency @1000 rec/s acks=all RF=3 p99 ms",
+                "failover, leader SIGKILL -> first ack s", "controller failover (SIGKILL) s", "follower catch-up MB/s"):
+        assert row in out, out

@@ -49,6 +49,7 @@ async def _run(config: object) -> int:
             start.result()
         else:
             start.cancel()
+            _ignore_further_stop_signals(loop)
             await server.stop()
             return 0
     except StartupError as exc:
@@ -63,8 +64,17 @@ async def _run(config: object) -> int:
         log.exception("Fatal error during broker start-up")
         return _fail(f"Fatal error during start-up: {name}: {exc}")
     await stop.wait()
+    _ignore_further_stop_signals(loop)
     await server.stop()
     return 0
+
+
+def _ignore_further_stop_signals(loop: asyncio.AbstractEventLoop) -> None:
+    """Once shutdown has begun, another SIGTERM/SIGINT changes nothing (as for Kafka's JVM): without this, one
+    arriving after the event loop closed (which restores the default action) would kill the process mid-exit."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.remove_signal_handler(sig)
+        signal.signal(sig, signal.SIG_IGN)
 
 
 async def _safe_stop(server: object) -> None:

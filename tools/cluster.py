@@ -82,6 +82,7 @@ class BrokerProcess:
         self.pid: Optional[int] = None
         self._out: Any = None
         self._start_offset = 0
+        self._terminated = False
 
     @property
     def bootstrap(self) -> str:
@@ -110,6 +111,7 @@ class BrokerProcess:
         env = dict(os.environ)
         env.update(extra_env or {})
         self._out = open(self.output_path, "ab")
+        self._terminated = False
         self.proc = subprocess.Popen([str(ROOT / "bin" / "kafka-server-start.sh"), str(self.config_path)],
                                      cwd=str(self.workdir), stdout=self._out, stderr=subprocess.STDOUT, env=env,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
@@ -144,7 +146,8 @@ class BrokerProcess:
                 return _terminate_pid(self.pid, timeout)
             return 0
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
+            if not self._terminated:
+                self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:
@@ -156,8 +159,9 @@ class BrokerProcess:
         return rc
 
     def terminate(self) -> None:
-        """Send SIGTERM without waiting (see :meth:`stop`)."""
-        if self.is_alive() and self.pid is not None:
+        """Send SIGTERM without waiting (see :meth:`stop`, which then only waits)."""
+        if self.is_alive() and self.pid is not None and not self._terminated:
+            self._terminated = True
             try:
                 os.killpg(self.pid, signal.SIGTERM)
             except OSError:

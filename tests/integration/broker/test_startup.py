@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import time
 import uuid
 from pathlib import Path
 from typing import Callable, Dict, Iterator, List, Tuple
@@ -160,6 +161,26 @@ def test_meta_properties_must_match_the_config_and_the_cluster(tmp_path: Path, z
     first.start()  # the right broker on the right cluster still finds its data
     assert_values(first.bootstrap, topic, [b"kept"])
     assert first.stop() == 0
+
+
+def test_repeated_sigterm_during_shutdown_still_exits_cleanly(new_broker: Callable[..., BrokerProcess]) -> None:
+    """Operators and scripts often signal twice; once shutdown has begun further SIGTERMs change nothing (as for
+    Kafka's JVM): the broker finishes its clean shutdown and exits 0, never dying of the signal."""
+    b = new_broker("a", broker_id=0)
+    b.start()
+    topic = create_topic(b.bootstrap)
+    produce_acked(b.bootstrap, topic, [b"v"])
+    assert b.proc is not None
+    for _ in range(20):
+        if b.proc.poll() is not None:
+            break
+        b.proc.send_signal(signal.SIGTERM)
+        time.sleep(0.05)
+    assert b.proc.wait(60) == 0
+    assert "shut down completed" in b.output()
+    b.start()
+    assert_values(b.bootstrap, topic, [b"v"])
+    assert b.stop() == 0
 
 
 def test_restart_after_sigkill_waits_for_the_old_session_then_serves(

@@ -22,7 +22,9 @@ from typing import Any, Dict, List, Optional, Tuple
 from broker.api.dispatcher import RequestDispatcher
 from broker.api.fetch_session import FetchSessionCache
 from broker.api.handlers import ApiServices, build_registry
+from broker.api.throttling import RequestThrottler
 from broker.cluster.admin import AdminManager
+from broker.cluster.client_quota_admin import ClientQuotaAdmin
 from broker.cluster.controller import ControllerConfig, KafkaController
 from broker.cluster.controller_channel import BrokerToControllerChannel, ControllerUnavailableError
 from broker.cluster.dynamic_config import DynamicConfigManager
@@ -38,6 +40,7 @@ from broker.errors import ErrorCode
 from broker.network.client import NetworkClient
 from broker.network.socket_server import ListenerSpec, SocketServer
 from broker.protocol.api import ApiKey
+from broker.quota.client_quota_manager import QuotaManagers
 from broker.replica.alter_partition import AlterPartitionManager
 from broker.replica.config import ReplicaConfig
 from broker.replica.manager import ReplicaManager
@@ -125,9 +128,14 @@ class BrokerServer:
         self.metadata.cluster_id = cluster_id
         log.info("Cluster ID = %s", cluster_id)
         # Dynamic broker configs (/config/brokers/<id> and <default>) apply from the start, as in Kafka.
+        start_cfg = self.config.current
+        self.quotas = QuotaManagers(int(start_cfg.get("quota.window.num")),
+                                    int(start_cfg.get("quota.window.size.seconds")))
+        self.throttler = RequestThrottler(self.quotas)
+        self.client_quota_admin = ClientQuotaAdmin(zk, self.zk_calls)
         self.dynamic_config = DynamicConfigManager(
             self.config, zk, self.zk_calls, lambda t, c: self._replicas().update_config(t, c),
-            lambda: {t for t, _ in self._replicas().partitions})
+            lambda: {t for t, _ in self._replicas().partitions}, quota_sink=self.quotas.apply)
         await self.dynamic_config.load_broker_configs()
         cfg = self.config.current
 
@@ -158,7 +166,7 @@ class BrokerServer:
         rm.add_leadership_listener(self.group_coordinator)
         self.controller = KafkaController(ControllerConfig.from_kafka_config(cfg, self.broker_id), zk,
                                           self._channel, loop)
-        self.dispatcher = RequestDispatcher(self._build_registry())
+        self.dispatcher = RequestDispatcher(self._build_registry(), self.throttler)
         self.dynamic_config.add_topic_overrides_listener(self._on_topic_overrides)
 
         listeners = [ListenerSpec(e.listener_name, e.host, e.port, e.security_protocol) for e in cfg.listeners]
@@ -192,7 +200,8 @@ class BrokerServer:
             config=self.config, metadata=self.metadata, replica_manager=self.replica_manager, admin=self.admin,
             group_coordinator=self.group_coordinator, producer_ids=self.producer_ids,
             fetch_sessions=self.fetch_sessions, controller=self.controller, dynamic_config=self.dynamic_config,
-            broker_epoch=self._broker_epoch))
+            broker_epoch=self._broker_epoch, quotas=self.quotas, throttler=self.throttler,
+            client_quotas=self.client_quota_admin))
 
     def _alter_partition_manager(self) -> Any:
         """How leaders change their ISR: AlterPartition to the controller from IBP 2.7-IV2 (KIP-497), before

@@ -5,6 +5,7 @@ import asyncio
 import uuid
 from typing import TYPE_CHECKING, Any, List, Optional, Tuple
 
+from broker.api.throttling import THROTTLING_QUOTA_EXCEEDED_MESSAGE, ControllerMutationQuota, throttle
 from broker.errors import ErrorCode
 
 if TYPE_CHECKING:
@@ -13,13 +14,15 @@ if TYPE_CHECKING:
     from broker.cluster.controller import KafkaController
     from broker.config.dynamic import DynamicBrokerConfig
     from broker.cluster.metadata_cache import MetadataCache
+    from broker.quota.client_quota_manager import ControllerMutationQuotaManager
 
 MIN_VERSION, MAX_VERSION = 0, 6
 ZERO_UUID = uuid.UUID(int=0)
 
 
 async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager", metadata: "MetadataCache",
-                 controller: "KafkaController", config: "DynamicBrokerConfig") -> dict:
+                 controller: "KafkaController", config: "DynamicBrokerConfig",
+                 mutation_quota: "ControllerMutationQuotaManager") -> dict:
     wanted: List[Tuple[Optional[str], Optional[uuid.UUID]]] = []
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
@@ -36,6 +39,7 @@ async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager", 
             for n, tid in wanted]}
     todo: List[Tuple[int, str]] = []
     responses: List[dict] = []
+    quota = ControllerMutationQuota(mutation_quota, ctx, strict=ctx.api_version >= 5)
     for name, tid in wanted:
         if name is None and tid is not None and tid != ZERO_UUID:
             name = metadata.topic_name(tid)
@@ -48,9 +52,16 @@ async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager", 
                               "error_message": "Neither topic name nor id was given."})
             continue
         responses.append({"name": name, "topic_id": metadata.topic_id(name) or ZERO_UUID})
+        meta = metadata.topic(name)
+        if not quota.try_record(len(meta.partitions) if meta is not None else 0):
+            responses[-1].update(error_code=ErrorCode.THROTTLING_QUOTA_EXCEEDED,
+                                 error_message=THROTTLING_QUOTA_EXCEEDED_MESSAGE)
+            continue
         todo.append((len(responses) - 1, name))
     # All topics of the request are marked at once and waited for together (one timeout).
     outcomes = await asyncio.gather(*(admin.delete_topic(name, request.timeout_ms) for _, name in todo))
     for (i, _), (code, msg) in zip(todo, outcomes):
         responses[i].update(error_code=code, error_message=msg)
-    return {"throttle_time_ms": 0, "responses": responses}
+    throttle_ms = quota.throttle_time_ms()
+    throttle(ctx, throttle_ms)
+    return {"throttle_time_ms": throttle_ms, "responses": responses}

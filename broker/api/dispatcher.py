@@ -12,7 +12,9 @@ import time
 from typing import Any, List, Optional, Union
 
 from broker.api.registry import CLOSE_CONNECTION, ApiRegistry
+from broker.api.throttling import RequestThrottler
 from broker.protocol import api as proto
+from broker.util import request_time
 from broker.util.file_slice import FileSlice
 
 log = logging.getLogger(__name__)
@@ -63,8 +65,9 @@ class RequestDispatcher:
     #: returned by :meth:`handle` when the connection must be closed
     CLOSE = CLOSE_CONNECTION
 
-    def __init__(self, registry: ApiRegistry) -> None:
+    def __init__(self, registry: ApiRegistry, throttler: Optional[RequestThrottler] = None) -> None:
         self._registry = registry
+        self._throttler = throttler
 
     async def handle(self, connection: ConnectionContext, frame: memoryview) -> Union[Parts, None, object]:
         try:
@@ -97,8 +100,16 @@ class RequestDispatcher:
         if request_log.isEnabledFor(logging.DEBUG):
             request_log.debug("%s v%d correlation %d from %s (%s)", entry.name, version, header.correlation_id,
                               header.client_id, connection.connection_id)
+        throttler = self._throttler
+        charge = throttler is not None and throttler.active
+        if charge:
+            parked = request_time.begin()
+            started = time.monotonic_ns()
         try:
             response = await entry.handler(ctx, request)
+            if charge:
+                throttler.after_handler(ctx, len(frame), time.monotonic_ns() - started - parked[0],  # type: ignore
+                                        response)
         except Exception:
             log.exception("Unexpected error handling %s v%d from %s; closing the connection", entry.name, version,
                           connection.connection_id)

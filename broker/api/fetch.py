@@ -7,15 +7,17 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from broker.api.fetch_session import CachedPartition
 from broker.api.leader_hint import current_leader
 from broker.replica.manager import ClientMetadata, FetchPartitionInfo, fetch_request_replica
 from broker.errors import ErrorCode
+from broker.util import request_time
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
+    from broker.api.throttling import RequestThrottler
     from broker.api.fetch_session import FetchSessionCache
     from broker.cluster.metadata_cache import MetadataCache
     from broker.replica.manager import ReplicaManager
@@ -69,9 +71,17 @@ def _partition_entry(index: int, error: int, res: Any = None) -> dict:
     return entry
 
 
+def _records_size(records: Any) -> int:
+    if records is None:
+        return 0
+    length = getattr(records, "length", None)
+    return int(length) if length is not None else len(records)
+
+
 async def handle(ctx: "RequestContext", request: Any, *,
                  replica_manager: "ReplicaManager", metadata: "MetadataCache",
-                 fetch_sessions: "FetchSessionCache") -> dict:
+                 fetch_sessions: "FetchSessionCache", throttler: Optional["RequestThrottler"] = None) -> dict:
+    started_ns = time.monotonic_ns()
     version = ctx.api_version
     uses_ids = version >= 13
     meta = metadata
@@ -119,11 +129,26 @@ async def handle(ctx: "RequestContext", request: Any, *,
                                      cp.fetcher_log_start_offset, id_of.get(tp[0]))) for tp, cp in to_read]
     client = (ClientMetadata(getattr(request, "rack_id", "") or "", ctx.client_id or "")
               if version >= 11 and not is_follower else None)
+    quota_bound = throttler is not None and not is_follower and throttler.fetch_active
+    max_bytes = getattr(request, "max_bytes", 0x7FFFFFFF)
+    min_bytes = request.min_bytes
+    if quota_bound:  # never more than the consumer's quota allows in one window
+        max_bytes = throttler.fetch_max_bytes(ctx, max_bytes)  # type: ignore[union-attr]
+        min_bytes = min(min_bytes, max_bytes)
     results = await rm.fetch_messages(
-        reads, getattr(request, "max_bytes", 0x7FFFFFFF), request.min_bytes, request.max_wait_ms,
+        reads, max_bytes, min_bytes, request.max_wait_ms,
         getattr(request, "isolation_level", 0), replica_id=replica_id, replica_epoch=replica_epoch,
         client_metadata=client, request_version=version) if reads else {}
     pre_errors: Dict[TopicPartition, int] = {}
+
+    if quota_bound:
+        size = sum(_records_size(r.records) for r in results.values())
+        handler_ns = time.monotonic_ns() - started_ns - request_time.parked_ns()
+        throttle_ms = throttler.fetch_throttle_ms(ctx, size, handler_ns)  # type: ignore[union-attr]
+        if throttle_ms > 0:  # Kafka answers a throttled fetch with no data; the session keeps its positions
+            return {"throttle_time_ms": throttle_ms, "error_code": 0,
+                    "session_id": session.session_id if session is not None and incremental else 0,
+                    "responses": []}
 
     if version < 4 and results and not is_follower:
         await rm.run_io(_down_convert, results, {tp: cp.fetch_offset for tp, cp in to_read}, 0 if version < 2 else 1)

@@ -10,9 +10,10 @@ import functools
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable
 
-from broker.api import (alter_replica_log_dirs, api_versions, configs, create_partitions, create_topics,
-                        delete_records, delete_topics, describe_cluster, describe_log_dirs, describe_producers, fetch,
-                        init_producer_id, list_offsets, metadata, offset_for_leader_epoch, produce)
+from broker.api import (alter_replica_log_dirs, api_versions, client_quotas, configs, create_partitions,
+                        create_topics, delete_records, delete_topics, describe_cluster, describe_log_dirs,
+                        describe_producers, fetch, init_producer_id, list_offsets, metadata, offset_for_leader_epoch,
+                        produce)
 from broker.api import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group,  # group coordinator
                         leave_group, list_groups, offset_commit, offset_delete, offset_fetch, sync_group)
 from broker.api import (allocate_producer_ids, alter_partition, alter_partition_reassignments,  # inter-broker
@@ -23,6 +24,8 @@ from broker.protocol.api import ApiKey
 
 if TYPE_CHECKING:
     from broker.api.fetch_session import FetchSessionCache
+    from broker.api.throttling import RequestThrottler
+    from broker.cluster.client_quota_admin import ClientQuotaAdmin
     from broker.cluster.admin import AdminManager
     from broker.cluster.controller import KafkaController
     from broker.cluster.dynamic_config import DynamicConfigManager
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
     from broker.config.dynamic import DynamicBrokerConfig
     from broker.coordinator.group.service import GroupCoordinator
     from broker.coordinator.producer_ids import ProducerIdManager
+    from broker.quota.client_quota_manager import QuotaManagers
     from broker.replica.manager import ReplicaManager
 
 
@@ -48,6 +52,9 @@ class ApiServices:
     dynamic_config: "DynamicConfigManager"
     #: this broker's current epoch (czxid of its registration): controller requests for an older one are stale
     broker_epoch: Callable[[], int]
+    quotas: "QuotaManagers"
+    throttler: "RequestThrottler"
+    client_quotas: "ClientQuotaAdmin"
 
 
 def build_registry(s: ApiServices) -> ApiRegistry:
@@ -61,18 +68,26 @@ def build_registry(s: ApiServices) -> ApiRegistry:
 
     rm, md, gc = s.replica_manager, s.metadata, s.group_coordinator
     mod(ApiKey.PRODUCE, produce, replica_manager=rm, metadata=md)
-    mod(ApiKey.FETCH, fetch, replica_manager=rm, metadata=md, fetch_sessions=s.fetch_sessions)
+    mod(ApiKey.FETCH, fetch, replica_manager=rm, metadata=md, fetch_sessions=s.fetch_sessions, throttler=s.throttler)
     mod(ApiKey.LIST_OFFSETS, list_offsets, replica_manager=rm)
     mod(ApiKey.METADATA, metadata, metadata=md, admin=s.admin, config=s.config)
     mod(ApiKey.API_VERSIONS, api_versions, registry=reg)
-    mod(ApiKey.CREATE_TOPICS, create_topics, admin=s.admin, config=s.config, controller=s.controller)
-    mod(ApiKey.DELETE_TOPICS, delete_topics, admin=s.admin, metadata=md, controller=s.controller, config=s.config)
+    mutations = s.quotas.controller_mutation
+    mod(ApiKey.CREATE_TOPICS, create_topics, admin=s.admin, config=s.config, controller=s.controller,
+        mutation_quota=mutations)
+    mod(ApiKey.DELETE_TOPICS, delete_topics, admin=s.admin, metadata=md, controller=s.controller, config=s.config,
+        mutation_quota=mutations)
     mod(ApiKey.DELETE_RECORDS, delete_records, replica_manager=rm)
     mod(ApiKey.INIT_PRODUCER_ID, init_producer_id, producer_ids=s.producer_ids)
     mod(ApiKey.OFFSET_FOR_LEADER_EPOCH, offset_for_leader_epoch, replica_manager=rm)
     mod(ApiKey.DESCRIBE_LOG_DIRS, describe_log_dirs, replica_manager=rm, config=s.config)
     mod(ApiKey.ALTER_REPLICA_LOG_DIRS, alter_replica_log_dirs, replica_manager=rm)
-    mod(ApiKey.CREATE_PARTITIONS, create_partitions, admin=s.admin, controller=s.controller)
+    mod(ApiKey.CREATE_PARTITIONS, create_partitions, admin=s.admin, controller=s.controller, metadata=md,
+        mutation_quota=mutations)
+    add(ApiKey.DESCRIBE_CLIENT_QUOTAS, client_quotas.describe, client_quotas.DESCRIBE_MIN, client_quotas.DESCRIBE_MAX,
+        admin=s.client_quotas)
+    add(ApiKey.ALTER_CLIENT_QUOTAS, client_quotas.alter, client_quotas.ALTER_MIN, client_quotas.ALTER_MAX,
+        admin=s.client_quotas)
     mod(ApiKey.DESCRIBE_CLUSTER, describe_cluster, metadata=md)
     mod(ApiKey.DESCRIBE_PRODUCERS, describe_producers, replica_manager=rm)
     # group coordinator (classic protocol)

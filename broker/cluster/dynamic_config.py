@@ -6,7 +6,9 @@ Every broker watches the notifications and reloads only the entities they name:
 
 - ``topics/<t>``: the topic's effective log config is rebuilt and applied to its hosted logs;
 - ``brokers/<default>`` and ``brokers/<this broker's id>``: the dynamic broker config layers are
-  reloaded into :class:`DynamicBrokerConfig` (its listeners then re-derive topic defaults).
+  reloaded into :class:`DynamicBrokerConfig` (its listeners then re-derive topic defaults);
+- ``users/<u>``, ``users/<u>/clients/<c>``, ``clients/<c>``: that entity's client quotas are
+  re-read and handed to the quota managers (every broker enforces its own share, no restart).
 
 At start-up the broker's dynamic layers are read once, as Kafka's DynamicBrokerConfig does, so a
 restarted broker keeps what AlterConfigs set. Watch callbacks arrive on kazoo's thread and only
@@ -19,6 +21,7 @@ import logging
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Set
 
 from broker.config.topic_defs import effective_topic_config
+from broker.quota.entity import QuotaEntity, parse_quota_values
 from broker.storage.config import LogConfig
 
 if TYPE_CHECKING:
@@ -34,11 +37,14 @@ DEFAULT_ENTITY = "<default>"
 TopicConfigSink = Callable[[str, LogConfig], None]
 #: Hears every topic's new overrides, hosted here or not (the controller acts on unclean.leader.election.enable).
 TopicOverridesListener = Callable[[str, Dict[str, str]], None]
+#: Receives an entity's client quota values (absent keys: no quota at that level).
+QuotaSink = Callable[[QuotaEntity, Dict[str, float]], None]
 
 
 class DynamicConfigManager:
     def __init__(self, config: "DynamicBrokerConfig", zk: "KafkaZkClient", zk_calls: "NamedExecutor",
-                 topic_config_sink: TopicConfigSink, hosted_topics: Callable[[], Set[str]]) -> None:
+                 topic_config_sink: TopicConfigSink, hosted_topics: Callable[[], Set[str]],
+                 quota_sink: Optional[QuotaSink] = None) -> None:
         self.config = config
         self.zk = zk
         self.zk_calls = zk_calls
@@ -46,6 +52,8 @@ class DynamicConfigManager:
         self.hosted_topics = hosted_topics
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._pending_topics: Set[str] = set()
+        self._pending_quotas: Set[str] = set()
+        self.quota_sink = quota_sink
         self._pending_brokers = False
         self._task: Optional["asyncio.Task[None]"] = None
         self._stopping = False
@@ -62,6 +70,26 @@ class DynamicConfigManager:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         await self.zk_calls.run(self.zk.watch_config_changes, self._on_notifications)
+        if self.quota_sink is not None:  # after the watch, so no change slips between the read and the watch
+            for path in await self.zk_calls.run(self._quota_entity_paths):
+                await self._reload_quota(path)
+
+    def _quota_entity_paths(self) -> List[str]:
+        """zk-call thread: every quota entity znode (users, users/<u>/clients/<c>, clients)."""
+        paths = []
+        for user in self.zk.get_children("/config/users"):
+            paths.append(f"users/{user}")
+            paths.extend(f"users/{user}/clients/{c}" for c in self.zk.get_children(f"/config/users/{user}/clients"))
+        paths.extend(f"clients/{c}" for c in self.zk.get_children("/config/clients"))
+        return paths
+
+    async def _reload_quota(self, entity_path: str) -> None:
+        entity = QuotaEntity.from_config_path(entity_path)
+        if entity is None or self.quota_sink is None:
+            return
+        etype, _, ename = entity_path.partition("/")
+        config = await self.zk_calls.run(self.zk.get_entity_config, etype, ename)
+        self.quota_sink(entity, parse_quota_values(config))
 
     async def stop(self) -> None:
         self._stopping = True
@@ -103,15 +131,20 @@ class DynamicConfigManager:
                 self._pending_topics.add(name)
             elif kind == "brokers" and name in (DEFAULT_ENTITY, me):
                 self._pending_brokers = True
-        if self._task is None and (self._pending_topics or self._pending_brokers):
+            elif kind in ("users", "clients") and self.quota_sink is not None:
+                self._pending_quotas.add(path)
+        if self._task is None and (self._pending_topics or self._pending_brokers or self._pending_quotas):
             self._task = asyncio.get_running_loop().create_task(self._apply())
 
     async def _apply(self) -> None:
         try:
-            while self._pending_topics or self._pending_brokers:
+            while self._pending_topics or self._pending_brokers or self._pending_quotas:
                 if self._pending_brokers:
                     self._pending_brokers = False
                     await self._reload_broker_configs()
+                quotas, self._pending_quotas = self._pending_quotas, set()
+                for path in sorted(quotas):
+                    await self._reload_quota(path)
                 topics, self._pending_topics = self._pending_topics, set()
                 hosted = self.hosted_topics()
                 for topic in sorted(topics):

@@ -271,11 +271,12 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("producer.id.expiration.ms", T.INT, 86400000, L, "Expire idle producer ids.", at_least(1), CW),
     ConfigDef("producer.id.expiration.check.interval.ms", T.INT, 600000, L, "Producer id expiry check interval.",
               at_least(1)),
-    # --- security placeholders (so DescribeConfigs marks them sensitive)
-    ConfigDef("ssl.keystore.password", T.PASSWORD, None, H, "Keystore password.", dynamic=PB, ignored=True),
-    ConfigDef("ssl.key.password", T.PASSWORD, None, H, "Key password.", dynamic=PB, ignored=True),
-    ConfigDef("ssl.truststore.password", T.PASSWORD, None, H, "Truststore password.", dynamic=PB, ignored=True),
-    ConfigDef("authorizer.class.name", T.STRING, "", L, "Authorizer class.", ignored=True),
+    # --- security placeholders (so DescribeConfigs marks them sensitive); setting any of them stops start-up
+    #     (broker/config/security_keys.py) and AlterConfigs refuses them (read-only) until TLS/ACLs exist
+    ConfigDef("ssl.keystore.password", T.PASSWORD, None, H, "Keystore password.", dynamic=RO),
+    ConfigDef("ssl.key.password", T.PASSWORD, None, H, "Key password.", dynamic=RO),
+    ConfigDef("ssl.truststore.password", T.PASSWORD, None, H, "Truststore password.", dynamic=RO),
+    ConfigDef("authorizer.class.name", T.STRING, "", L, "Authorizer class."),
     ConfigDef("metric.reporters", T.LIST, [], L, "Metric reporter classes.", dynamic=CW, ignored=True),
 ]
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from broker.config.defs import BROKER_CONFIGS, IGNORED_KEYS, TOPIC_SYNONYMS, ConfigDef
+from broker.config.security_keys import check_listener_protocols, check_security_keys
 from broker.config.types import ConfigError, parse_value
 
 log = logging.getLogger(__name__)
@@ -116,6 +117,7 @@ class KafkaConfig:
                 raise ConfigError(key, self.originals[key],
                                   message=f"{key} is a dynamic broker config only: remove it from server.properties "
                                           f"and set it with AlterConfigs (kafka-configs.sh --entity-type brokers)")
+        check_security_keys(self.originals)
         broker_id = self.broker_id
         if self.get("broker.id.generation.enable"):
             if not -1 <= broker_id <= self.get("reserved.broker.max.id"):
@@ -134,6 +136,7 @@ class KafkaConfig:
                                   "Use a routable IP address.")
         if not listeners:
             raise ConfigError("listeners", self.get("listeners"), "At least one listener is required")
+        check_listener_protocols([(e.listener_name, e.security_protocol) for e in listeners], "listeners")
         ports = [e.port for e in listeners if e.port != 0]
         if len(set(ports)) != len(ports):
             raise ConfigError("listeners", self.get("listeners"), "Each listener must have a different port")

@@ -46,6 +46,7 @@ from broker.replica.partition import (EPOCH_DURING_DELETE, NO_EPOCH, AlterPartit
 from broker.replica.purgatory import FetchPurgatory
 from broker.replica.replication_quota import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, ReplicationQuotas
 from broker.util.broker_channel import BrokerChannelFactory, BrokerNode
+from broker.util.request_time import parked
 
 log = logging.getLogger(__name__)
 
@@ -733,7 +734,8 @@ class ReplicaManager:
             op = DelayedProduce(statuses, self.partitions.get)
             if not self.produce_purgatory.try_complete_else_watch(op, list(statuses)):
                 try:
-                    await asyncio.wait([op.future], timeout=max(timeout_ms, 0) / 1000.0)
+                    with parked():
+                        await asyncio.wait([op.future], timeout=max(timeout_ms, 0) / 1000.0)
                 finally:
                     self.produce_purgatory.remove(op)
                     if not op.future.done():
@@ -848,10 +850,12 @@ class ReplicaManager:
             if remaining > 0 and jobs and all(j.throttled for j in jobs):
                 # Only throttled data could be sent: appends cannot complete this fetch, the quota freeing up can.
                 waiter.cancel()  # type: ignore[union-attr]
-                await asyncio.sleep(min(remaining, 0.1))
+                with parked():
+                    await asyncio.sleep(min(remaining, 0.1))
             elif remaining > 0:
                 try:
-                    await asyncio.wait_for(waiter, remaining)
+                    with parked():
+                        await asyncio.wait_for(waiter, remaining)
                 except asyncio.TimeoutError:
                     pass
             else:
@@ -976,7 +980,8 @@ class ReplicaManager:
             op = DelayedDeleteRecords(statuses, self.partitions.get)
             if not self.delete_records_purgatory.try_complete_else_watch(op, list(statuses)):
                 try:
-                    await asyncio.wait([op.future], timeout=max(timeout_ms, 0) / 1000.0)
+                    with parked():
+                        await asyncio.wait([op.future], timeout=max(timeout_ms, 0) / 1000.0)
                 finally:
                     self.delete_records_purgatory.remove(op)
                     if not op.future.done():

@@ -438,3 +438,18 @@ def _commit_and_fetch(client: RawClient, group: str, gen: int, member: str, i: i
         "groups": [{"group_id": group, "topics": [{"name": TOPIC, "partition_indexes": [0]}]}]})
     part = (f.groups[0].topics[0].partitions[0] if fv >= 8 else f.topics[0].partitions[0])
     assert part.committed_offset == 1 and part.metadata == f"m{i}"
+
+
+@pytest.mark.parametrize("version", _versions(ApiKey.ALTER_CLIENT_QUOTAS))
+def test_client_quotas_every_version(client: RawClient, version: int) -> None:
+    name = f"every-{version}-{uuid.uuid4().hex[:6]}"
+    r = client.call(ApiKey.ALTER_CLIENT_QUOTAS, version, {"validate_only": False, "entries": [{
+        "entity": [{"entity_type": "user", "entity_name": name}, {"entity_type": "client-id", "entity_name": None}],
+        "ops": [{"key": "consumer_byte_rate", "value": 2048.0, "remove": False}]}]})
+    assert [e.error_code for e in r.entries] == [0]
+    assert [(e.entity_type, e.entity_name) for e in r.entries[0].entity] == [("user", name), ("client-id", None)]
+    d = client.call(ApiKey.DESCRIBE_CLIENT_QUOTAS, version, {"strict": True, "components": [
+        {"entity_type": "user", "match_type": 0, "match": name}, {"entity_type": "client-id", "match_type": 1,
+                                                                   "match": None}]})
+    assert d.error_code == 0
+    assert [[(v.key, v.value) for v in e.values] for e in d.entries] == [[("consumer_byte_rate", 2048.0)]]

@@ -22,6 +22,7 @@ from broker.coordinator.group.state import (GroupConfig, GroupCoordinatorState, 
                                             TimerKey, TopicPartition, join_result, sync_result)
 from broker.coordinator.offsets_topic import GROUP_METADATA_TOPIC_NAME, OffsetsTopicIO
 from broker.errors import ErrorCode, KafkaError
+from broker.util.request_time import parked
 
 log = logging.getLogger(__name__)
 
@@ -222,7 +223,8 @@ class GroupCoordinator:
         if response is not None:
             self._waiters.pop(token, None)
             return response
-        return await fut
+        with parked():  # the join/sync barrier: waiting for other members is not this request's work
+            return await fut
 
     # ------------------------------------------------------------------ the APIs
     async def join_group(self, group_id: str, member_id: str, group_instance_id: Optional[str], client_id: str,

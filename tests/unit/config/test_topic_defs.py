@@ -89,7 +89,7 @@ def test_describe_topic_default_and_dynamic_broker_sources() -> None:
 
 
 def test_describe_broker_entries() -> None:
-    b = broker(**{"log.retention.minutes": "5", "ssl.keystore.password": "secret"})
+    b = broker(**{"log.retention.minutes": "5"}).with_dynamic(per_broker={"ssl.keystore.password": "secret"})
     entries = by_name(describe_broker_config(b))
     mins = entries["log.retention.minutes"]
     assert (mins.value, mins.source, mins.read_only) == ("5", ConfigSource.STATIC_BROKER_CONFIG, True)

@@ -1,0 +1,1 @@
+"""Client quotas by (user, client-id): Kafka's ClientQuotaManager family, measured per broker."""

@@ -1,0 +1,1 @@
+"""Security: SASL mechanisms, TLS contexts, principals and the ACL authorizer."""

@@ -27,7 +27,7 @@ class ConnectionContext:
     """What a handler may know about the peer (never the transport itself)."""
 
     __slots__ = ("connection_id", "client_host", "client_port", "listener_name", "security_protocol", "principal",
-                 "throttle_time_ms")
+                 "throttle_time_ms", "sasl_mechanism", "token_authenticated", "client_certificate")
 
     def __init__(self, connection_id: str, client_host: str, client_port: int, listener_name: str,
                  security_protocol: str = "PLAINTEXT") -> None:
@@ -36,9 +36,16 @@ class ConnectionContext:
         self.client_port = client_port
         self.listener_name = listener_name
         self.security_protocol = security_protocol
+        #: "User:<name>" once authenticated (SASL or TLS client certificate); User:ANONYMOUS otherwise
         self.principal = "User:ANONYMOUS"
         #: set by a handler (quotas) to keep the connection muted this long after its response is sent
         self.throttle_time_ms = 0
+        #: SASL mechanism the connection authenticated with (None: no SASL)
+        self.sasl_mechanism: Optional[str] = None
+        #: authenticated with a delegation token (such a connection may not create or renew tokens)
+        self.token_authenticated = False
+        #: DER bytes of the TLS client certificate, if the peer presented one
+        self.client_certificate: Optional[bytes] = None
 
 
 class RequestContext:

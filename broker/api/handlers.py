@@ -7,7 +7,7 @@ untyped "broker" object. ApiVersions is built from the resulting registry.
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from broker.api import (alter_replica_log_dirs, api_versions, client_quotas, configs, create_partitions,
@@ -19,6 +19,7 @@ from broker.api import (delete_groups, describe_groups, find_coordinator, heartb
 from broker.api import (allocate_producer_ids, alter_partition, alter_partition_reassignments,  # inter-broker
                         controlled_shutdown, elect_leaders, leader_and_isr, list_partition_reassignments,
                         stop_replica, update_features, update_metadata)
+from broker.api.authz import Authz
 from broker.api.registry import ApiRegistry
 from broker.protocol.api import ApiKey
 
@@ -55,6 +56,8 @@ class ApiServices:
     quotas: "QuotaManagers"
     throttler: "RequestThrottler"
     client_quotas: "ClientQuotaAdmin"
+    #: access control (allows everything unless an authorizer is configured)
+    authz: Authz = field(default_factory=Authz)
 
 
 def build_registry(s: ApiServices) -> ApiRegistry:

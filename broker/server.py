@@ -38,12 +38,15 @@ from broker.coordinator.offsets_topic import OffsetsTopicIO
 from broker.coordinator.producer_ids import ProducerIdManager
 from broker.errors import ErrorCode
 from broker.network.client import NetworkClient
-from broker.network.socket_server import ListenerSpec, SocketServer
+from broker.network.socket_server import ConnectionLimits, ListenerSpec, SocketServer
 from broker.protocol.api import ApiKey
 from broker.quota.client_quota_manager import QuotaManagers
+from broker.quota.connection_quotas import parse_ip_overrides
 from broker.replica.alter_partition import AlterPartitionManager
 from broker.replica.config import ReplicaConfig
 from broker.replica.manager import ReplicaManager
+from broker.security.credential_cache import ScramCredentialCache
+from broker.server_security import build_inter_broker_client, build_listener_security
 from broker.replica.replication_quota import ReplicationQuotas, dynamic_rate_getter
 from broker.storage.cleaner import CleanerConfig
 from broker.storage.config import LogConfig
@@ -82,6 +85,9 @@ class BrokerServer:
         self.group_coordinator: Optional[GroupCoordinator] = None
         self.socket_server: Optional[SocketServer] = None
         self._channels: List[BrokerChannel] = []
+        #: SCRAM credentials of users (from /config/users), read by SASL logins on every SASL listener
+        self.credential_cache = ScramCredentialCache()
+        self.client_security: Optional[Any] = None
         self._registered = False
         self._stopped = asyncio.Event()
 
@@ -89,8 +95,12 @@ class BrokerServer:
     def _channel(self, client_id: str) -> BrokerChannel:
         """A NetworkClient for one component (each owns its connections, as in Kafka)."""
         cfg = self.config.current
+        sec = self.client_security
         ch = NetworkClient(f"broker-{self.broker_id}-{client_id}",
-                           request_timeout_ms=cfg.get("replica.socket.timeout.ms"))
+                           request_timeout_ms=cfg.get("replica.socket.timeout.ms"),
+                           ssl_context=sec.ssl_context if sec is not None else None,
+                           sasl=((sec.sasl_mechanism, sec.username, sec.password)
+                                 if sec is not None and sec.sasl_mechanism else None))
         self._channels.append(ch)
         return ch
 
@@ -129,13 +139,17 @@ class BrokerServer:
         log.info("Cluster ID = %s", cluster_id)
         # Dynamic broker configs (/config/brokers/<id> and <default>) apply from the start, as in Kafka.
         start_cfg = self.config.current
+        self.client_security = build_inter_broker_client(start_cfg)
+        self.listener_security = build_listener_security(start_cfg, self.credential_cache,
+                                                         self._token_scram_lookup())
         self.quotas = QuotaManagers(int(start_cfg.get("quota.window.num")),
                                     int(start_cfg.get("quota.window.size.seconds")))
         self.throttler = RequestThrottler(self.quotas)
         self.client_quota_admin = ClientQuotaAdmin(zk, self.zk_calls)
         self.dynamic_config = DynamicConfigManager(
             self.config, zk, self.zk_calls, lambda t, c: self._replicas().update_config(t, c),
-            lambda: {t for t, _ in self._replicas().partitions}, quota_sink=self.quotas.apply)
+            lambda: {t for t, _ in self._replicas().partitions}, quota_sink=self.quotas.apply,
+            ip_quota_sink=self.quotas.apply_ip)
         await self.dynamic_config.load_broker_configs()
         cfg = self.config.current
 
@@ -169,10 +183,16 @@ class BrokerServer:
         self.dispatcher = RequestDispatcher(self._build_registry(), self.throttler)
         self.dynamic_config.add_topic_overrides_listener(self._on_topic_overrides)
 
-        listeners = [ListenerSpec(e.listener_name, e.host, e.port, e.security_protocol) for e in cfg.listeners]
+        listeners = []
+        for e in cfg.listeners:
+            rt = self.listener_security[e.listener_name]
+            listeners.append(ListenerSpec(e.listener_name, e.host, e.port, e.security_protocol, rt.ssl_context,
+                                          rt.authenticator_factory, rt.certificate_principal,
+                                          inter_broker=e.listener_name == cfg.inter_broker_listener_name))
         self.config.add_listener(self._on_config_change)
         self.socket_server = SocketServer(self.dispatcher, listeners, cfg.get("socket.request.max.bytes"),
-                                          cfg.get("socket.send.buffer.bytes"), cfg.get("socket.receive.buffer.bytes"))
+                                          cfg.get("socket.send.buffer.bytes"), cfg.get("socket.receive.buffer.bytes"),
+                                          self._connection_limits())
         # Ports are bound now (the registration advertises them); requests are processed only once registered,
         # as Kafka's enableRequestProcessing: a restarted broker waiting for its stale registration to expire
         # must not answer clients (UNKNOWN_TOPIC_OR_PARTITION for partitions whose logs it holds) meanwhile.
@@ -191,6 +211,24 @@ class BrokerServer:
             log.warning("No UpdateMetadata from a controller yet; serving with an empty view of the cluster")
         log.info("[KafkaServer id=%d] started (listeners: %s)", self.broker_id,
                  ", ".join(e.connection_string() for e in endpoints))
+
+    def _token_scram_lookup(self) -> Any:
+        """Delegation-token SCRAM logins (tokenauth=true), once the token cache exists."""
+        tokens = getattr(self, "token_cache", None)
+        if tokens is None:
+            return None
+        return tokens.scram_credential
+
+    def _connection_limits(self) -> ConnectionLimits:
+        """Kafka's connection quotas, read from the current (dynamic) config at each new connection."""
+        def per_ip(ip: str) -> int:
+            cfg = self.config.current
+            overrides = parse_ip_overrides(cfg.get("max.connections.per.ip.overrides"))
+            return overrides.get(ip, int(cfg.get("max.connections.per.ip")))
+        return ConnectionLimits(max_connections=lambda: int(self.config.current.get("max.connections")),
+                                max_connections_per_ip=per_ip,
+                                max_creation_rate=lambda: int(self.config.current.get("max.connection.creation.rate")),
+                                ip_creation_delay_ms=self.quotas.ip_connection_delay_ms)
 
     def _build_registry(self) -> Any:
         assert self.replica_manager is not None and self.admin is not None and self.controller is not None

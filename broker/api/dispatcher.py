@@ -9,13 +9,17 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, List, Optional, Union
+from typing import TYPE_CHECKING, Any, List, Optional, Union
 
+from broker.api import sasl_authenticator as sasl
 from broker.api.registry import CLOSE_CONNECTION, ApiRegistry
 from broker.api.throttling import RequestThrottler
 from broker.protocol import api as proto
 from broker.util import request_time
 from broker.util.file_slice import FileSlice
+
+if TYPE_CHECKING:
+    from broker.api.sasl_authenticator import SaslServerAuthenticator
 
 log = logging.getLogger(__name__)
 request_log = logging.getLogger("broker.request")
@@ -27,7 +31,7 @@ class ConnectionContext:
     """What a handler may know about the peer (never the transport itself)."""
 
     __slots__ = ("connection_id", "client_host", "client_port", "listener_name", "security_protocol", "principal",
-                 "throttle_time_ms", "sasl_mechanism", "token_authenticated", "client_certificate")
+                 "throttle_time_ms", "sasl_mechanism", "token_authenticated", "client_certificate", "authenticator")
 
     def __init__(self, connection_id: str, client_host: str, client_port: int, listener_name: str,
                  security_protocol: str = "PLAINTEXT") -> None:
@@ -46,6 +50,8 @@ class ConnectionContext:
         self.token_authenticated = False
         #: DER bytes of the TLS client certificate, if the peer presented one
         self.client_certificate: Optional[bytes] = None
+        #: SASL state on a SASL listener (None elsewhere)
+        self.authenticator: Optional["SaslServerAuthenticator"] = None
 
 
 class RequestContext:
@@ -77,6 +83,9 @@ class RequestDispatcher:
         self._throttler = throttler
 
     async def handle(self, connection: ConnectionContext, frame: memoryview) -> Union[Parts, None, object]:
+        auth = connection.authenticator
+        if auth is not None and auth.raw_tokens:
+            return self._sasl_outcome(auth.handle_raw_token(connection, frame))
         try:
             header, body_offset = proto.decode_request_header(frame)
         except proto.MalformedMessageError as exc:
@@ -84,6 +93,15 @@ class RequestDispatcher:
             return self.CLOSE
         api_key = header.api_key
         version = header.api_version
+        if auth is not None:
+            if auth.intercepts() or (api_key == proto.ApiKey.SASL_HANDSHAKE and auth.can_reauthenticate()):
+                outcome = auth.handle_request(connection, header, frame, body_offset)
+                if outcome is not sasl.PASS:
+                    return self._sasl_outcome(outcome)
+            elif auth.session_expired(time.monotonic_ns()):
+                log.info("Closing %s: its SASL session expired (connections.max.reauth.ms) without "
+                         "re-authentication", connection.connection_id)
+                return self.CLOSE
         entry = self._registry.get(api_key)
         if entry is None:
             log.warning("Closing %s: unknown or unsupported API key %d (client %s)", connection.connection_id,
@@ -124,3 +142,10 @@ class RequestDispatcher:
         if response is None or response is self.CLOSE:
             return response
         return proto.encode_response(api_key, version, header.correlation_id, response)
+
+    def _sasl_outcome(self, outcome: object) -> object:
+        if isinstance(outcome, sasl.Respond):
+            return outcome.parts
+        if isinstance(outcome, sasl.RespondAndClose):
+            return outcome
+        return self.CLOSE

@@ -19,6 +19,7 @@ from broker.api import (delete_groups, describe_groups, find_coordinator, heartb
 from broker.api import (allocate_producer_ids, alter_partition, alter_partition_reassignments,  # inter-broker
                         controlled_shutdown, elect_leaders, leader_and_isr, list_partition_reassignments,
                         stop_replica, update_features, update_metadata)
+from broker.api import sasl_apis
 from broker.api.authz import Authz
 from broker.api.registry import ApiRegistry
 from broker.protocol.api import ApiKey
@@ -118,6 +119,8 @@ def build_registry(s: ApiServices) -> ApiRegistry:
                    (ApiKey.LIST_PARTITION_REASSIGNMENTS, list_partition_reassignments),
                    (ApiKey.UPDATE_FEATURES, update_features)):
         mod(key, m, controller=s.controller)
+    add(ApiKey.SASL_HANDSHAKE, sasl_apis.handshake, sasl_apis.HANDSHAKE_MIN, sasl_apis.HANDSHAKE_MAX)
+    add(ApiKey.SASL_AUTHENTICATE, sasl_apis.authenticate, sasl_apis.AUTHENTICATE_MIN, sasl_apis.AUTHENTICATE_MAX)
     cfg = dict(config=s.config, metadata=md, admin=s.admin)
     add(ApiKey.DESCRIBE_CONFIGS, configs.describe, configs.DESCRIBE_MIN, configs.DESCRIBE_MAX, **cfg)
     add(ApiKey.ALTER_CONFIGS, configs.alter, configs.ALTER_MIN, configs.ALTER_MAX, **cfg)

@@ -4,8 +4,8 @@ Any broker answers both: Alter writes ``/config/users/...`` or ``/config/clients
 ``/config/changes`` notification (every broker, this one included, then applies the change
 through :class:`~broker.cluster.dynamic_config.DynamicConfigManager`); Describe reads the
 znodes. Entity names on the wire are raw (null = the default entity); in znode paths they are
-sanitized. IP entities (KIP-612 connection-rate quotas) are refused until this broker enforces
-them, so nobody believes a limit is on that is not.
+sanitized. IP entities carry ``connection_creation_rate`` (KIP-612) and cannot be combined with
+user or client-id.
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Dict, List, Optional, Sequence, Tuple
 
 from broker.errors import ErrorCode
-from broker.quota.entity import CLIENT_QUOTA_KEYS, DEFAULT, QuotaEntity, desanitize
+from broker.quota.connection_quotas import valid_ip_entity
+from broker.quota.entity import CLIENT_QUOTA_KEYS, DEFAULT, IP_QUOTA_KEYS, QuotaEntity, desanitize, sanitize
 
 if TYPE_CHECKING:
     from broker.util.executor import NamedExecutor
@@ -78,9 +79,24 @@ def _to_quota_entity(entity: WireEntity) -> QuotaEntity:
         if len(seen) > 1:
             raise QuotaRequestError(ErrorCode.INVALID_REQUEST, "Invalid quota entity combination, IP entity should "
                                     "not be used with user/client ID entity.")
-        raise QuotaRequestError(ErrorCode.INVALID_REQUEST, "IP connection-rate quotas (KIP-612) are not enforced by "
-                                "this broker yet; refusing to store one")
+        ip = seen[IP]
+        if ip != DEFAULT and not valid_ip_entity(ip):
+            raise QuotaRequestError(ErrorCode.INVALID_REQUEST, f"{ip} is not a valid IP or resolvable host.")
+        return IpEntity(ip)
     return QuotaEntity(user=seen.get(USER), client_id=seen.get(CLIENT_ID))
+
+
+class IpEntity:
+    """/config/ips/<ip>: connection_creation_rate only."""
+
+    def __init__(self, ip: str) -> None:
+        self.ip = ip
+
+    def config_path(self) -> Tuple[str, str]:
+        return "ips", self.ip if self.ip == DEFAULT else sanitize(self.ip)
+
+    def describe(self) -> str:
+        return f"ip={'default' if self.ip == DEFAULT else self.ip}"
 
 
 def _wire_entity(entity: QuotaEntity) -> WireEntity:
@@ -92,20 +108,22 @@ def _wire_entity(entity: QuotaEntity) -> WireEntity:
     return out
 
 
-def apply_ops(props: Dict[str, str], ops: Sequence[QuotaOp]) -> Dict[str, str]:
-    """The entity's new config after `ops` (Kafka's checks: known key, whole number for long keys)."""
+def apply_ops(props: Dict[str, str], ops: Sequence[QuotaOp], keys: Dict[str, str] = CLIENT_QUOTA_KEYS
+              ) -> Dict[str, str]:
+    """The entity's new config after `ops` (Kafka's checks: known key, whole number for long/int keys)."""
     out = dict(props)
     for op in ops:
         if op.remove:
             out.pop(op.key, None)
             continue
-        kind = CLIENT_QUOTA_KEYS.get(op.key)
+        kind = keys.get(op.key)
         if kind is None:
             raise QuotaRequestError(ErrorCode.INVALID_REQUEST, f"Invalid configuration key {op.key}")
-        if kind == "long":
+        if kind in ("long", "int"):
             whole = int(op.value + 1e-6)
             if abs(whole - op.value) > 1e-6:
-                raise QuotaRequestError(ErrorCode.INVALID_REQUEST, f"Configuration {op.key} must be a LONG value")
+                raise QuotaRequestError(ErrorCode.INVALID_REQUEST,
+                                        f"Configuration {op.key} must be a {kind.upper()} value")
             out[op.key] = str(whole)
         else:
             out[op.key] = java_double(op.value)
@@ -128,11 +146,11 @@ class ClientQuotaAdmin:
                 qe = _to_quota_entity(entity)
                 etype, ename = qe.config_path()
                 props = await self.zk_calls.run(self.zk.get_entity_config, etype, ename)
-                new = apply_ops(props, ops)
+                new = apply_ops(props, ops, IP_QUOTA_KEYS if isinstance(qe, IpEntity) else CLIENT_QUOTA_KEYS)
                 if not validate_only:
                     await self.zk_calls.run(self.zk.set_entity_config, etype, ename, new)
                     log.info("Client quotas of %s set to %s", qe.describe(),
-                             {k: v for k, v in new.items() if k in CLIENT_QUOTA_KEYS})
+                             {k: v for k, v in new.items() if k in CLIENT_QUOTA_KEYS or k in IP_QUOTA_KEYS})
                 results.append((0, None))
             except QuotaRequestError as exc:
                 results.append((exc.code, str(exc)))
@@ -174,8 +192,12 @@ class ClientQuotaAdmin:
         if IP in by_type and (USER in by_type or CLIENT_ID in by_type):
             raise QuotaRequestError(ErrorCode.INVALID_REQUEST, "Invalid entity filter component combination, IP "
                                     "filter component should not be used with user or clientId filter component.")
-        if IP in by_type:
-            return []  # no IP quota can exist here (Alter refuses them)
+        if IP in by_type or (not by_type and not strict):
+            ip_out = await self._describe_ips(by_type.get(IP), strict)
+            if IP in by_type:
+                return ip_out
+        else:
+            ip_out = []
         entities = await self.zk_calls.run(self._all_entities)
 
         def matches(component: Optional[FilterComponent], name: Optional[str]) -> bool:
@@ -197,6 +219,22 @@ class ClientQuotaAdmin:
                         continue
             if values and matches(by_type.get(USER), qe.user) and matches(by_type.get(CLIENT_ID), qe.client_id):
                 out.append((_wire_entity(qe), values))
+        return out + ip_out
+
+    async def _describe_ips(self, component: Optional[FilterComponent], strict: bool
+                            ) -> List[Tuple[WireEntity, Dict[str, float]]]:
+        def read() -> Dict[str, Dict[str, str]]:
+            return {ip: self.zk.get_entity_config("ips", ip) for ip in self.zk.get_children("/config/ips")}
+        out: List[Tuple[WireEntity, Dict[str, float]]] = []
+        for stored, props in sorted((await self.zk_calls.run(read)).items()):
+            ip = stored if stored == DEFAULT else desanitize(stored)
+            if component is not None and component.match_type != MATCH_SPECIFIED:
+                want = DEFAULT if component.match_type == MATCH_DEFAULT else component.match
+                if ip != want:
+                    continue
+            values = {k: float(v) for k, v in props.items() if k in IP_QUOTA_KEYS}
+            if values:
+                out.append(([(IP, None if ip == DEFAULT else ip)], values))
         return out
 
 

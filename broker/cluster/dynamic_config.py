@@ -21,7 +21,7 @@ import logging
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Set
 
 from broker.config.topic_defs import effective_topic_config
-from broker.quota.entity import QuotaEntity, parse_quota_values
+from broker.quota.entity import IP_QUOTA_KEYS, QuotaEntity, desanitize, parse_quota_values
 from broker.storage.config import LogConfig
 
 if TYPE_CHECKING:
@@ -39,12 +39,14 @@ TopicConfigSink = Callable[[str, LogConfig], None]
 TopicOverridesListener = Callable[[str, Dict[str, str]], None]
 #: Receives an entity's client quota values (absent keys: no quota at that level).
 QuotaSink = Callable[[QuotaEntity, Dict[str, float]], None]
+#: Receives an IP's (or <default>'s) connection_creation_rate, None when unset.
+IpQuotaSink = Callable[[str, Optional[float]], None]
 
 
 class DynamicConfigManager:
     def __init__(self, config: "DynamicBrokerConfig", zk: "KafkaZkClient", zk_calls: "NamedExecutor",
                  topic_config_sink: TopicConfigSink, hosted_topics: Callable[[], Set[str]],
-                 quota_sink: Optional[QuotaSink] = None) -> None:
+                 quota_sink: Optional[QuotaSink] = None, ip_quota_sink: Optional[IpQuotaSink] = None) -> None:
         self.config = config
         self.zk = zk
         self.zk_calls = zk_calls
@@ -54,6 +56,7 @@ class DynamicConfigManager:
         self._pending_topics: Set[str] = set()
         self._pending_quotas: Set[str] = set()
         self.quota_sink = quota_sink
+        self.ip_quota_sink = ip_quota_sink
         self._pending_brokers = False
         self._task: Optional["asyncio.Task[None]"] = None
         self._stopping = False
@@ -81,9 +84,17 @@ class DynamicConfigManager:
             paths.append(f"users/{user}")
             paths.extend(f"users/{user}/clients/{c}" for c in self.zk.get_children(f"/config/users/{user}/clients"))
         paths.extend(f"clients/{c}" for c in self.zk.get_children("/config/clients"))
+        paths.extend(f"ips/{ip}" for ip in self.zk.get_children("/config/ips"))
         return paths
 
     async def _reload_quota(self, entity_path: str) -> None:
+        etype, _, ename = entity_path.partition("/")
+        if etype == "ips":
+            if self.ip_quota_sink is not None:
+                config = await self.zk_calls.run(self.zk.get_entity_config, "ips", ename)
+                rate = parse_quota_values(config, IP_QUOTA_KEYS).get("connection_creation_rate")
+                self.ip_quota_sink(ename if ename == DEFAULT_ENTITY else desanitize(ename), rate)
+            return
         entity = QuotaEntity.from_config_path(entity_path)
         if entity is None or self.quota_sink is None:
             return
@@ -131,7 +142,7 @@ class DynamicConfigManager:
                 self._pending_topics.add(name)
             elif kind == "brokers" and name in (DEFAULT_ENTITY, me):
                 self._pending_brokers = True
-            elif kind in ("users", "clients") and self.quota_sink is not None:
+            elif kind in ("users", "clients", "ips") and self.quota_sink is not None:
                 self._pending_quotas.add(path)
         if self._task is None and (self._pending_topics or self._pending_brokers or self._pending_quotas):
             self._task = asyncio.get_running_loop().create_task(self._apply())

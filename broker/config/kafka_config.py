@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from broker.config.defs import BROKER_CONFIGS, IGNORED_KEYS, TOPIC_SYNONYMS, ConfigDef
-from broker.config.security_keys import check_listener_protocols, check_security_keys
+from broker.config.security_keys import check_listener_protocols, check_sasl_mechanisms, check_security_keys
 from broker.config.types import ConfigError, parse_value
 
 log = logging.getLogger(__name__)
@@ -94,7 +94,7 @@ class KafkaConfig:
         self._values: dict[str, Any] = {}
         if warn_unknown:
             for key in self.originals:
-                if key not in BROKER_CONFIGS:
+                if key not in BROKER_CONFIGS and not key.startswith("listener.name."):
                     log.warning("The configuration '%s' was supplied but isn't a known config.", key)
         for name, d in BROKER_CONFIGS.items():
             self._values[name] = self._resolve(d)
@@ -137,6 +137,7 @@ class KafkaConfig:
         if not listeners:
             raise ConfigError("listeners", self.get("listeners"), "At least one listener is required")
         check_listener_protocols([(e.listener_name, e.security_protocol) for e in listeners], "listeners")
+        self._validate_security(listeners)
         ports = [e.port for e in listeners if e.port != 0]
         if len(set(ports)) != len(ports):
             raise ConfigError("listeners", self.get("listeners"), "Each listener must have a different port")
@@ -145,6 +146,38 @@ class KafkaConfig:
         if self.get("group.min.session.timeout.ms") > self.get("group.max.session.timeout.ms"):
             raise ConfigError("group.min.session.timeout.ms", self.get("group.min.session.timeout.ms"),
                               "must not be greater than group.max.session.timeout.ms")
+
+    def _validate_security(self, listeners: list) -> None:
+        """SASL listeners name implemented mechanisms with JAAS configs; the inter-broker listener exists and,
+        when it uses SASL, its mechanism is enabled there and has login credentials."""
+        from broker.config.listener_security import login_module_for, resolve_listener
+        by_name = {e.listener_name: e for e in listeners}
+        for e in listeners:
+            if e.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+                sec = resolve_listener(self, e.listener_name, e.security_protocol)
+                check_sasl_mechanisms(e.listener_name, sec.sasl_mechanisms,
+                                      {m: login_module_for(sec.jaas.get(m, []), m) is not None
+                                       for m in sec.sasl_mechanisms})
+        ib = self.inter_broker_listener_name
+        if self.is_set("inter.broker.listener.name") and self.is_set("security.inter.broker.protocol"):
+            raise ConfigError("inter.broker.listener.name", ib, "Only one of inter.broker.listener.name and "
+                              "security.inter.broker.protocol should be set.")
+        if ib not in by_name:
+            raise ConfigError("inter.broker.listener.name", ib, f"No listener named {ib} in listeners "
+                              f"({', '.join(by_name)}): brokers could not reach each other")
+        ep = by_name[ib]
+        if ep.security_protocol in ("SASL_PLAINTEXT", "SASL_SSL"):
+            mech = str(self.get("sasl.mechanism.inter.broker.protocol"))
+            sec = resolve_listener(self, ib, ep.security_protocol)
+            if mech not in sec.sasl_mechanisms:
+                raise ConfigError("sasl.mechanism.inter.broker.protocol", mech, message=(
+                    f"sasl.mechanism.inter.broker.protocol {mech} is not enabled on the inter-broker listener {ib} "
+                    f"(sasl.enabled.mechanisms: {', '.join(sec.sasl_mechanisms)}); refusing to start"))
+            module = login_module_for(sec.jaas.get(mech, []), mech)
+            if module is None or "username" not in module.options or "password" not in module.options:
+                raise ConfigError(f"listener.name.{ib.lower()}.{mech.lower()}.sasl.jaas.config", None, message=(
+                    f"The JAAS config of {mech} on the inter-broker listener {ib} needs username and password "
+                    f"options (the broker's own login to other brokers)"))
 
     # ------------------------------------------------------------------ generic access
     def get(self, name: str) -> Any:

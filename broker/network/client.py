@@ -31,12 +31,13 @@ import asyncio
 import logging
 import random
 import socket
+import ssl
 import struct
 import time
 from collections import deque
-from typing import Any, Callable, Deque, NamedTuple, Optional
+from typing import Any, Callable, Deque, NamedTuple, Optional, Tuple
 
-from broker.protocol.api import decode_response_with_header, encode_request
+from broker.protocol.api import ApiKey, decode_response_with_header, encode_request
 from broker.protocol.exceptions import FrameTooLargeError, InvalidFrameError
 from broker.protocol.framing import RequestFramer
 from broker.util.broker_channel import BrokerChannelError, BrokerNode
@@ -88,6 +89,8 @@ class _Connection(asyncio.Protocol):
         #: Done when the socket is gone (connection_lost, or closed before it ever connected).
         self.lost: "asyncio.Future[None]" = loop.create_future()
         self.connect_task: Optional["asyncio.Task[None]"] = None
+        #: loop time after which a SASL session should be renewed (None: no session lifetime)
+        self.session_deadline: Optional[float] = None
 
     @property
     def usable(self) -> bool:
@@ -196,8 +199,13 @@ class NetworkClient:
     def __init__(self, client_id: str, request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
                  reconnect_backoff_ms: int = 50, reconnect_backoff_max_ms: int = 1000,
                  reconnect_backoff_jitter: float = 0.2, max_response_bytes: int = MAX_RESPONSE_BYTES,
-                 clock: Callable[[], float] = time.monotonic) -> None:
+                 clock: Callable[[], float] = time.monotonic, ssl_context: Optional[ssl.SSLContext] = None,
+                 sasl: Optional[Tuple[str, str, str]] = None) -> None:
         self.client_id = client_id
+        #: TLS towards the peers' inter-broker listener (None: plaintext)
+        self.ssl_context = ssl_context
+        #: (mechanism, username, password) of this broker's own SASL login, or None
+        self.sasl = sasl
         self.request_timeout_ms = request_timeout_ms
         self.connect_timeout_ms = connect_timeout_ms
         self.reconnect_backoff_ms = reconnect_backoff_ms
@@ -287,6 +295,11 @@ class NetworkClient:
     # internals -------------------------------------------------------------------------
     def _connection_for(self, node: BrokerNode, loop: asyncio.AbstractEventLoop) -> _Connection:
         conn = self._conns.get(node.broker_id)
+        if conn is not None and conn.session_deadline is not None and loop.time() >= conn.session_deadline \
+                and not conn.pending and conn.usable:
+            # our SASL session is about to end (connections.max.reauth.ms): log in again on a new connection
+            conn.fail(f"SASL session to {conn.describe()} ends; reconnecting to log in again")
+            conn = None
         if conn is not None:
             if conn.node.host == node.host and conn.node.port == node.port:
                 return conn
@@ -312,7 +325,13 @@ class NetworkClient:
         loop = asyncio.get_running_loop()
         try:
             async with asyncio.timeout(self.connect_timeout_ms / 1000.0):
-                transport, _ = await loop.create_connection(lambda: conn, node.host, node.port)
+                if self.ssl_context is None:
+                    transport, _ = await loop.create_connection(lambda: conn, node.host, node.port)
+                else:
+                    transport, _ = await loop.create_connection(lambda: conn, node.host, node.port,
+                                                                ssl=self.ssl_context, server_hostname=node.host)
+                if self.sasl is not None:
+                    await self._sasl_login(conn)
         except asyncio.CancelledError:
             if not conn.closed:  # cancelled from outside (e.g. loop shutdown), not by conn.fail
                 conn.fail(f"connection attempt to {conn.describe()} cancelled")
@@ -343,6 +362,46 @@ class NetworkClient:
         log.debug("Client %s connected to %s", self.client_id, conn.describe())
         if not conn.ready.done():
             conn.ready.set_result(None)
+
+    async def _exchange(self, conn: _Connection, api_key: int, api_version: int, body: Any) -> Any:
+        """One request on a connection that is not ready yet (the SASL login)."""
+        loop = asyncio.get_running_loop()
+        cid = self._next_correlation_id
+        self._next_correlation_id = (cid + 1) & 0x7FFFFFFF
+        fut: asyncio.Future[Any] = loop.create_future()
+        conn.pending.append(_InFlight(cid, api_key, api_version, fut))
+        assert conn.transport is not None
+        conn.transport.write(encode_request(api_key, api_version, cid, self.client_id, body))
+        return await fut
+
+    async def _sasl_login(self, conn: _Connection) -> None:
+        """SaslHandshake v1 + SaslAuthenticate v2 with this broker's own credentials (PLAIN or SCRAM)."""
+        from broker.security.plain import plain_client_message
+        from broker.security.scram import ScramClient
+        assert self.sasl is not None
+        mechanism, username, password = self.sasl
+        hs = await self._exchange(conn, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": mechanism})
+        if hs.error_code:
+            raise BrokerChannelError(f"SASL handshake with {conn.describe()} failed: error {hs.error_code} "
+                                     f"(enabled there: {', '.join(hs.mechanisms)})")
+
+        async def step(token: bytes) -> bytes:
+            r = await self._exchange(conn, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": token})
+            if r.error_code:
+                raise BrokerChannelError(f"SASL authentication with {conn.describe()} failed: {r.error_message}")
+            if r.session_lifetime_ms:
+                conn.session_deadline = asyncio.get_running_loop().time() + r.session_lifetime_ms * 0.85 / 1000
+            return bytes(r.auth_bytes or b"")
+        if mechanism == "PLAIN":
+            await step(plain_client_message(username, password))
+            return
+        client = ScramClient(mechanism, username, password)
+        server_first = await step(client.first_message())
+        server_final = await step(client.final_message(server_first))
+        try:
+            client.verify_server_final(server_final)
+        except Exception as exc:
+            raise BrokerChannelError(f"SASL authentication with {conn.describe()} failed: {exc}") from None
 
     def _backoff_ms(self, failures: int) -> float:
         """Kafka's ExponentialBackoff: base * 2^(failures-1), times a random jitter factor, capped at the max."""

@@ -17,9 +17,10 @@ import asyncio
 import logging
 import os
 from collections import deque
-from typing import TYPE_CHECKING, Deque, Optional
+from typing import TYPE_CHECKING, Any, Callable, Deque, Optional
 
 from broker.api.dispatcher import ConnectionContext
+from broker.api.sasl_authenticator import RespondAndClose
 from broker.protocol.framing import FrameTooLargeError, InvalidFrameError, RequestFramer
 from broker.util.file_slice import FileSlice
 
@@ -35,9 +36,12 @@ class KafkaConnection(asyncio.Protocol):
     _counter = 0
 
     def __init__(self, dispatcher: "RequestDispatcher", listener_name: str, max_request_bytes: int,
-                 on_close: Optional[callable] = None) -> None:  # type: ignore[valid-type]
+                 on_close: Optional[callable] = None, security_protocol: str = "PLAINTEXT",  # type: ignore
+                 authenticator_factory: Optional[Callable[[], Any]] = None) -> None:
         self._dispatcher = dispatcher
         self._listener_name = listener_name
+        self._security_protocol = security_protocol
+        self._authenticator_factory = authenticator_factory
         self._framer = RequestFramer(max_request_bytes)
         self._queue: Deque[memoryview] = deque()
         self._transport: Optional[asyncio.Transport] = None
@@ -57,7 +61,10 @@ class KafkaConnection(asyncio.Protocol):
         sock = transport.get_extra_info("sockname") or ("?", 0)
         KafkaConnection._counter += 1
         conn_id = f"{sock[0]}:{sock[1]}-{peer[0]}:{peer[1]}-{KafkaConnection._counter}"
-        self.context = ConnectionContext(conn_id, str(peer[0]), int(peer[1]), self._listener_name)
+        self.context = ConnectionContext(conn_id, str(peer[0]), int(peer[1]), self._listener_name,
+                                         self._security_protocol)
+        if self._authenticator_factory is not None:
+            self.context.authenticator = self._authenticator_factory()
 
     def data_received(self, data: bytes) -> None:
         if self._closed:
@@ -111,6 +118,13 @@ class KafkaConnection(asyncio.Protocol):
                 assert self.context is not None
                 result = await self._dispatcher.handle(self.context, frame)
                 if result is self._dispatcher.CLOSE:
+                    self.close()
+                    return
+                if isinstance(result, RespondAndClose):  # failed login: answer after the delay, then close
+                    self._queue.clear()
+                    await asyncio.sleep(result.delay_s)
+                    if result.parts:
+                        await self._write(result.parts)
                     self.close()
                     return
                 if result is not None:  # None: e.g. acks=0 produce, no response

@@ -26,6 +26,7 @@ from typing import Dict, Optional, Tuple
 
 from broker.quota.entity import (CLIENT_QUOTA_KEYS, CONTROLLER_MUTATION_RATE, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE,
                                  REQUEST_PERCENTAGE, MetricTags, QuotaEntity, QuotaOverrides)
+from broker.quota.connection_quotas import IpConnectionRateQuotas
 from broker.quota.rate import SampledRate, TokenBucket
 
 log = logging.getLogger(__name__)
@@ -197,7 +198,16 @@ class QuotaManagers:
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, samples, window_seconds,
                                           max_throttle_ms=window_seconds * 1000)
         self.controller_mutation = ControllerMutationQuotaManager(samples, window_seconds)
+        self.ip_connections = IpConnectionRateQuotas(window_seconds)
         self._applied: Dict[QuotaEntity, Dict[str, float]] = {}
+
+    def apply_ip(self, ip: str, rate: Optional[float]) -> None:
+        """connection_creation_rate of an IP (or <default>) from /config/ips."""
+        self.ip_connections.update(ip, rate)
+        log.info("Connection creation rate quota of ip %s now %s", ip, rate if rate is not None else "unset")
+
+    def ip_connection_delay_ms(self, ip: str) -> int:
+        return self.ip_connections.delay_ms(ip)
 
     def apply(self, entity: QuotaEntity, values: Dict[str, float]) -> None:
         """Set an entity's quota values (keys absent are removed), as read from its config znode."""

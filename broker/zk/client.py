@@ -34,6 +34,8 @@ from broker.zk.paths import (
     PreferredReplicaElectionZNode, ProducerIdBlockZNode, ReassignPartitionsZNode, TopicAssignment, TopicConfigZNode,
     TopicPartitionStateZNode, TopicPartitionsZNode, TopicPartitionZNode, TopicZNode, TopicsZNode, new_uuid_base64,
 )
+from broker.zk.paths import DelegationTokenChangeNotificationZNode, DelegationTokenInfoZNode, DelegationTokensZNode
+from broker.security.token_cache import TokenInformation
 
 log = logging.getLogger(__name__)
 
@@ -578,6 +580,68 @@ class KafkaZkClient:
 
         self._zk.ChildrenWatch(ConfigEntityChangeNotificationZNode.path, on_children)
 
+    # ------------------------------------------------------------------ delegation tokens (KIP-48)
+    def create_delegation_token_paths(self) -> None:
+        """/delegation_token/token_changes and /delegation_token/tokens (as Kafka's token manager at start-up)."""
+        for path in (DelegationTokenChangeNotificationZNode.path, DelegationTokensZNode.path):
+            self._zk.ensure_path(path)
+
+    def get_delegation_token_ids(self) -> list[str]:
+        return self.get_children(DelegationTokensZNode.path)
+
+    def get_delegation_token_info(self, token_id: str) -> TokenInformation | None:
+        """The token's znode (None if absent); ValueError/KeyError if Kafka could not read it either."""
+        try:
+            data, _ = self._zk.get(DelegationTokenInfoZNode.path(token_id))
+        except NoNodeError:
+            return None
+        return DelegationTokenInfoZNode.decode(data)
+
+    def set_or_create_delegation_token(self, info: TokenInformation) -> None:
+        path = DelegationTokenInfoZNode.path(info.token_id)
+        data = DelegationTokenInfoZNode.encode(info)
+        try:
+            self._zk.set(path, data)
+        except NoNodeError:
+            try:
+                self._zk.create(path, data, makepath=True)
+            except NodeExistsError:
+                self._zk.set(path, data)
+
+    def delete_delegation_token(self, token_id: str) -> None:
+        try:
+            self._zk.delete(DelegationTokenInfoZNode.path(token_id), recursive=True)
+        except NoNodeError:
+            pass
+
+    def create_token_change_notification(self, token_id: str) -> None:
+        """Tell every broker that this token changed (token_change_<seq>, data = token id)."""
+        znode = DelegationTokenChangeNotificationZNode
+        self._zk.create(f"{znode.path}/{znode.prefix}", znode.encode(token_id), sequence=True, makepath=True)
+
+    def get_token_change_notifications(self) -> list[tuple[int, str, int]]:
+        """(sequence number, token id, ctime in ms) of every token change notification, in sequence order."""
+        prefix = DelegationTokenChangeNotificationZNode.prefix
+        seqs = sorted(int(c[len(prefix):]) for c in self.get_children(DelegationTokenChangeNotificationZNode.path)
+                      if c.startswith(prefix) and c[len(prefix):].isdigit())
+        pending = [(seq, self._zk.get_async(f"{DelegationTokenChangeNotificationZNode.path}/{prefix}{seq:010d}"))
+                   for seq in seqs]
+        out = []
+        for seq, a in pending:
+            try:
+                data, stat = a.get()
+            except NoNodeError:
+                continue
+            out.append((seq, DelegationTokenChangeNotificationZNode.decode(data), int(stat.ctime)))
+        return out
+
+    def delete_token_change_notification(self, seq: int) -> None:
+        try:
+            self._zk.delete(f"{DelegationTokenChangeNotificationZNode.path}/"
+                            f"{DelegationTokenChangeNotificationZNode.prefix}{seq:010d}")
+        except NoNodeError:
+            pass
+
     # ------------------------------------------------------------------ producer ids, ISR notifications
     def allocate_producer_id_block(self, broker_id: int) -> tuple[int, int]:
         """Claim the next block of 1000 producer ids by compare-and-set on /latest_producer_id_block.
@@ -711,6 +775,51 @@ class KafkaZkClient:
 
     def path_exists(self, path: str) -> bool:
         return self._zk.exists(path) is not None
+
+    # ------------------------------------------------------------------ generic versioned znode operations
+    # (the ACL store's compare-and-set updates and its sequential change notifications, as Kafka's ZkAclStore)
+    def ensure_paths(self, *paths: str) -> None:
+        for path in paths:
+            self._zk.ensure_path(path)
+
+    def get_data_and_stat(self, path: str) -> tuple[bytes, Any] | None:
+        """(data, stat) of `path`, None if it does not exist; stat has version, ctime (ms), mzxid, ..."""
+        try:
+            data, stat = self._zk.get(path)
+        except NoNodeError:
+            return None
+        return data or b"", stat
+
+    def create_if_absent(self, path: str, data: bytes) -> bool:
+        """Create `path` (and missing parents) with `data`; False if it already exists."""
+        try:
+            self._zk.create(path, data, makepath=True)
+        except NodeExistsError:
+            return False
+        return True
+
+    def set_data_if_version(self, path: str, data: bytes, version: int) -> bool:
+        """Write `data` if `path` is still at `version`; False if it changed or vanished meanwhile."""
+        try:
+            self._zk.set(path, data, version=version)
+        except (BadVersionError, NoNodeError):
+            return False
+        return True
+
+    def delete_if_version(self, path: str, version: int) -> bool:
+        """Delete `path` if still at `version` (-1: any); True also when it is already gone (Kafka's
+        conditionalDelete), False if it changed meanwhile."""
+        try:
+            self._zk.delete(path, version=version)
+        except NoNodeError:
+            return True
+        except BadVersionError:
+            return False
+        return True
+
+    def create_sequential(self, prefix: str, data: bytes) -> str:
+        """Create the persistent sequential znode `prefix`<10 digits>; returns its path."""
+        return str(self._zk.create(prefix, data, sequence=True, makepath=True))
 
     # ------------------------------------------------------------------ brokers (controller view)
     def get_all_brokers_and_epochs(self) -> dict[int, tuple[BrokerInfo, int]]:

@@ -22,6 +22,9 @@ Encoding: UTF-8 JSON, compact separators, as Kafka's Json.encodeAsBytes. Layouts
   /admin/reassign_partitions                    {"version":1,"partitions":[{"topic":t,"partition":p,"replicas":[..]}]}
   /admin/preferred_replica_election             {"version":1,"partitions":[{"topic":t,"partition":p}]}
   /log_dir_event_notification/log_dir_event_<seq> {"version":1,"broker":b,"event":1}
+  /delegation_token/tokens/<token id>           {"version":3,"owner":"User%3Aa","tokenRequester":..,"renewers":[..],
+                                                 "issueTimestamp":ms,"maxTimestamp":ms,"expiryTimestamp":ms,"tokenId":id}
+  /delegation_token/token_changes/token_change_<10 digits>   token id (UTF-8 text)
 """
 from __future__ import annotations
 
@@ -34,6 +37,8 @@ from typing import Any
 from urllib.parse import quote
 
 from broker.config.kafka_config import Endpoint
+from broker.quota.entity import desanitize, sanitize
+from broker.security.token_cache import TokenInformation, parse_principal
 
 
 def _enc(obj: Any) -> bytes:
@@ -424,6 +429,69 @@ class FeatureZNode:
         for name, v in (o.get("features") or {}).items():
             levels[str(name)] = int(v["max_version_level"]) if isinstance(v, dict) else int(v)
         return int(o.get("status", 1)), levels
+
+
+# ----------------------------------------------------------------------------------------------- delegation tokens
+class DelegationTokenAuthZNode:
+    path = "/delegation_token"
+
+
+class DelegationTokenChangeNotificationZNode:
+    """/delegation_token/token_changes/token_change_<10 digits>: data is the changed token id (UTF-8)."""
+
+    path = "/delegation_token/token_changes"
+    prefix = "token_change_"
+
+    @staticmethod
+    def encode(token_id: str) -> bytes:
+        return token_id.encode("utf-8")
+
+    @staticmethod
+    def decode(data: bytes | None) -> str:
+        return (data or b"").decode("utf-8")
+
+
+class DelegationTokensZNode:
+    path = "/delegation_token/tokens"
+
+
+class DelegationTokenInfoZNode:
+    """/delegation_token/tokens/<token id>: Kafka's TokenInformation JSON (version 3), principals sanitized:
+    {"version":3,"owner":"User%3Aalice","tokenRequester":"User%3Aalice","renewers":["User%3Abob"],
+     "issueTimestamp":ms,"maxTimestamp":ms,"expiryTimestamp":ms,"tokenId":id}"""
+
+    version = 3
+
+    @staticmethod
+    def path(token_id: str) -> str:
+        return f"{DelegationTokensZNode.path}/{token_id}"
+
+    @staticmethod
+    def encode(info: TokenInformation) -> bytes:
+        return _enc({"version": DelegationTokenInfoZNode.version, "owner": sanitize(info.owner),
+                     "tokenRequester": sanitize(info.token_requester),
+                     "renewers": [sanitize(r) for r in info.renewers], "issueTimestamp": info.issue_timestamp,
+                     "maxTimestamp": info.max_timestamp, "expiryTimestamp": info.expiry_timestamp,
+                     "tokenId": info.token_id})
+
+    @staticmethod
+    def decode(data: bytes | None) -> TokenInformation | None:
+        """None for an empty znode; ValueError (or KeyError) for one Kafka could not read either."""
+        o = _dec(data)
+        if o is None:
+            return None
+        version = int(o["version"])
+        if not 0 < version <= DelegationTokenInfoZNode.version:
+            raise ValueError(f"Unsupported delegation token znode version {version}")
+
+        def principal(s: str) -> str:
+            kind, name = parse_principal(desanitize(str(s)))
+            return f"{kind}:{name}"
+
+        owner = principal(o["owner"])
+        requester = principal(o["tokenRequester"]) if version >= 3 else owner
+        return TokenInformation(str(o["tokenId"]), owner, requester, tuple(principal(r) for r in o["renewers"]),
+                                int(o["issueTimestamp"]), int(o["maxTimestamp"]), int(o["expiryTimestamp"]))
 
 
 #: Persistent paths Kafka creates at start-up (ZkData.PersistentZkPaths plus the config entity roots).

@@ -162,9 +162,23 @@ def test_apply_ops_as_kafka_validates() -> None:
 
 def test_entity_validation() -> None:
     assert _to_quota_entity([("user", None), ("client-id", "c")]) == QuotaEntity(DEFAULT, "c")
-    for bad in ([], [("user", "")], [("user", "a"), ("user", "b")], [("group", "g")], [("ip", "1.2.3.4")]):
+    assert _to_quota_entity([("ip", "10.1.2.3")]).config_path() == ("ips", "10.1.2.3")
+    assert _to_quota_entity([("ip", None)]).config_path() == ("ips", DEFAULT)
+    for bad in ([], [("user", "")], [("user", "a"), ("user", "b")], [("group", "g")],
+                [("ip", "1.2.3.4"), ("user", "u")], [("ip", "no such host .invalid")]):
         with pytest.raises(QuotaRequestError):
             _to_quota_entity(bad)
+
+
+def test_ip_connection_rate_and_overrides() -> None:
+    from broker.quota.connection_quotas import IpConnectionRateQuotas, parse_ip_overrides
+    q = IpConnectionRateQuotas(1)
+    assert q.delay_ms("10.0.0.1", now=0.0) == 0
+    q.update(DEFAULT, 2.0)
+    q.update("10.0.0.9", 100.0)
+    assert [q.delay_ms("10.0.0.1", now=0.0) for _ in range(3)] == [0, 0, 500]  # burst of 2, then 1 in debt
+    assert all(q.delay_ms("10.0.0.9", now=0.0) == 0 for _ in range(50))
+    assert parse_ip_overrides("127.0.0.1:5, localhost:7") == {"127.0.0.1": 7}
 
 
 def test_java_double_strings() -> None:

@@ -28,6 +28,8 @@ from broker.cluster.client_quota_admin import ClientQuotaAdmin
 from broker.cluster.controller import ControllerConfig, KafkaController
 from broker.cluster.controller_channel import BrokerToControllerChannel, ControllerUnavailableError
 from broker.cluster.dynamic_config import DynamicConfigManager
+from broker.cluster.delegation_token_manager import DelegationTokenManager, TokenConfig
+from broker.cluster.scram_credential_admin import ScramCredentialAdmin
 from broker.cluster.zk_alter_partition import ZkAlterPartitionManager
 from broker.cluster.metadata_cache import MetadataCache
 from broker.config.dynamic import DynamicBrokerConfig
@@ -46,6 +48,7 @@ from broker.replica.alter_partition import AlterPartitionManager
 from broker.replica.config import ReplicaConfig
 from broker.replica.manager import ReplicaManager
 from broker.security.credential_cache import ScramCredentialCache
+from broker.security.token_cache import DelegationTokenCache
 from broker.server_security import build_inter_broker_client, build_listener_security
 from broker.replica.replication_quota import ReplicationQuotas, dynamic_rate_getter
 from broker.storage.cleaner import CleanerConfig
@@ -87,6 +90,9 @@ class BrokerServer:
         self._channels: List[BrokerChannel] = []
         #: SCRAM credentials of users (from /config/users), read by SASL logins on every SASL listener
         self.credential_cache = ScramCredentialCache()
+        #: delegation tokens (from /delegation_token/tokens) and their SCRAM credentials, for tokenauth logins
+        self.token_cache = DelegationTokenCache()
+        self.token_manager: Optional[DelegationTokenManager] = None
         self.client_security: Optional[Any] = None
         self._registered = False
         self._stopped = asyncio.Event()
@@ -146,10 +152,11 @@ class BrokerServer:
                                     int(start_cfg.get("quota.window.size.seconds")))
         self.throttler = RequestThrottler(self.quotas)
         self.client_quota_admin = ClientQuotaAdmin(zk, self.zk_calls)
+        self.scram_admin = ScramCredentialAdmin(zk, self.zk_calls)
         self.dynamic_config = DynamicConfigManager(
             self.config, zk, self.zk_calls, lambda t, c: self._replicas().update_config(t, c),
             lambda: {t for t, _ in self._replicas().partitions}, quota_sink=self.quotas.apply,
-            ip_quota_sink=self.quotas.apply_ip)
+            ip_quota_sink=self.quotas.apply_ip, scram_sink=self.credential_cache.update)
         await self.dynamic_config.load_broker_configs()
         cfg = self.config.current
 
@@ -180,6 +187,8 @@ class BrokerServer:
         rm.add_leadership_listener(self.group_coordinator)
         self.controller = KafkaController(ControllerConfig.from_kafka_config(cfg, self.broker_id), zk,
                                           self._channel, loop)
+        self.token_manager = DelegationTokenManager(TokenConfig.from_config(cfg.get), zk, self.zk_calls,
+                                                    self.token_cache, self.controller)
         self.dispatcher = RequestDispatcher(self._build_registry(), self.throttler)
         self.dynamic_config.add_topic_overrides_listener(self._on_topic_overrides)
 
@@ -204,6 +213,7 @@ class BrokerServer:
         rm.startup()
         await self.zk_calls.run(self.controller.startup)
         await self.dynamic_config.start()
+        await self.token_manager.startup()
         self.log_manager.startup()
         await self.socket_server.enable_request_processing()
         # Serving clients makes sense once the controller told us about the cluster (first UpdateMetadata).
@@ -239,7 +249,8 @@ class BrokerServer:
             group_coordinator=self.group_coordinator, producer_ids=self.producer_ids,
             fetch_sessions=self.fetch_sessions, controller=self.controller, dynamic_config=self.dynamic_config,
             broker_epoch=self._broker_epoch, quotas=self.quotas, throttler=self.throttler,
-            client_quotas=self.client_quota_admin))
+            client_quotas=self.client_quota_admin, scram_credentials=self.scram_admin,
+            delegation_tokens=self.token_manager))
 
     def _alter_partition_manager(self) -> Any:
         """How leaders change their ISR: AlterPartition to the controller from IBP 2.7-IV2 (KIP-497), before
@@ -353,6 +364,8 @@ class BrokerServer:
             await loop.run_in_executor(None, self.controller.shutdown)
         if self.dynamic_config is not None:
             await self.dynamic_config.stop()
+        if self.token_manager is not None:
+            await self.token_manager.shutdown()
         for ch in self._channels:
             try:
                 await ch.close()

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 from broker.api import (alter_replica_log_dirs, api_versions, client_quotas, configs, create_partitions,
                         create_topics, delete_records, delete_topics, describe_cluster, describe_log_dirs,
@@ -20,6 +20,7 @@ from broker.api import (allocate_producer_ids, alter_partition, alter_partition_
                         controlled_shutdown, elect_leaders, leader_and_isr, list_partition_reassignments,
                         stop_replica, update_features, update_metadata)
 from broker.api import sasl_apis
+from broker.api import delegation_tokens, user_scram_credentials  # SCRAM credentials, tokens
 from broker.api.authz import Authz
 from broker.api.registry import ApiRegistry
 from broker.protocol.api import ApiKey
@@ -28,6 +29,8 @@ if TYPE_CHECKING:
     from broker.api.fetch_session import FetchSessionCache
     from broker.api.throttling import RequestThrottler
     from broker.cluster.client_quota_admin import ClientQuotaAdmin
+    from broker.cluster.delegation_token_manager import DelegationTokenManager
+    from broker.cluster.scram_credential_admin import ScramCredentialAdmin
     from broker.cluster.admin import AdminManager
     from broker.cluster.controller import KafkaController
     from broker.cluster.dynamic_config import DynamicConfigManager
@@ -59,6 +62,10 @@ class ApiServices:
     client_quotas: "ClientQuotaAdmin"
     #: access control (allows everything unless an authorizer is configured)
     authz: Authz = field(default_factory=Authz)
+    #: users' SCRAM credentials in /config/users (None: Describe/AlterUserScramCredentials not served)
+    scram_credentials: Optional["ScramCredentialAdmin"] = None
+    #: delegation tokens (None: the four token APIs not served)
+    delegation_tokens: Optional["DelegationTokenManager"] = None
 
 
 def build_registry(s: ApiServices) -> ApiRegistry:
@@ -126,4 +133,16 @@ def build_registry(s: ApiServices) -> ApiRegistry:
     add(ApiKey.ALTER_CONFIGS, configs.alter, configs.ALTER_MIN, configs.ALTER_MAX, **cfg)
     add(ApiKey.INCREMENTAL_ALTER_CONFIGS, configs.incremental_alter, configs.INCREMENTAL_MIN,
         configs.INCREMENTAL_MAX, **cfg)
+    if s.scram_credentials is not None:
+        add(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, user_scram_credentials.describe, user_scram_credentials.DESCRIBE_MIN,
+            user_scram_credentials.DESCRIBE_MAX, admin=s.scram_credentials, authz=s.authz)
+        add(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, user_scram_credentials.alter, user_scram_credentials.ALTER_MIN,
+            user_scram_credentials.ALTER_MAX, admin=s.scram_credentials, controller=s.controller, authz=s.authz)
+    if s.delegation_tokens is not None:
+        dt, tokens = delegation_tokens, s.delegation_tokens
+        add(ApiKey.CREATE_DELEGATION_TOKEN, dt.create, dt.CREATE_MIN, dt.CREATE_MAX, tokens=tokens, authz=s.authz)
+        add(ApiKey.RENEW_DELEGATION_TOKEN, dt.renew, dt.RENEW_MIN, dt.RENEW_MAX, tokens=tokens)
+        add(ApiKey.EXPIRE_DELEGATION_TOKEN, dt.expire, dt.EXPIRE_MIN, dt.EXPIRE_MAX, tokens=tokens)
+        add(ApiKey.DESCRIBE_DELEGATION_TOKEN, dt.describe, dt.DESCRIBE_MIN, dt.DESCRIBE_MAX, tokens=tokens,
+            authz=s.authz)
     return reg

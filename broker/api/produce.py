@@ -7,11 +7,13 @@ are converted to magic 2 first, as a Kafka 3.x broker does.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Dict, List, Tuple
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
+from broker.api.authz import Authz
 from broker.api.leader_hint import current_leader
 from broker.api.registry import CLOSE_CONNECTION
 from broker.errors import ErrorCode
+from broker.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
@@ -22,6 +24,40 @@ log = logging.getLogger(__name__)
 
 MIN_VERSION, MAX_VERSION = 0, 11
 _MAGIC_OFFSET = 16  # baseOffset(8) + batchLength(4) + partitionLeaderEpoch(4)
+_ATTRIBUTES_OFFSET = 21  # ... magic(1) + crc(4)
+_TRANSACTIONAL_FLAG = 0x10
+_ALLOW_ALL = Authz()
+_SILENT = object()  # acks=0 request refused without an answer
+
+
+def _has_transactional_records(request: Any) -> bool:
+    """Kafka's RequestUtils.hasTransactionalRecords: the first batch of some partition is transactional."""
+    for topic in request.topic_data:
+        for pd in topic.partition_data:
+            r = pd.records
+            if r is not None and len(r) > _ATTRIBUTES_OFFSET + 1 and r[_MAGIC_OFFSET] == 2 \
+                    and r[_ATTRIBUTES_OFFSET + 1] & _TRANSACTIONAL_FLAG:
+                return True
+    return False
+
+
+def _authorize(ctx: "RequestContext", request: Any, authz: Authz) -> Tuple[Set[str], Any]:
+    """(topics refused WRITE, a whole-request refusal or None), as Kafka's handleProduceRequest: transactional
+    records need WRITE on the request's transactional id (else every partition TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    and no answer at all for acks=0), then each topic needs WRITE (else TOPIC_AUTHORIZATION_FAILED)."""
+    if _has_transactional_records(request):
+        tid = getattr(request, "transactional_id", None)
+        if tid is None or not authz.allowed(ctx, AclOperation.WRITE, ResourceType.TRANSACTIONAL_ID, tid):
+            if request.acks == 0:
+                return set(), _SILENT
+            code = int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            return set(), {"throttle_time_ms": 0, "responses": [
+                {"name": t.name, "partition_responses": [
+                    {"index": pd.index, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
+                     "log_start_offset": -1, "record_errors": [], "error_message": None}
+                    for pd in t.partition_data]} for t in request.topic_data]}
+    names = [t.name for t in request.topic_data]
+    return set(names) - authz.filter_allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, names), None
 
 
 def _prepare(records: Any, version: int) -> Tuple[int, Any, str]:
@@ -52,17 +88,26 @@ def _prepare(records: Any, version: int) -> Tuple[int, Any, str]:
 
 
 async def handle(ctx: "RequestContext", request: Any, *,
-                 replica_manager: "ReplicaManager", metadata: "MetadataCache") -> Any:
+                 replica_manager: "ReplicaManager", metadata: "MetadataCache", authz: Authz = _ALLOW_ALL) -> Any:
     version = ctx.api_version
     acks = request.acks
+    denied: Optional[Set[str]] = None
+    if authz.enabled:
+        denied, refusal = _authorize(ctx, request, authz)
+        if refusal is not None:
+            return None if refusal is _SILENT else refusal
     entries: Dict[Tuple[str, int], Any] = {}
     results: Dict[Tuple[str, int], Tuple[int, str]] = {}
     order: List[Tuple[str, List[int]]] = []
     for topic in request.topic_data:
         idxs = []
+        refused = denied is not None and topic.name in denied
         for pd in topic.partition_data:
             tp = (topic.name, pd.index)
             idxs.append(pd.index)
+            if refused:
+                results[tp] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "")
+                continue
             if acks not in (0, 1, -1):
                 results[tp] = (ErrorCode.INVALID_REQUIRED_ACKS, "")
                 continue

@@ -8,7 +8,9 @@ Every broker watches the notifications and reloads only the entities they name:
 - ``brokers/<default>`` and ``brokers/<this broker's id>``: the dynamic broker config layers are
   reloaded into :class:`DynamicBrokerConfig` (its listeners then re-derive topic defaults);
 - ``users/<u>``, ``users/<u>/clients/<c>``, ``clients/<c>``: that entity's client quotas are
-  re-read and handed to the quota managers (every broker enforces its own share, no restart).
+  re-read and handed to the quota managers (every broker enforces its own share, no restart);
+  ``users/<u>`` also carries the user's SCRAM credentials, handed to the credential cache the
+  SASL logins read (all users' credentials are loaded at start-up, before requests are served).
 
 At start-up the broker's dynamic layers are read once, as Kafka's DynamicBrokerConfig does, so a
 restarted broker keeps what AlterConfigs set. Watch callbacks arrive on kazoo's thread and only
@@ -41,12 +43,15 @@ TopicOverridesListener = Callable[[str, Dict[str, str]], None]
 QuotaSink = Callable[[QuotaEntity, Dict[str, float]], None]
 #: Receives an IP's (or <default>'s) connection_creation_rate, None when unset.
 IpQuotaSink = Callable[[str, Optional[float]], None]
+#: Receives a user's whole config (raw user name) whenever users/<user> changes: its SCRAM credentials.
+ScramSink = Callable[[str, Dict[str, str]], None]
 
 
 class DynamicConfigManager:
     def __init__(self, config: "DynamicBrokerConfig", zk: "KafkaZkClient", zk_calls: "NamedExecutor",
                  topic_config_sink: TopicConfigSink, hosted_topics: Callable[[], Set[str]],
-                 quota_sink: Optional[QuotaSink] = None, ip_quota_sink: Optional[IpQuotaSink] = None) -> None:
+                 quota_sink: Optional[QuotaSink] = None, ip_quota_sink: Optional[IpQuotaSink] = None,
+                 scram_sink: Optional[ScramSink] = None) -> None:
         self.config = config
         self.zk = zk
         self.zk_calls = zk_calls
@@ -57,6 +62,7 @@ class DynamicConfigManager:
         self._pending_quotas: Set[str] = set()
         self.quota_sink = quota_sink
         self.ip_quota_sink = ip_quota_sink
+        self.scram_sink = scram_sink
         self._pending_brokers = False
         self._task: Optional["asyncio.Task[None]"] = None
         self._stopping = False
@@ -73,7 +79,8 @@ class DynamicConfigManager:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         await self.zk_calls.run(self.zk.watch_config_changes, self._on_notifications)
-        if self.quota_sink is not None:  # after the watch, so no change slips between the read and the watch
+        # after the watch, so no change slips between the read and the watch
+        if self.quota_sink is not None or self.scram_sink is not None:
             for path in await self.zk_calls.run(self._quota_entity_paths):
                 await self._reload_quota(path)
 
@@ -96,11 +103,15 @@ class DynamicConfigManager:
                 self.ip_quota_sink(ename if ename == DEFAULT_ENTITY else desanitize(ename), rate)
             return
         entity = QuotaEntity.from_config_path(entity_path)
-        if entity is None or self.quota_sink is None:
+        if entity is None or (self.quota_sink is None and self.scram_sink is None):
             return
         etype, _, ename = entity_path.partition("/")
         config = await self.zk_calls.run(self.zk.get_entity_config, etype, ename)
-        self.quota_sink(entity, parse_quota_values(config))
+        if self.quota_sink is not None:
+            self.quota_sink(entity, parse_quota_values(config))
+        if (self.scram_sink is not None and etype == "users" and entity.client_id is None
+                and entity.user is not None and entity.user != DEFAULT_ENTITY):
+            self.scram_sink(entity.user, config)  # Kafka's UserConfigHandler: credentials of users/<user> only
 
     async def stop(self) -> None:
         self._stopping = True
@@ -142,7 +153,7 @@ class DynamicConfigManager:
                 self._pending_topics.add(name)
             elif kind == "brokers" and name in (DEFAULT_ENTITY, me):
                 self._pending_brokers = True
-            elif kind in ("users", "clients", "ips") and self.quota_sink is not None:
+            elif kind in ("users", "clients", "ips") and (self.quota_sink is not None or self.scram_sink is not None):
                 self._pending_quotas.add(path)
         if self._task is None and (self._pending_topics or self._pending_brokers or self._pending_quotas):
             self._task = asyncio.get_running_loop().create_task(self._apply())

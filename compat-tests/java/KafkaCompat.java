@@ -305,7 +305,7 @@ public final class KafkaCompat {
         }
         out.emit("produce", "codec", codec, "count", N_RECORDS, "base_ts", baseTs, "per_partition", perPartition);
 
-        Properties cp = new Properties();
+        Properties cp = secured();
         cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
@@ -412,7 +412,7 @@ public final class KafkaCompat {
     // ---------------------------------------------------------------- consumer group (classic protocol)
 
     static Properties groupConsumerProps(String bootstrap, String groupId) {
-        Properties cp = new Properties();
+        Properties cp = secured();
         cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         cp.put(ConsumerConfig.GROUP_ID_CONFIG, groupId);
         cp.put(ConsumerConfig.GROUP_PROTOCOL_CONFIG, "classic");
@@ -599,7 +599,7 @@ public final class KafkaCompat {
 
     /** A consumer without group.id (assign + seek only), as the cluster scenarios read back. */
     static Properties consumerProps(String bootstrap) {
-        Properties cp = new Properties();
+        Properties cp = secured();
         cp.put(ConsumerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         cp.put(ConsumerConfig.KEY_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
         cp.put(ConsumerConfig.VALUE_DESERIALIZER_CLASS_CONFIG, ByteArrayDeserializer.class.getName());
@@ -667,8 +667,25 @@ public final class KafkaCompat {
         return Integer.parseInt(new String(v, StandardCharsets.UTF_8));
     }
 
-    static Properties adminProps(String bootstrap) {
+    /**
+     * New client properties, preloaded with the file named by COMPAT_CLIENT_CONFIG when set (security.protocol,
+     * sasl.*, ssl.* for secured listeners), so every scenario runs unchanged over TLS or SASL.
+     */
+    static Properties secured() {
         Properties p = new Properties();
+        String path = System.getenv("COMPAT_CLIENT_CONFIG");
+        if (path != null && !path.isEmpty()) {
+            try (java.io.FileInputStream in = new java.io.FileInputStream(path)) {
+                p.load(in);
+            } catch (java.io.IOException e) {
+                throw new RuntimeException("cannot read COMPAT_CLIENT_CONFIG " + path + ": " + e, e);
+            }
+        }
+        return p;
+    }
+
+    static Properties adminProps(String bootstrap) {
+        Properties p = secured();
         p.put(AdminClientConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(AdminClientConfig.REQUEST_TIMEOUT_MS_CONFIG, "15000");
         p.put(AdminClientConfig.DEFAULT_API_TIMEOUT_MS_CONFIG, "30000");
@@ -677,7 +694,7 @@ public final class KafkaCompat {
 
     /** Java defaults kept on purpose: acks=all, enable.idempotence=true, max.in.flight=5. */
     static Properties producerProps(String bootstrap, String codec) {
-        Properties p = new Properties();
+        Properties p = secured();
         p.put(ProducerConfig.BOOTSTRAP_SERVERS_CONFIG, bootstrap);
         p.put(ProducerConfig.KEY_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());
         p.put(ProducerConfig.VALUE_SERIALIZER_CLASS_CONFIG, ByteArraySerializer.class.getName());

@@ -19,10 +19,13 @@ import os
 import socket
 from typing import Any, Dict, List, Optional, Tuple
 
+from broker.api.acl_authz import AclAuthz
+from broker.api.authz import Authz
 from broker.api.dispatcher import RequestDispatcher
 from broker.api.fetch_session import FetchSessionCache
 from broker.api.handlers import ApiServices, build_registry
 from broker.api.throttling import RequestThrottler
+from broker.cluster.acl_store import ZkAclStore
 from broker.cluster.admin import AdminManager
 from broker.cluster.client_quota_admin import ClientQuotaAdmin
 from broker.cluster.controller import ControllerConfig, KafkaController
@@ -47,6 +50,7 @@ from broker.quota.connection_quotas import parse_ip_overrides
 from broker.replica.alter_partition import AlterPartitionManager
 from broker.replica.config import ReplicaConfig
 from broker.replica.manager import ReplicaManager
+from broker.security.authorizer import AclAuthorizer, AclCache, parse_super_users
 from broker.security.credential_cache import ScramCredentialCache
 from broker.security.token_cache import DelegationTokenCache
 from broker.server_security import build_inter_broker_client, build_listener_security
@@ -94,6 +98,9 @@ class BrokerServer:
         self.token_cache = DelegationTokenCache()
         self.token_manager: Optional[DelegationTokenManager] = None
         self.client_security: Optional[Any] = None
+        #: access control: Kafka's ACL authorizer when authorizer.class.name selects it, else allow-all
+        self.authz: Authz = Authz()
+        self.acl_store: Optional[ZkAclStore] = None
         self._registered = False
         self._stopped = asyncio.Event()
 
@@ -178,6 +185,7 @@ class BrokerServer:
         self.config.add_listener(lambda _old, new: rm.quotas.update_rates(dynamic_rate_getter(new)))
         self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
         self.admin = AdminManager(self.config, self.metadata, zk, self.zk_calls, self.dynamic_config)
+        await self._start_authorizer()
         # Group coordinator: loads __consumer_offsets partitions as this broker becomes their leader.
         self.group_coordinator = GroupCoordinator(
             self.config, OffsetsTopicIO(rm, self.coordinator_loader,
@@ -222,6 +230,24 @@ class BrokerServer:
         log.info("[KafkaServer id=%d] started (listeners: %s)", self.broker_id,
                  ", ".join(e.connection_string() for e in endpoints))
 
+    async def _start_authorizer(self) -> None:
+        """authorizer.class.name = Kafka's AclAuthorizer: load every ACL from ZooKeeper and follow its changes
+        (before any request is served, as Kafka configures its authorizer before the socket server starts)."""
+        cfg = self.config.current
+        name = (cfg.get("authorizer.class.name") or "").strip()
+        if not name:
+            return
+        assert self.zk is not None
+        cache = AclCache()
+        authorizer = AclAuthorizer(cache, parse_super_users(cfg.get("super.users")),
+                                   bool(cfg.get("allow.everyone.if.no.acl.found")))
+        self.acl_store = ZkAclStore(self.zk, self.zk_calls, cache)
+        await self.acl_store.start()
+        self.authz = AclAuthz(authorizer, self.acl_store)
+        log.info("Authorizer %s enabled (%d ACLs, super users: %s, allow.everyone.if.no.acl.found=%s)", name,
+                 len(cache), ", ".join(sorted(authorizer.super_users)) or "none",
+                 authorizer.allow_everyone_if_no_acl_found)
+
     def _token_scram_lookup(self) -> Any:
         """Delegation-token SCRAM logins (tokenauth=true), once the token cache exists."""
         tokens = getattr(self, "token_cache", None)
@@ -250,7 +276,7 @@ class BrokerServer:
             fetch_sessions=self.fetch_sessions, controller=self.controller, dynamic_config=self.dynamic_config,
             broker_epoch=self._broker_epoch, quotas=self.quotas, throttler=self.throttler,
             client_quotas=self.client_quota_admin, scram_credentials=self.scram_admin,
-            delegation_tokens=self.token_manager))
+            delegation_tokens=self.token_manager, authz=self.authz))
 
     def _alter_partition_manager(self) -> Any:
         """How leaders change their ISR: AlterPartition to the controller from IBP 2.7-IV2 (KIP-497), before
@@ -366,6 +392,8 @@ class BrokerServer:
             await self.dynamic_config.stop()
         if self.token_manager is not None:
             await self.token_manager.shutdown()
+        if self.acl_store is not None:
+            await self.acl_store.stop()
         for ch in self._channels:
             try:
                 await ch.close()

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Dict, Iterable, List, Optional, Protocol, Set,
 
 from broker.api import acl_ops
 from broker.api.authz import AclError, Authz
+from broker.config.security_keys import ACL_AUTHORIZER_CLASS_NAMES
 from broker.protocol.api_keys import ApiKey
 from broker.security.acl import (AclBinding, AclBindingFilter, AclOperation, PatternType, ResourcePattern,
                                  ResourceType)
@@ -29,9 +30,6 @@ if TYPE_CHECKING:
 
 #: Kafka's audit logger name (log4j.logger.kafka.authorizer.logger in Kafka's log4j.properties)
 audit_log = logging.getLogger("kafka.authorizer.logger")
-
-#: The values of authorizer.class.name that select this authorizer (Kafka's class, and this project's alias).
-ACL_AUTHORIZER_CLASS_NAMES = ("kafka.security.authorizer.AclAuthorizer", "broker.security.AclAuthorizer")
 
 
 def _api_name(key: int) -> str:
@@ -64,11 +62,13 @@ class AclAuthz(Authz):
         self.store = store
 
     # ------------------------------------------------------------------ decisions
-    def _audit(self, ctx: "RequestContext", operation: AclOperation, pattern: ResourcePattern, authorized: bool,
-               log_if_allowed: bool, log_if_denied: bool, ref_count: int) -> None:
+    def _audit(self, ctx: "RequestContext", operation: AclOperation, resource_type: ResourceType, name: str,
+               authorized: bool, log_if_allowed: bool, log_if_denied: bool, ref_count: int) -> None:
         level = decision_log_level(authorized, log_if_allowed, log_if_denied)
         if audit_log.isEnabledFor(level):
             conn = ctx.connection
+            pattern = (ResourcePattern(resource_type, name, PatternType.LITERAL) if ref_count
+                       else by_resource_type_log_pattern(resource_type))
             audit_log.log(level, "%s", decision_log_line(
                 conn.principal, conn.client_host, operation, pattern, authorized,
                 _API_NAMES.get(ctx.api_key, str(ctx.api_key)), ref_count))
@@ -77,8 +77,7 @@ class AclAuthz(Authz):
                 name: str, *, log_if_allowed: bool = True, log_if_denied: bool = True, ref_count: int = 1) -> bool:
         conn = ctx.connection
         ok = self.authorizer.authorize(conn.principal, conn.client_host, operation, resource_type, name)
-        self._audit(ctx, operation, ResourcePattern(resource_type, name, PatternType.LITERAL), ok, log_if_allowed,
-                    log_if_denied, ref_count)
+        self._audit(ctx, operation, resource_type, name, ok, log_if_allowed, log_if_denied, ref_count)
         return ok
 
     def filter_allowed(self, ctx: "RequestContext", operation: AclOperation, resource_type: ResourceType,
@@ -91,7 +90,7 @@ class AclAuthz(Authz):
                                  resource_type: ResourceType) -> bool:
         conn = ctx.connection
         ok = self.authorizer.authorize_by_resource_type(conn.principal, conn.client_host, operation, resource_type)
-        self._audit(ctx, operation, by_resource_type_log_pattern(resource_type), ok, True, True, 0)
+        self._audit(ctx, operation, resource_type, "NONE", ok, True, True, 0)  # Kafka's "resourceRefCount = 0" line
         return ok
 
     def authorized_operations(self, ctx: "RequestContext", resource_type: ResourceType, name: str) -> int:

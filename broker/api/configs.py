@@ -8,11 +8,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
+from broker.api.authz import Authz
 from broker.config.defs import BROKER_CONFIGS
 from broker.config.topic_defs import TOPIC_CONFIGS, describe_broker_config, describe_topic_config, \
     validate_topic_configs
 from broker.config.types import ConfigError, ConfigSource, ConfigType, Dynamic, InvalidConfigError
 from broker.errors import ErrorCode
+from broker.security.acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
@@ -28,6 +30,23 @@ DESCRIBE_MIN, DESCRIBE_MAX = 0, 4
 ALTER_MIN, ALTER_MAX = 0, 2
 INCREMENTAL_MIN, INCREMENTAL_MAX = 0, 1
 DEFAULT_ENTITY = "<default>"
+_ALLOW_ALL = Authz()
+#: Kafka's Errors messages, which DescribeConfigs puts in refused results
+_DENIED_MESSAGES = {ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+                    ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed."}
+
+
+def _refusal(authz: Authz, ctx: "RequestContext", operation: AclOperation, resource_type: int, name: str,
+             broker_logger: bool = True) -> int:
+    """Kafka's config authorization: a topic's configs need `operation` on the topic, broker (and broker logger)
+    configs on the cluster; 0 when allowed or when the resource type is not one of those (answered elsewhere)."""
+    if resource_type == TOPIC:
+        if not authz.allowed(ctx, operation, ResourceType.TOPIC, name):
+            return ErrorCode.TOPIC_AUTHORIZATION_FAILED
+    elif resource_type == BROKER or (broker_logger and resource_type == BROKER_LOGGER):
+        if not authz.allowed(ctx, operation, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
+            return ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    return 0
 
 
 def _entry_dict(e: Any, version: int, include_synonyms: bool, include_docs: bool) -> dict:
@@ -52,7 +71,7 @@ def _broker_entity(broker_id: int, name: str) -> Tuple[int, Optional[str], Optio
 
 
 async def describe(ctx: "RequestContext", request: Any, *, config: "DynamicBrokerConfig", metadata: "MetadataCache",
-                   admin: "AdminManager") -> dict:
+                   admin: "AdminManager", authz: Authz = _ALLOW_ALL) -> dict:
     version = ctx.api_version
     include_syn = bool(getattr(request, "include_synonyms", False)) or version == 0
     include_docs = bool(getattr(request, "include_documentation", False))
@@ -60,6 +79,11 @@ async def describe(ctx: "RequestContext", request: Any, *, config: "DynamicBroke
     for r in request.resources:
         res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
                "resource_name": r.resource_name, "configs": []}
+        if authz.enabled and (denied := _refusal(authz, ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type,
+                                                 r.resource_name)):
+            res.update(error_code=denied, error_message=_DENIED_MESSAGES[denied])
+            results.append(res)
+            continue
         entries: List[Any] = []
         if r.resource_type == TOPIC:
             if metadata.topic(r.resource_name) is None:
@@ -180,11 +204,15 @@ async def _current_broker(config: "DynamicBrokerConfig", admin: "AdminManager", 
 
 
 async def alter(ctx: "RequestContext", request: Any, *, config: "DynamicBrokerConfig", metadata: "MetadataCache",
-                admin: "AdminManager") -> dict:
+                admin: "AdminManager", authz: Authz = _ALLOW_ALL) -> dict:
     out = []
     for r in request.resources:
         new = {c.name: c.value for c in r.configs if c.value is not None}
-        if r.resource_type == TOPIC:
+        denied = (_refusal(authz, ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name,
+                           broker_logger=False) if authz.enabled else 0)
+        if denied:
+            code, msg = denied, None
+        elif r.resource_type == TOPIC:
             code, msg = await _alter_topic(metadata, admin, r.resource_name, new, request.validate_only)
         elif r.resource_type == BROKER:
             current = await _current_broker(config, admin, r.resource_name)
@@ -197,11 +225,15 @@ async def alter(ctx: "RequestContext", request: Any, *, config: "DynamicBrokerCo
 
 
 async def incremental_alter(ctx: "RequestContext", request: Any, *, config: "DynamicBrokerConfig",
-                            metadata: "MetadataCache", admin: "AdminManager") -> dict:
+                            metadata: "MetadataCache", admin: "AdminManager", authz: Authz = _ALLOW_ALL) -> dict:
     out = []
     for r in request.resources:
         try:
-            if r.resource_type == TOPIC:
+            denied = (_refusal(authz, ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
+                      if authz.enabled else 0)
+            if denied:
+                code, msg = denied, None
+            elif r.resource_type == TOPIC:
                 if metadata.topic(r.resource_name) is None:
                     code, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {r.resource_name} does not exist."
                 else:

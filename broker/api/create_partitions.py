@@ -8,8 +8,10 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING, Any
 
+from broker.api.authz import Authz
 from broker.api.throttling import THROTTLING_QUOTA_EXCEEDED_MESSAGE, ControllerMutationQuota, throttle
 from broker.errors import ErrorCode
+from broker.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
@@ -19,21 +21,28 @@ if TYPE_CHECKING:
     from broker.quota.client_quota_manager import ControllerMutationQuotaManager
 
 MIN_VERSION, MAX_VERSION = 0, 3
+_ALLOW_ALL = Authz()
 
 
 async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager",
                  controller: "KafkaController", metadata: "MetadataCache",
-                 mutation_quota: "ControllerMutationQuotaManager") -> dict:
+                 mutation_quota: "ControllerMutationQuotaManager", authz: Authz = _ALLOW_ALL) -> dict:
     if not controller.is_active:
         return {"throttle_time_ms": 0, "results": [
             {"name": t.name, "error_code": ErrorCode.NOT_CONTROLLER, "error_message": None} for t in request.topics]}
     names = [t.name for t in request.topics]
     quota = ControllerMutationQuota(mutation_quota, ctx, strict=ctx.api_version >= 3)
+    alterable = (authz.filter_allowed(ctx, AclOperation.ALTER, ResourceType.TOPIC,
+                                      [n for n in names if names.count(n) == 1])
+                 if authz.enabled else None)  # ALTER on each (not duplicated) topic
 
     async def one(t: Any) -> dict:
         if names.count(t.name) > 1:
             return {"name": t.name, "error_code": ErrorCode.INVALID_REQUEST,
                     "error_message": "Duplicate topic in request."}
+        if alterable is not None and t.name not in alterable:
+            return {"name": t.name, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                    "error_message": "The topic authorization is failed."}
         if not request.validate_only and not quota.try_record(0):
             return {"name": t.name, "error_code": ErrorCode.THROTTLING_QUOTA_EXCEEDED,
                     "error_message": THROTTLING_QUOTA_EXCEEDED_MESSAGE}

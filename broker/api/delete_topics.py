@@ -3,10 +3,12 @@ from __future__ import annotations
 
 import asyncio
 import uuid
-from typing import TYPE_CHECKING, Any, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, List, Optional, Set, Tuple
 
+from broker.api.authz import Authz
 from broker.api.throttling import THROTTLING_QUOTA_EXCEEDED_MESSAGE, ControllerMutationQuota, throttle
 from broker.errors import ErrorCode
+from broker.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
@@ -18,11 +20,12 @@ if TYPE_CHECKING:
 
 MIN_VERSION, MAX_VERSION = 0, 6
 ZERO_UUID = uuid.UUID(int=0)
+_ALLOW_ALL = Authz()
 
 
 async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager", metadata: "MetadataCache",
                  controller: "KafkaController", config: "DynamicBrokerConfig",
-                 mutation_quota: "ControllerMutationQuotaManager") -> dict:
+                 mutation_quota: "ControllerMutationQuotaManager", authz: Authz = _ALLOW_ALL) -> dict:
     wanted: List[Tuple[Optional[str], Optional[uuid.UUID]]] = []
     if ctx.api_version >= 6:
         wanted = [(t.name, t.topic_id) for t in request.topics]
@@ -40,7 +43,17 @@ async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager", 
     todo: List[Tuple[int, str]] = []
     responses: List[dict] = []
     quota = ControllerMutationQuota(mutation_quota, ctx, strict=ctx.api_version >= 5)
+    # With an authorizer: DELETE on each topic; a topic named by id also needs DESCRIBE, else its name stays hidden
+    describable: Optional[Set[str]] = None
+    deletable: Optional[Set[str]] = None
+    if authz.enabled:
+        names = [n if n is not None else metadata.topic_name(tid) for n, tid in wanted
+                 if n is not None or (tid is not None and tid != ZERO_UUID)]
+        names = [n for n in names if n is not None]
+        describable = authz.filter_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
+        deletable = authz.filter_allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, names)
     for name, tid in wanted:
+        by_id = name is None
         if name is None and tid is not None and tid != ZERO_UUID:
             name = metadata.topic_name(tid)
             if name is None:
@@ -51,6 +64,15 @@ async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager", 
             responses.append({"name": None, "topic_id": tid or ZERO_UUID, "error_code": ErrorCode.INVALID_REQUEST,
                               "error_message": "Neither topic name nor id was given."})
             continue
+        if deletable is not None and describable is not None:
+            if by_id and name not in describable:
+                responses.append({"name": None, "topic_id": tid, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                                  "error_message": None})
+                continue
+            if name not in deletable:
+                responses.append({"name": name, "topic_id": tid or ZERO_UUID,
+                                  "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "error_message": None})
+                continue
         responses.append({"name": name, "topic_id": metadata.topic_id(name) or ZERO_UUID})
         meta = metadata.topic(name)
         if not quota.try_record(len(meta.partitions) if meta is not None else 0):

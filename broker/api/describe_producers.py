@@ -3,19 +3,29 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from broker.api.authz import Authz
 from broker.errors import ErrorCode
+from broker.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
     from broker.replica.manager import ReplicaManager
 
 MIN_VERSION, MAX_VERSION = 0, 0
+_ALLOW_ALL = Authz()
 
 
-async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "ReplicaManager") -> dict:
+async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "ReplicaManager",
+                 authz: Authz = _ALLOW_ALL) -> dict:
     rm = replica_manager
     topics = []
     for t in request.topics:
+        if authz.enabled and not authz.allowed(ctx, AclOperation.READ, ResourceType.TOPIC, t.name):
+            topics.append({"name": t.name, "partitions": [
+                {"partition_index": idx, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                 "error_message": "Topic authorization failed.", "active_producers": []}
+                for idx in t.partition_indexes]})
+            continue
         parts = []
         for idx in t.partition_indexes:
             p = rm.get_partition((t.name, idx))

@@ -9,10 +9,12 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
+from broker.api.authz import Authz
 from broker.api.fetch_session import CachedPartition
 from broker.api.leader_hint import current_leader
 from broker.replica.manager import ClientMetadata, FetchPartitionInfo, fetch_request_replica
 from broker.errors import ErrorCode
+from broker.security.acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 from broker.util import request_time
 
 if TYPE_CHECKING:
@@ -26,6 +28,21 @@ MIN_VERSION, MAX_VERSION = 0, 17
 _LEADER_MOVED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 ZERO_UUID = uuid.UUID(int=0)
 TopicPartition = Tuple[str, int]
+_ALLOW_ALL = Authz()
+
+
+def _authorize(ctx: "RequestContext", request: Any, authz: Authz, to_read: List[Tuple[TopicPartition, Any]],
+               errors: Dict[TopicPartition, int]) -> None:
+    """Kafka's fetch authorization over every partition the fetch (or its session) covers: a follower needs
+    CLUSTER_ACTION on the cluster, a consumer READ on each topic; refused partitions get TOPIC_AUTHORIZATION_FAILED
+    in `errors` and are not read."""
+    denied = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+    if fetch_request_replica(request, ctx.api_version)[0] >= 0:
+        if not authz.allowed(ctx, AclOperation.CLUSTER_ACTION, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
+            errors.update((tp, denied) for tp, _ in to_read)
+        return
+    allowed = authz.filter_allowed(ctx, AclOperation.READ, ResourceType.TOPIC, [tp[0] for tp, _ in to_read])
+    errors.update((tp, denied) for tp, _ in to_read if tp[0] not in allowed)
 
 
 def _down_convert(results: Dict[TopicPartition, Any], fetch_offsets: Dict[TopicPartition, int], magic: int) -> None:
@@ -80,7 +97,8 @@ def _records_size(records: Any) -> int:
 
 async def handle(ctx: "RequestContext", request: Any, *,
                  replica_manager: "ReplicaManager", metadata: "MetadataCache",
-                 fetch_sessions: "FetchSessionCache", throttler: Optional["RequestThrottler"] = None) -> dict:
+                 fetch_sessions: "FetchSessionCache", throttler: Optional["RequestThrottler"] = None,
+                 authz: Authz = _ALLOW_ALL) -> dict:
     started_ns = time.monotonic_ns()
     version = ctx.api_version
     uses_ids = version >= 13
@@ -118,6 +136,12 @@ async def handle(ctx: "RequestContext", request: Any, *,
     if err:
         return {"throttle_time_ms": 0, "error_code": err, "session_id": 0, "responses": []}
     incremental = session is not None and epoch > 0
+    pre_errors: Dict[TopicPartition, int] = {}
+    readable = to_read
+    if authz.enabled:
+        _authorize(ctx, request, authz, to_read, pre_errors)
+        if pre_errors:
+            readable = [x for x in to_read if x[0] not in pre_errors]
 
     # 3. The read (long-polled). A follower's fetch (replica id >= 0) reads up to the LEO and records its
     #    position on the leader; a consumer's reads up to the HW or LSO, from a follower too if it sent rack
@@ -126,7 +150,7 @@ async def handle(ctx: "RequestContext", request: Any, *,
     replica_id, replica_epoch = fetch_request_replica(request, version)
     is_follower = replica_id >= 0
     reads = [(tp, FetchPartitionInfo(cp.fetch_offset, cp.max_bytes, cp.current_leader_epoch, cp.last_fetched_epoch,
-                                     cp.fetcher_log_start_offset, id_of.get(tp[0]))) for tp, cp in to_read]
+                                     cp.fetcher_log_start_offset, id_of.get(tp[0]))) for tp, cp in readable]
     client = (ClientMetadata(getattr(request, "rack_id", "") or "", ctx.client_id or "")
               if version >= 11 and not is_follower else None)
     quota_bound = throttler is not None and not is_follower and throttler.fetch_active
@@ -139,7 +163,6 @@ async def handle(ctx: "RequestContext", request: Any, *,
         reads, max_bytes, min_bytes, request.max_wait_ms,
         getattr(request, "isolation_level", 0), replica_id=replica_id, replica_epoch=replica_epoch,
         client_metadata=client, request_version=version) if reads else {}
-    pre_errors: Dict[TopicPartition, int] = {}
 
     if quota_bound:
         size = sum(_records_size(r.records) for r in results.values())

@@ -8,8 +8,10 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, List, Optional
 
+from broker.api.authz import Authz
 from broker.coordinator.offsets_topic import GROUP_METADATA_TOPIC_NAME
 from broker.errors import ErrorCode, error_for_code
+from broker.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
@@ -18,16 +20,31 @@ if TYPE_CHECKING:
 
 MIN_VERSION, MAX_VERSION = 0, 6
 GROUP, TRANSACTION = 0, 1
+_ALLOW_ALL = Authz()
+#: Kafka's Errors messages for the refusals below
+_DENIED_MESSAGES = {ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed."}
 
 
 def _message(code: int) -> Optional[str]:
-    return error_for_code(code).message if code else None
+    return _DENIED_MESSAGES.get(code) or error_for_code(code).message if code else None
+
+
+def _refusal(authz: Authz, ctx: "RequestContext", key: str, key_type: int) -> int:
+    """DESCRIBE on the group, or on the transactional id, the key names (0: allowed)."""
+    if key_type == GROUP and not authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.GROUP, key):
+        return ErrorCode.GROUP_AUTHORIZATION_FAILED
+    if key_type == TRANSACTION and not authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.TRANSACTIONAL_ID, key):
+        return ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    return 0
 
 
 async def _lookup(coordinator: "GroupCoordinator", metadata: "MetadataCache", ctx: "RequestContext", key: str,
-                  key_type: int) -> dict:
+                  key_type: int, authz: Authz = _ALLOW_ALL) -> dict:
     entry = {"key": key, "node_id": -1, "host": "", "port": -1, "error_code": 0, "error_message": None}
-    if key_type == TRANSACTION:
+    if authz.enabled and (code := _refusal(authz, ctx, key, key_type)):
+        pass
+    elif key_type == TRANSACTION:
         code = ErrorCode.COORDINATOR_NOT_AVAILABLE
     elif key_type != GROUP:
         code = ErrorCode.INVALID_REQUEST
@@ -47,13 +64,13 @@ async def _lookup(coordinator: "GroupCoordinator", metadata: "MetadataCache", ct
 
 
 async def handle(ctx: "RequestContext", request: Any, *,
-                 coordinator: "GroupCoordinator", metadata: "MetadataCache") -> dict:
+                 coordinator: "GroupCoordinator", metadata: "MetadataCache", authz: Authz = _ALLOW_ALL) -> dict:
     version = ctx.api_version
     key_type = getattr(request, "key_type", GROUP)
     if version >= 4:
-        coordinators: List[dict] = [await _lookup(coordinator, metadata, ctx, k, key_type)
+        coordinators: List[dict] = [await _lookup(coordinator, metadata, ctx, k, key_type, authz)
                                     for k in request.coordinator_keys]
         return {"throttle_time_ms": 0, "coordinators": coordinators}
-    e = await _lookup(coordinator, metadata, ctx, request.key, key_type)
+    e = await _lookup(coordinator, metadata, ctx, request.key, key_type, authz)
     return {"throttle_time_ms": 0, "error_code": e["error_code"], "error_message": e["error_message"],
             "node_id": e["node_id"], "host": e["host"], "port": e["port"]}

@@ -3,10 +3,15 @@
 This is the one place that knows every collaborator of the API layer (:class:`ApiServices`);
 each handler is bound to exactly the ones it names as keyword arguments, so no handler sees an
 untyped "broker" object. ApiVersions is built from the resulting registry.
+
+Access control: every handler that takes an ``authz`` keyword gets :attr:`ApiServices.authz`, and with an
+authorizer configured the APIs Kafka authorizes as a whole are wrapped in their guard (``broker.api.access``);
+without one the registry holds the bare handlers.
 """
 from __future__ import annotations
 
 import functools
+import inspect
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Optional
 
@@ -20,6 +25,7 @@ from broker.api import (allocate_producer_ids, alter_partition, alter_partition_
                         controlled_shutdown, elect_leaders, leader_and_isr, list_partition_reassignments,
                         stop_replica, update_features, update_metadata)
 from broker.api import sasl_apis
+from broker.api import access, acls  # authorization
 from broker.api import delegation_tokens, user_scram_credentials  # SCRAM credentials, tokens
 from broker.api.authz import Authz
 from broker.api.registry import ApiRegistry
@@ -72,7 +78,9 @@ def build_registry(s: ApiServices) -> ApiRegistry:
     reg = ApiRegistry()
 
     def add(key: ApiKey, fn: Any, lo: int, hi: int, **collaborators: Any) -> None:
-        reg.register(key, key.name, lo, hi, functools.partial(fn, **collaborators))
+        if "authz" not in collaborators and "authz" in inspect.signature(fn).parameters:
+            collaborators["authz"] = s.authz
+        reg.register(key, key.name, lo, hi, access.guard(key, functools.partial(fn, **collaborators), s.authz))
 
     def mod(key: ApiKey, m: Any, **collaborators: Any) -> None:
         add(key, m.handle, m.MIN_VERSION, m.MAX_VERSION, **collaborators)
@@ -126,6 +134,9 @@ def build_registry(s: ApiServices) -> ApiRegistry:
                    (ApiKey.LIST_PARTITION_REASSIGNMENTS, list_partition_reassignments),
                    (ApiKey.UPDATE_FEATURES, update_features)):
         mod(key, m, controller=s.controller)
+    for key, fn in ((ApiKey.DESCRIBE_ACLS, acls.describe), (ApiKey.CREATE_ACLS, acls.create),
+                    (ApiKey.DELETE_ACLS, acls.delete)):
+        add(key, fn, acls.MIN_VERSION, acls.MAX_VERSION)
     add(ApiKey.SASL_HANDSHAKE, sasl_apis.handshake, sasl_apis.HANDSHAKE_MIN, sasl_apis.HANDSHAKE_MAX)
     add(ApiKey.SASL_AUTHENTICATE, sasl_apis.authenticate, sasl_apis.AUTHENTICATE_MIN, sasl_apis.AUTHENTICATE_MAX)
     cfg = dict(config=s.config, metadata=md, admin=s.admin)
@@ -134,10 +145,11 @@ def build_registry(s: ApiServices) -> ApiRegistry:
     add(ApiKey.INCREMENTAL_ALTER_CONFIGS, configs.incremental_alter, configs.INCREMENTAL_MIN,
         configs.INCREMENTAL_MAX, **cfg)
     if s.scram_credentials is not None:
-        add(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, user_scram_credentials.describe, user_scram_credentials.DESCRIBE_MIN,
-            user_scram_credentials.DESCRIBE_MAX, admin=s.scram_credentials, authz=s.authz)
-        add(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, user_scram_credentials.alter, user_scram_credentials.ALTER_MIN,
-            user_scram_credentials.ALTER_MAX, admin=s.scram_credentials, controller=s.controller, authz=s.authz)
+        usc = user_scram_credentials
+        add(ApiKey.DESCRIBE_USER_SCRAM_CREDENTIALS, usc.describe, usc.DESCRIBE_MIN, usc.DESCRIBE_MAX,
+            admin=s.scram_credentials, authz=s.authz)
+        add(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, usc.alter, usc.ALTER_MIN, usc.ALTER_MAX, admin=s.scram_credentials,
+            controller=s.controller, authz=s.authz)
     if s.delegation_tokens is not None:
         dt, tokens = delegation_tokens, s.delegation_tokens
         add(ApiKey.CREATE_DELEGATION_TOKEN, dt.create, dt.CREATE_MIN, dt.CREATE_MAX, tokens=tokens, authz=s.authz)

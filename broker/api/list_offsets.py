@@ -1,9 +1,11 @@
 """ListOffsets: earliest, latest (high watermark), max timestamp, and offset-for-time lookups."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Optional, Set
 
+from broker.api.authz import Authz
 from broker.errors import ErrorCode
+from broker.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
@@ -11,15 +13,26 @@ if TYPE_CHECKING:
 
 MIN_VERSION, MAX_VERSION = 0, 9
 EARLIEST_TIERED = -5
+_ALLOW_ALL = Authz()
 
 
-async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "ReplicaManager") -> dict:
+async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "ReplicaManager",
+                 authz: Authz = _ALLOW_ALL) -> dict:
     version = ctx.api_version
     rm = replica_manager
     isolation = getattr(request, "isolation_level", 0)
     replica_id = request.replica_id  # a follower (>= 0) sees up to the LEO, a consumer (-1) up to the HW/LSO
     topics = []
+    refused = []
+    allowed: Optional[Set[str]] = None
+    if authz.enabled:  # DESCRIBE on each topic; refused topics are answered after the others, as Kafka does
+        allowed = authz.filter_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, [t.name for t in request.topics])
     for t in request.topics:
+        if allowed is not None and t.name not in allowed:
+            refused.append({"name": t.name, "partitions": [
+                {"partition_index": p.partition_index, "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+                 "old_style_offsets": [], "timestamp": -1, "offset": -1, "leader_epoch": -1} for p in t.partitions]})
+            continue
         parts = []
         for p in t.partitions:
             tp = (t.name, p.partition_index)
@@ -40,4 +53,4 @@ async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "Repli
                     entry.update(timestamp=ts, offset=offset, leader_epoch=epoch)
             parts.append(entry)
         topics.append({"name": t.name, "partitions": parts})
-    return {"throttle_time_ms": 0, "topics": topics}
+    return {"throttle_time_ms": 0, "topics": topics + refused}

@@ -2,11 +2,13 @@
 from __future__ import annotations
 
 import uuid
-from typing import TYPE_CHECKING, Any, List, Optional
+from typing import TYPE_CHECKING, Any, List, Optional, Set
 
 from broker.api import acl_ops
+from broker.api.authz import Authz
 from broker.api.topic_names import invalid_topic_reason
 from broker.errors import ErrorCode
+from broker.security.acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
@@ -18,6 +20,17 @@ MIN_VERSION, MAX_VERSION = 0, 12
 #: How long a Metadata request waits for a just-started broker's first UpdateMetadata.
 METADATA_WAIT_S = 5.0
 ZERO_UUID = uuid.UUID(int=0)
+_ALLOW_ALL = Authz()
+INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
+
+
+def _name_of(metadata: "MetadataCache", topic_id: Optional[uuid.UUID]) -> Optional[str]:
+    return metadata.topic_name(topic_id) if topic_id is not None else None
+
+
+def _refused(name: Optional[str], topic_id: uuid.UUID, is_internal: bool) -> dict:
+    return {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "topic_id": topic_id,
+            "is_internal": is_internal, "partitions": [], "topic_authorized_operations": acl_ops.NOT_REQUESTED}
 
 
 def partition_entries(metadata: "MetadataCache", topic: Any, version: int, listener: str) -> List[dict]:
@@ -69,19 +82,40 @@ def topic_entry(metadata: "MetadataCache", name: Optional[str], version: int, in
 
 
 async def handle(ctx: "RequestContext", request: Any, *, metadata: "MetadataCache", admin: "AdminManager",
-                 config: "DynamicBrokerConfig") -> dict:
+                 config: "DynamicBrokerConfig", authz: Authz = _ALLOW_ALL) -> dict:
     version = ctx.api_version
     if not metadata.initialized:
         await metadata.wait_initialized(METADATA_WAIT_S)
     include_ops = bool(getattr(request, "include_topic_authorized_operations", False))
     requested = request.topics
     topics: List[dict] = []
+    # With an authorizer (Kafka's handleTopicMetadataRequest): topics need DESCRIBE (all-topics requests silently
+    # leave the others out, named ones get TOPIC_AUTHORIZATION_FAILED without disclosing existence); auto-creating
+    # needs CREATE on the cluster or on the topic. Refused topics follow the others, as in Kafka.
+    refused_create: List[dict] = []
+    refused_describe: List[dict] = []
     if requested is None or (version == 0 and len(requested) == 0):
-        for name in sorted(metadata.topics):
+        names = sorted(metadata.topics)
+        if authz.enabled:
+            allowed = authz.filter_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names, log_if_denied=False)
+            names = [n for n in names if n in allowed]
+        for name in names:
             topics.append(topic_entry(metadata, name, version, include_ops, listener=ctx.listener_name))
     else:
         allow_auto = (getattr(request, "allow_auto_topic_creation", True) if version >= 4 else True)
         auto_create = allow_auto and config.get("auto.create.topics.enable")
+        describable: Optional[Set[str]] = None
+        creatable: Optional[Set[str]] = None
+        if authz.enabled:
+            names = [t.name if t.name is not None else _name_of(metadata, getattr(t, "topic_id", None))
+                     for t in requested]
+            describable = authz.filter_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
+                                               [n for n in names if n is not None])
+            missing = [n for n in dict.fromkeys(names) if n is not None and n in describable
+                       and metadata.topic(n) is None]
+            if auto_create and missing and not authz.allowed(ctx, AclOperation.CREATE, ResourceType.CLUSTER,
+                                                             CLUSTER_RESOURCE_NAME, log_if_denied=False):
+                creatable = authz.filter_allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, missing)
         for t in requested:
             name = t.name
             tid = getattr(t, "topic_id", None)
@@ -90,6 +124,15 @@ async def handle(ctx: "RequestContext", request: Any, *, metadata: "MetadataCach
                 if name is None:
                     topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": tid,
                                    "partitions": []})
+                    continue
+            if describable is not None:
+                if name not in describable:
+                    # by id: ids are not secret, the name is; by name: not even whether the topic exists
+                    by_id = t.name is None
+                    refused_describe.append(_refused(None if by_id else name, tid if by_id else ZERO_UUID, False))
+                    continue
+                if creatable is not None and metadata.topic(name) is None and name not in creatable:
+                    refused_create.append(_refused(name, ZERO_UUID, name in INTERNAL_TOPICS))
                     continue
             if metadata.topic(name) is None:
                 if invalid_topic_reason(name) is not None:
@@ -104,6 +147,21 @@ async def handle(ctx: "RequestContext", request: Any, *, metadata: "MetadataCach
                                                   error=err or ErrorCode.LEADER_NOT_AVAILABLE) | {"name": name})
                         continue
             topics.append(topic_entry(metadata, name, version, include_ops, listener=ctx.listener_name))
+    cluster_ops = acl_ops.NOT_REQUESTED
+    if getattr(request, "include_cluster_authorized_operations", False):
+        cluster_ops = acl_ops.CLUSTER_OPERATIONS
+    if authz.enabled:
+        if include_ops:
+            for entry in topics:
+                if entry.get("name") is not None:
+                    entry["topic_authorized_operations"] = authz.authorized_operations(ctx, ResourceType.TOPIC,
+                                                                                       entry["name"])
+        if cluster_ops != acl_ops.NOT_REQUESTED:
+            cluster_ops = (authz.authorized_operations(ctx, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
+                           if authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME)
+                           else 0)
+        topics.extend(refused_create)
+        topics.extend(refused_describe)
     brokers = [{"node_id": bid, "host": ep.host, "port": ep.port, "rack": rack}
                for bid, ep, rack in metadata.alive_endpoints(ctx.listener_name)]
     return {
@@ -112,7 +170,5 @@ async def handle(ctx: "RequestContext", request: Any, *, metadata: "MetadataCach
         "cluster_id": metadata.cluster_id,
         "controller_id": metadata.controller_id,
         "topics": topics,
-        "cluster_authorized_operations": (acl_ops.CLUSTER_OPERATIONS
-                                          if getattr(request, "include_cluster_authorized_operations", False)
-                                          else acl_ops.NOT_REQUESTED),
+        "cluster_authorized_operations": cluster_ops,
     }

@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, Dict, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Optional, Set, Tuple
 
+from broker.api.authz import Authz
 from broker.coordinator.group.state import OffsetAndMetadata
 from broker.errors import ErrorCode
+from broker.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
@@ -13,11 +15,20 @@ if TYPE_CHECKING:
     from broker.coordinator.group.service import GroupCoordinator
 
 MIN_VERSION, MAX_VERSION = 0, 9
+_ALLOW_ALL = Authz()
 
 
 async def handle(ctx: "RequestContext", request: Any, *,
-                 coordinator: "GroupCoordinator", metadata: "MetadataCache") -> dict:
+                 coordinator: "GroupCoordinator", metadata: "MetadataCache", authz: Authz = _ALLOW_ALL) -> dict:
     version = ctx.api_version
+    readable: Optional[Set[str]] = None
+    if authz.enabled:  # READ on the group (else every partition GROUP_AUTHORIZATION_FAILED), then on each topic
+        if not authz.allowed(ctx, AclOperation.READ, ResourceType.GROUP, request.group_id):
+            return {"throttle_time_ms": 0, "topics": [
+                {"name": t.name, "partitions": [{"partition_index": p.partition_index,
+                                                 "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
+                                                for p in t.partitions]} for t in request.topics]}
+        readable = authz.filter_allowed(ctx, AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics])
     now = int(time.time() * 1000)
     retention_ms = getattr(request, "retention_time_ms", -1) if 2 <= version <= 4 else -1
     errors: Dict[Tuple[str, int], int] = {}
@@ -29,6 +40,9 @@ async def handle(ctx: "RequestContext", request: Any, *,
         for p in t.partitions:
             tp = (t.name, p.partition_index)
             idxs.append(p.partition_index)
+            if readable is not None and t.name not in readable:
+                errors[tp] = ErrorCode.TOPIC_AUTHORIZATION_FAILED
+                continue
             if not known or metadata.partition(t.name, p.partition_index) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                 continue

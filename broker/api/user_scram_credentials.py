@@ -23,8 +23,13 @@ DESCRIBE_MIN, DESCRIBE_MAX = 0, 0
 ALTER_MIN, ALTER_MAX = 0, 0
 
 
+#: Kafka's Errors messages for the whole-request refusals (ApiError.fromThrowable of the error's exception)
+_KAFKA_MESSAGES = {ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+                   ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster."}
+
+
 def _message(code: int) -> str:
-    return error_for_code(code).message
+    return _KAFKA_MESSAGES.get(code) or error_for_code(code).message
 
 
 async def describe(ctx: "RequestContext", request: Any, *, admin: "ScramCredentialAdmin", authz: "Authz") -> dict:

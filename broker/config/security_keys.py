@@ -24,22 +24,26 @@ HONOURED_KEYS: frozenset = frozenset({
     "ssl.cipher.suites", "ssl.endpoint.identification.algorithm", "ssl.principal.mapping.rules",
     "ssl.keymanager.algorithm", "ssl.trustmanager.algorithm",
     "sasl.enabled.mechanisms", "sasl.mechanism.inter.broker.protocol", "sasl.server.max.receive.size",
+    "delegation.token.secret.key", "delegation.token.master.key", "delegation.token.max.lifetime.ms",
+    "delegation.token.expiry.time.ms", "delegation.token.expiry.check.interval.ms",
 })
 #: Listener-prefixed keys honoured: listener.name.<l>.<one of these>, or listener.name.<l>.<mechanism>.sasl.jaas.config
-LISTENER_KEYS: frozenset = frozenset(k for k in HONOURED_KEYS if k != "sasl.mechanism.inter.broker.protocol") | {
+LISTENER_KEYS: frozenset = frozenset(k for k in HONOURED_KEYS if k != "sasl.mechanism.inter.broker.protocol"
+                                     and not k.startswith("delegation.token.")) | {
     "connections.max.reauth.ms"}
-#: Single keys that configure access control and are not honoured (yet).
-UNSUPPORTED_KEYS: Tuple[str, ...] = ("authorizer.class.name", "super.users", "zookeeper.set.acl",
-                                     "zookeeper.sasl.client", "zookeeper.clientCnxnSocket")
+#: Single keys that configure access control and are not honoured (yet). The authorizer keys are honoured
+#: (authorizer.class.name, super.users, allow.everyone.if.no.acl.found): see check_authorizer.
+UNSUPPORTED_KEYS: Tuple[str, ...] = ("zookeeper.set.acl", "zookeeper.sasl.client", "zookeeper.clientCnxnSocket")
+#: authorizer.class.name values this broker implements: Kafka's ZooKeeper-mode ACL authorizer, and its project alias
+ACL_AUTHORIZER_CLASS_NAMES: Tuple[str, ...] = ("kafka.security.authorizer.AclAuthorizer",
+                                               "broker.security.AclAuthorizer")
 #: Prefixes within the security families that stay refused even when the family is honoured.
-UNSUPPORTED_PREFIXES: Tuple[str, ...] = ("delegation.token.",)
+UNSUPPORTED_PREFIXES: Tuple[str, ...] = ()
 #: Values that switch the feature off, so setting them protects nothing and may be accepted.
 HARMLESS_VALUES: Mapping[str, Tuple[str, ...]] = {
     "zookeeper.set.acl": ("false",),
     "zookeeper.ssl.client.enable": ("false",),
     "zookeeper.sasl.client": ("false",),
-    "authorizer.class.name": ("",),
-    "super.users": ("",),
     "principal.builder.class": ("org.apache.kafka.common.security.authenticator.defaultkafkaprincipalbuilder",),
     "ssl.allow.dn.changes": ("false",),
     "ssl.allow.san.changes": ("false",),
@@ -76,8 +80,25 @@ def unsupported_security_key(props: Mapping[str, str]) -> Optional[str]:
     return None
 
 
+def check_authorizer(props: Mapping[str, str]) -> None:
+    """authorizer.class.name must be empty (no authorizer) or the ACL authorizer, and each super.users entry a
+    principal ("Type:name", Kafka's SecurityUtils.parseKafkaPrincipal); ConfigError (one line) otherwise."""
+    name = str(props.get("authorizer.class.name", "") or "").strip()
+    if name and name not in ACL_AUTHORIZER_CLASS_NAMES:
+        raise ConfigError("authorizer.class.name", name, message=(
+            f"authorizer.class.name={name} is not an authorizer this broker implements (only "
+            f"{ACL_AUTHORIZER_CLASS_NAMES[0]}, ZooKeeper ACLs); refusing to start rather than run without the "
+            f"access control it would enforce"))
+    for principal in str(props.get("super.users", "") or "").split(";"):
+        principal = principal.strip()
+        if principal and ":" not in principal:
+            raise ConfigError("super.users", props["super.users"], message=(
+                f"super.users: expected a string in format principalType:principalName but got {principal}"))
+
+
 def check_security_keys(props: Mapping[str, str]) -> None:
     """Raise ConfigError (one line) if the static config sets a security key this broker does not honour."""
+    check_authorizer(props)
     key = unsupported_security_key(props)
     if key is not None:
         raise ConfigError(key, props[key], message=(
@@ -113,4 +134,4 @@ def check_sasl_mechanisms(listener: str, mechanisms: Iterable[str], has_jaas: Ma
 
 
 __all__ = ["check_security_keys", "check_listener_protocols", "check_sasl_mechanisms", "unsupported_security_key",
-           "SUPPORTED_MECHANISMS"]
+           "SUPPORTED_MECHANISMS", "check_authorizer", "ACL_AUTHORIZER_CLASS_NAMES"]

@@ -22,8 +22,9 @@ Encoding: UTF-8 JSON, compact separators, as Kafka's Json.encodeAsBytes. Layouts
   /admin/reassign_partitions                    {"version":1,"partitions":[{"topic":t,"partition":p,"replicas":[..]}]}
   /admin/preferred_replica_election             {"version":1,"partitions":[{"topic":t,"partition":p}]}
   /log_dir_event_notification/log_dir_event_<seq> {"version":1,"broker":b,"event":1}
-  /delegation_token/tokens/<token id>           {"version":3,"owner":"User%3Aa","tokenRequester":..,"renewers":[..],
-                                                 "issueTimestamp":ms,"maxTimestamp":ms,"expiryTimestamp":ms,"tokenId":id}
+  /delegation_token/tokens/<token id>           {"version":3,"owner":"User%3Aa","tokenRequester":..,
+                                                 "renewers":[..],"issueTimestamp":ms,"maxTimestamp":ms,
+                                                 "expiryTimestamp":ms,"tokenId":id}
   /delegation_token/token_changes/token_change_<10 digits>   token id (UTF-8 text)
 """
 from __future__ import annotations

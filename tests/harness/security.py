@@ -40,6 +40,23 @@ class TestPki:
     client_dn: str
     untrusted_cert: Path
     untrusted_key: Path
+    client_p12: Path
+
+    def java_client_props(self, protocol: str, mechanism: str = "", user: str = "", password: str = "",
+                          with_cert: bool = False) -> Dict[str, str]:
+        """The Java client's settings (JKS truststore, PKCS12 client keystore, JAAS login) for a listener."""
+        out = {"security.protocol": protocol}
+        if protocol.endswith("SSL"):
+            out.update({"ssl.truststore.location": str(self.truststore_jks), "ssl.truststore.password": PASSWORD,
+                        "ssl.endpoint.identification.algorithm": ""})
+            if with_cert:
+                out.update({"ssl.keystore.location": str(self.client_p12), "ssl.keystore.type": "PKCS12",
+                            "ssl.keystore.password": PASSWORD, "ssl.key.password": PASSWORD})
+        if protocol.startswith("SASL"):
+            module = PLAIN_MODULE if mechanism == "PLAIN" else SCRAM_MODULE
+            out.update({"sasl.mechanism": mechanism,
+                        "sasl.jaas.config": f'{module} required username="{user}" password="{password}";'})
+        return out
 
     def broker_ssl_props(self, prefix: str = "") -> Dict[str, str]:
         """Kafka's ssl.* keys for the broker (JKS keystore and truststore), optionally listener-prefixed."""
@@ -91,8 +108,11 @@ def make_pki(d: Path) -> TestPki:
          str(other_pem), "-days", "3", "-subj", "/CN=other-ca")
     bad_key, bad_cert = d / "untrusted.key", d / "untrusted.pem"
     signed("untrusted", "/CN=mallory", "", bad_key, bad_cert, other_pem, other_key)
+    client_p12 = d / "client.p12"
+    _run("openssl", "pkcs12", "-export", "-in", str(client_cert), "-inkey", str(client_key), "-certfile",
+         str(ca_pem), "-name", "client", "-out", str(client_p12), "-passout", f"pass:{PASSWORD}")
     return TestPki(d, ca_pem, jks, p12, trust, client_cert, client_key, "CN=alice,OU=Eng,O=Acme,C=FR",
-                   bad_cert, bad_key)
+                   bad_cert, bad_key, client_p12)
 
 
 def plain_jaas(users: Dict[str, str], login: tuple = (ADMIN, ADMIN_PW)) -> str:

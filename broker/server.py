@@ -63,6 +63,8 @@ from broker.util.executor import NamedExecutor
 from broker.zk.client import KafkaZkClient
 
 log = logging.getLogger(__name__)
+#: how often client quota metrics are logged (only groups of connections with a quota appear)
+QUOTA_REPORT_INTERVAL_S = float(os.environ.get("BROKER_QUOTA_REPORT_INTERVAL_S", "30"))
 
 
 class StartupError(Exception):
@@ -227,6 +229,7 @@ class BrokerServer:
         # Serving clients makes sense once the controller told us about the cluster (first UpdateMetadata).
         if not await self.metadata.wait_initialized(cfg.zk_session_timeout_ms / 1000.0 + 5):
             log.warning("No UpdateMetadata from a controller yet; serving with an empty view of the cluster")
+        self._quota_report_task = loop.create_task(self._report_quotas(QUOTA_REPORT_INTERVAL_S))
         log.info("[KafkaServer id=%d] started (listeners: %s)", self.broker_id,
                  ", ".join(e.connection_string() for e in endpoints))
 
@@ -247,6 +250,14 @@ class BrokerServer:
         log.info("Authorizer %s enabled (%d ACLs, super users: %s, allow.everyone.if.no.acl.found=%s)", name,
                  len(cache), ", ".join(sorted(authorizer.super_users)) or "none",
                  authorizer.allow_everyone_if_no_acl_found)
+
+    async def _report_quotas(self, interval_s: float) -> None:
+        """Client quota metrics per entity, logged while any quota is set (the broker has no JMX)."""
+        quota_log = logging.getLogger("broker.quota.metrics")
+        while True:
+            await asyncio.sleep(interval_s)
+            for line in self.quotas.report():
+                quota_log.info(line)
 
     def _token_scram_lookup(self) -> Any:
         """Delegation-token SCRAM logins (tokenauth=true), once the token cache exists."""
@@ -382,6 +393,9 @@ class BrokerServer:
             log.exception("Controlled shutdown failed")
         if self.socket_server is not None:
             await self.socket_server.stop()
+        task = getattr(self, "_quota_report_task", None)
+        if task is not None:
+            task.cancel()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
         if self.replica_manager is not None:

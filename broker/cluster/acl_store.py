@@ -110,10 +110,9 @@ class ZkAclStore:
         self._watches: List[Any] = []
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._dirty = False
+        self._reload = False
         self._task: Optional["asyncio.Task[None]"] = None
         self._stopping = False
-        #: notification batches applied (tests wait on it)
-        self.notifications_processed = 0
 
     # ------------------------------------------------------------------ lifecycle
     async def start(self) -> None:
@@ -121,18 +120,27 @@ class ZkAclStore:
         await self.zk_calls.run(self.zk.ensure_paths, *store_roots())
         for parent in CHANGE_PATHS:  # watch first, then load: no change falls in between
             self._watches.append(await self.zk_calls.run(self.zk.watch_children, parent, self._on_change))
-        self.zk.on_new_session(self._on_change)
+        self.zk.on_new_session(self._on_new_session)
         async with self._lock:
-            for parent in CHANGE_PATHS:
-                last, ctimes = await self.zk_calls.run(self._notification_stats, parent)
-                self._last_seq[parent] = last
-                self._ctimes[parent] = ctimes
-            loaded = await self.zk_calls.run(self._load_all)
-            for pattern, entries in loaded:
-                self.cache.replace(pattern, entries)
-            for parent in CHANGE_PATHS:
-                await self._purge(parent)
-        log.info("Loaded %d ACLs on %d resource patterns from ZooKeeper", len(self.cache), len(loaded))
+            await self._load_everything()
+        log.info("Loaded %d ACLs on %d resource patterns from ZooKeeper", len(self.cache),
+                 len(self.cache.patterns()))
+
+    async def _load_everything(self) -> None:
+        """Note the notifications present, then (re)load every ACL: the cache then equals ZooKeeper's ACLs, and
+        later notifications are applied on top (caller holds the lock)."""
+        for parent in CHANGE_PATHS:
+            last, ctimes = await self.zk_calls.run(self._notification_stats, parent)
+            self._last_seq[parent] = max(self._last_seq[parent], last)
+            self._ctimes[parent] = ctimes
+        loaded = dict(await self.zk_calls.run(self._load_all))
+        for pattern in self.cache.patterns():
+            if pattern not in loaded:
+                self.cache.replace(pattern, ())
+        for pattern, entries in loaded.items():
+            self.cache.replace(pattern, entries)
+        for parent in CHANGE_PATHS:
+            await self._purge(parent)
 
     async def stop(self) -> None:
         self._stopping = True
@@ -297,6 +305,12 @@ class ZkAclStore:
         return before, after
 
     # ------------------------------------------------------------------ change notifications
+    def _on_new_session(self) -> None:
+        """A new ZooKeeper session after an expiry: changes may have been missed (notifications purged meanwhile),
+        so everything is reloaded, not only the notifications after the last one seen."""
+        self._reload = True
+        self._on_change()
+
     def _on_change(self) -> None:
         """kazoo's (or the session helper's) thread: hand over to the event loop."""
         loop = self._loop
@@ -316,12 +330,22 @@ class ZkAclStore:
         try:
             while self._dirty and not self._stopping:
                 self._dirty = False
+                if self._reload:
+                    self._reload = False
+                    try:
+                        async with self._lock:
+                            await self._load_everything()
+                    except BaseException:
+                        self._reload = True  # retried with the next attempt
+                        raise
+                    log.info("Reloaded %d ACLs from ZooKeeper after a new session", len(self.cache))
                 await self.process_notifications()
         except asyncio.CancelledError:
             raise
-        except Exception:
+        except Exception as exc:
             if not self._stopping:
-                log.exception("Processing ACL change notifications failed; retrying in %.0f s", RETRY_PROCESSING_S)
+                log.warning("Processing ACL change notifications failed (%s: %s); retrying in %.0f s",
+                            type(exc).__name__, exc, RETRY_PROCESSING_S)
                 asyncio.get_running_loop().call_later(RETRY_PROCESSING_S, self._kick)
         finally:
             self._task = None
@@ -341,7 +365,6 @@ class ZkAclStore:
                         log.info("Processing Acl change notification for %s, %d ACLs", pattern, len(entries))
                         self.cache.replace(pattern, entries)
                 await self._purge(parent)
-            self.notifications_processed += 1
 
     async def _purge(self, parent: str) -> None:
         """Delete the notifications of `parent` created more than change_expiration_ms ago (caller holds the lock)."""

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Dict, Optional, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from broker.quota.entity import (CLIENT_QUOTA_KEYS, CONTROLLER_MUTATION_RATE, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE,
                                  REQUEST_PERCENTAGE, MetricTags, QuotaEntity, QuotaOverrides)
@@ -119,6 +119,18 @@ class ClientQuotaManager:
         """Largest value one request may carry without certain throttling (bounds a fetch's max_bytes)."""
         q = self.quota(user, client_id)
         return None if q is None else q * (self.samples - 1) * self.window_ms / 1000.0
+
+    def report(self, now: Optional[int] = None) -> List[str]:
+        """One line per group of connections measured: who, observed rate, quota, throttle time so far."""
+        t = now_ms() if now is None else now
+        lines = []
+        for tags, (rate, _bucket, _last) in sorted(self._rates.items()):
+            bound = self.overrides.limit(tags)
+            user, client_id = tags
+            lines.append(f"{self.quota_key} user={user or '*'} client-id={client_id or '*'}: observed "
+                         f"{rate.measure(t):.1f}/s, quota {bound if bound is not None else 'none'}, throttled "
+                         f"{self.throttle_ms_total.get(tags, 0)} ms in total")
+        return lines
 
     def observed_rate(self, user: str, client_id: str, now: Optional[int] = None) -> float:
         tags = self.overrides.metric_tags(user, client_id)
@@ -226,6 +238,10 @@ class QuotaManagers:
     def _manager(self, key: str):  # type: ignore[no-untyped-def]
         return {PRODUCER_BYTE_RATE: self.produce, CONSUMER_BYTE_RATE: self.fetch, REQUEST_PERCENTAGE: self.request,
                 CONTROLLER_MUTATION_RATE: self.controller_mutation}[key]
+
+    def report(self) -> List[str]:
+        """Per-entity quota metrics (Kafka exposes them as JMX metrics; here they are logged periodically)."""
+        return self.produce.report() + self.fetch.report() + self.request.report()
 
     def applied(self) -> Dict[QuotaEntity, Dict[str, float]]:
         return {e: dict(v) for e, v in self._applied.items()}

@@ -20,7 +20,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.errors import ErrorCode
 from broker.protocol.api import ApiKey
 from broker.protocol.records.builder import build_batch
-from tests.harness.broker_process import BrokerProcess, running_broker
+from tests.harness.broker_process import BrokerProcess
 from tests.integration.broker.wire import RawClient
 
 MB = 1024 * 1024
@@ -29,9 +29,14 @@ WARMUP_S = 6.0
 
 @pytest.fixture(scope="module")
 def broker(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    with running_broker(Path(tmp_path_factory.mktemp("quotas")), f"{zookeeper}/q-{uuid.uuid4().hex[:10]}",
-                        broker_id=0) as b:
+    workdir = Path(tmp_path_factory.mktemp("quotas"))
+    b = BrokerProcess(workdir, f"{zookeeper}/q-{uuid.uuid4().hex[:10]}", broker_id=0)
+    b.start(extra_env={"BROKER_QUOTA_REPORT_INTERVAL_S": "2"})
+    try:
         yield b
+    finally:
+        rc = b.stop()
+        assert "Traceback" not in b.output() and rc == 0, b.output()[-4000:]
 
 
 def alter(b: BrokerProcess, entity: List[Tuple[str, Optional[str]]], ops: Dict[str, Optional[float]],
@@ -90,8 +95,13 @@ def test_alter_and_describe_as_kafka_answers(broker: BrokerProcess) -> None:
     assert alter(broker, [("user", user)], {"producer_byte_rate": 1.5})[0] == ErrorCode.INVALID_REQUEST
     assert alter(broker, [("user", user)], {"no_such_quota": 1.0})[0] == ErrorCode.INVALID_REQUEST
     assert alter(broker, [("user", "")], {"producer_byte_rate": 1.0})[0] == ErrorCode.INVALID_REQUEST
-    code, msg = alter(broker, [("ip", "10.0.0.1")], {"connection_creation_rate": 5.0})
-    assert code == ErrorCode.INVALID_REQUEST and "not enforced" in (msg or "")
+    assert alter(broker, [("ip", "10.0.0.1")], {"connection_creation_rate": 5.0}) == (0, None)
+    assert describe(broker, [("ip", 0, "10.0.0.1")]) == {(("ip", "10.0.0.1"),): {"connection_creation_rate": 5.0}}
+    assert alter(broker, [("ip", "10.0.0.1")], {"connection_creation_rate": None}) == (0, None)
+    code, msg = alter(broker, [("ip", "no-such-host.invalid")], {"connection_creation_rate": 5.0})
+    assert code == ErrorCode.INVALID_REQUEST and "not a valid IP" in (msg or "")
+    code, _ = alter(broker, [("ip", "10.0.0.1"), ("user", "u")], {"connection_creation_rate": 5.0})
+    assert code == ErrorCode.INVALID_REQUEST
     with RawClient(broker.bootstrap) as c:
         r = c.request(ApiKey.DESCRIBE_CLIENT_QUOTAS, 1, {"strict": False, "components": [
             {"entity_type": "group", "match_type": 2, "match": None}]})
@@ -160,6 +170,9 @@ def test_producer_quota_holds_while_an_unthrottled_client_keeps_going(broker: Br
     print(f"producer quota 1 MB/s: achieved {slow_rate:.3f} MB/s; unthrottled client {fast_rate:.2f} MB/s")
     assert 0.9 <= slow_rate <= 1.1, f"quota 1 MB/s, achieved {slow_rate:.3f} MB/s"
     assert fast_rate > 3 * slow_rate, f"the unthrottled client only reached {fast_rate:.2f} MB/s"
+    # per-entity quota metrics are visible (logged every BROKER_QUOTA_REPORT_INTERVAL_S)
+    line = next(ln for ln in broker.output().splitlines()[::-1] if f"producer_byte_rate user=* client-id={slow}" in ln)
+    assert "quota 1048576.0" in line and "throttled" in line and "ms in total" in line, line
 
 
 def test_raw_client_ignoring_throttle_time_is_held_by_the_muted_connection(broker: BrokerProcess) -> None:

@@ -21,9 +21,10 @@ class ConnectionClosed(Exception):
 class RawClient:
     """One TCP connection to a broker."""
 
-    def __init__(self, bootstrap: str, timeout_s: float = 15.0) -> None:
+    def __init__(self, bootstrap: str, timeout_s: float = 15.0, source_ip: Optional[str] = None) -> None:
         host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s)
+        self.sock = socket.create_connection((host, int(port)), timeout=timeout_s,
+                                             source_address=(source_ip, 0) if source_ip else None)
         self._correlation_id = 0
 
     def close(self) -> None:

@@ -231,6 +231,23 @@ def test_notifications_older_than_fifteen_minutes_are_purged() -> None:
     run(main)
 
 
+def test_a_new_session_reloads_everything() -> None:
+    """After a session expiry the notifications of the gap may be purged already: the store reloads every ACL."""
+    async def main() -> None:
+        zk = FakeZooKeeper()
+        s, cache, c = store(zk)
+        writer = client(zk)
+        await s.start()
+        await s.create_acls([AclBinding(ORDERS, ALICE_READ)])
+        writer.create_if_absent(acl_path(PREFIX), encode_acls([BOB_WRITE]))  # its notification "purged"
+        writer.delete_if_version(acl_path(ORDERS), -1)
+        zk.expire_session(c.kazoo)
+        await settle()
+        assert cache.acls(PREFIX) == {BOB_WRITE} and cache.acls(ORDERS) == frozenset()
+        await s.stop()
+    run(main)
+
+
 def test_two_stores_on_real_zookeeper(zk_chroot: str) -> None:
     """The same against a real ZooKeeper: kazoo's watch thread hands notifications to the event loop."""
     async def main() -> None:

@@ -1,11 +1,15 @@
-"""Stock clients against a secured 3-broker cluster whose brokers also talk to each other over SASL_SSL (SCRAM-SHA-512):
-the Java client (kafka-clients 4.3.0, KafkaCompat scenarios unchanged) over SASL_SSL with SCRAM-SHA-512 and over SSL with
+"""Stock clients against a secured 3-broker cluster whose brokers also talk to each other over SASL_SSL (SCRAM-SHA-512),
+with the ACL authorizer on (`allow.everyone.if.no.acl.found=false`): the brokers' own principal (User:admin, their SCRAM
+login) is a super user, so controller requests and replica fetches pass CLUSTER_ACTION; clients are User:alice, by
+SCRAM or by the certificate CN=alice,... mapped through ssl.principal.mapping.rules, and hold ACLs granted by the admin.
+The Java client (kafka-clients 4.3.0, KafkaCompat scenarios unchanged) over SASL_SSL with SCRAM-SHA-512 and over SSL with
 a client certificate; confluent-kafka over both. Produce (acks=all, RF=3: replication runs over the secured inter-broker
 listener), consume, groups, admin."""
 from __future__ import annotations
 
 import importlib.util
 import json
+import ssl
 import subprocess
 import time
 import uuid
@@ -16,6 +20,9 @@ import pytest
 from confluent_kafka import Consumer, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker.protocol.api import ApiKey
+from broker.security.scram import ScramClient
+from tests.integration.broker.wire import RawClient
 from tests.harness.security import ADMIN, ADMIN_PW, ALICE, ALICE_PW, TestPki, make_pki, plain_jaas, scram_jaas
 from tests.harness.broker_process import free_port
 from tests.integration.security.conftest import add_scram_user
@@ -47,6 +54,8 @@ class SecuredCluster:
                 "ssl.principal.mapping.rules": "RULE:^CN=([a-z]+),.*$/$1/,DEFAULT",
                 "offsets.topic.replication.factor": "3", "default.replication.factor": "3",
                 "min.insync.replicas": "2", "zookeeper.session.timeout.ms": "6000",
+                "authorizer.class.name": "kafka.security.authorizer.AclAuthorizer",
+                "super.users": "User:admin", "allow.everyone.if.no.acl.found": "false",
                 **pki.broker_ssl_props(),
             }
             for listener in ("internal", "sasl_ssl"):
@@ -68,6 +77,30 @@ class SecuredCluster:
             b.start(wait=False)
         for b in self.brokers:
             b.wait_started(120)
+        self.grant_alice()
+
+    def grant_alice(self) -> None:
+        """As the super user: User:alice may do everything on topics and groups, create topics, and (for the admin
+        scenarios) describe and alter configs; nothing else."""
+        creations = []
+        for rtype, name in ((2, "*"), (3, "*")):  # TOPIC, GROUP
+            creations.append({"resource_type": rtype, "resource_name": name, "resource_pattern_type": 3,
+                              "principal": "User:alice", "host": "*", "operation": 2, "permission_type": 3})
+        for op in (5, 8, 10, 11, 12):  # CREATE, DESCRIBE, DESCRIBE_CONFIGS, ALTER_CONFIGS, IDEMPOTENT_WRITE
+            creations.append({"resource_type": 4, "resource_name": "kafka-cluster", "resource_pattern_type": 3,
+                              "principal": "User:alice", "host": "*", "operation": op, "permission_type": 3})
+        with RawClient(self.bootstrap("SASL_SSL").split(",")[0], timeout_s=30) as c:
+            # the super user's own SASL_SSL login on a raw connection
+            ctx = ssl.create_default_context(cafile=str(self.pki.ca_pem))
+            ctx.check_hostname = False
+            c.sock = ctx.wrap_socket(c.sock, server_hostname="localhost")
+            assert c.request(ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-512"}).error_code == 0
+            sc = ScramClient("SCRAM-SHA-512", ADMIN, ADMIN_PW)
+            r1 = c.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": sc.first_message()})
+            r2 = c.request(ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": sc.final_message(r1.auth_bytes)})
+            assert r2.error_code == 0, r2.error_message
+            r = c.request(ApiKey.CREATE_ACLS, 3, {"creations": creations})
+            assert all(res.error_code == 0 for res in r.results), [res.error_message for res in r.results]
 
     def stop(self) -> None:
         for b in self.brokers:
@@ -109,6 +142,21 @@ def run_java(scenarios: str, bootstrap: str, props: Dict[str, str], tmp: Path) -
     assert r.returncode == 0 and done and all(e.get("ok") for e in done), \
         f"Java scenarios failed: {done}\n{r.stderr[-3000:]}"
     return events
+
+
+def test_without_acls_a_principal_is_refused(secured_cluster: SecuredCluster) -> None:
+    """User:bob authenticates fine but holds no ACL: his produce is refused with TOPIC_AUTHORIZATION_FAILED."""
+    add_scram_user(secured_cluster.zk_connect, "bob", "bob-secret", "SCRAM-SHA-512")
+    conf = {"bootstrap.servers": secured_cluster.bootstrap("SASL_SSL"), "security.protocol": "SASL_SSL",
+            "sasl.mechanism": "SCRAM-SHA-512", "sasl.username": "bob", "sasl.password": "bob-secret",
+            **secured_cluster.pki.client_ssl()}
+    errors: List[str] = []
+    deadline = time.monotonic() + 15
+    while not errors and time.monotonic() < deadline:
+        p = Producer({**conf, "message.timeout.ms": 5000, "enable.idempotence": False})
+        p.produce("bobs-topic", b"x", on_delivery=lambda err, m: errors.append(err.name()) if err else None)
+        p.flush(10)
+    assert errors and errors[0] == "TOPIC_AUTHORIZATION_FAILED", errors
 
 
 def test_java_over_sasl_ssl_scram_sha_512(secured_cluster: SecuredCluster, java_ready: None,

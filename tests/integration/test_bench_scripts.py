@@ -51,3 +51,11 @@ def test_cluster_bench_quick_ours() -> None:
     for row in ("produce acks=all RF=3 records/s", "latency @1000 rec/s acks=all RF=3 p99 ms",
                 "failover, leader SIGKILL -> first ack s", "controller failover (SIGKILL) s", "follower catch-up MB/s"):
         assert row in out, out
+
+
+def test_security_bench_quick_ours() -> None:
+    """The security benchmark's every row runs on our broker (Kafka's side is the same code with Kafka's broker)."""
+    out = _run("-m", "tools.bench.security_bench", "--quick", "--only", "ours", timeout=600)
+    for row in ("SASL_SSL   produce MB/s", "SSL        consume MB/s", "SASL_SSL SCRAM-SHA-512 logins/s",
+                "quota 100 MB/s achieved/target", "vs PLAINTEXT"):
+        assert row in out, out

@@ -83,6 +83,12 @@ def test_kcat_over_sasl_plaintext_plain(secured: SecuredBroker) -> None:
     r = subprocess.run(["kcat", *conf, "-C", "-t", topic, "-o", "beginning", "-c", "3", "-e"], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 0 and r.stdout.split() == ["one", "two", "three"], r.stderr
+    r = subprocess.run(["kcat", *conf, "-L", "-t", topic], capture_output=True, text=True, timeout=60)  # metadata
+    assert r.returncode == 0 and f'topic "{topic}" with 1 partitions' in r.stdout, r.stdout + r.stderr
+    # a balanced consumer group (kcat -G): joins, reads everything, commits
+    r = subprocess.run(["kcat", *conf, "-G", f"g-{topic}", "-o", "beginning", "-c", "3", "-e", topic],
+                       capture_output=True, text=True, timeout=90)
+    assert r.returncode == 0 and r.stdout.split() == ["one", "two", "three"], r.stderr
 
 
 # ------------------------------------------------------------------------------------------------ refusals

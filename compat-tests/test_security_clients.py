@@ -23,7 +23,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.protocol.api import ApiKey
 from broker.security.scram import ScramClient
 from tests.integration.broker.wire import RawClient
-from tests.harness.security import ADMIN, ADMIN_PW, ALICE, ALICE_PW, TestPki, make_pki, plain_jaas, scram_jaas
+from tests.harness.security import ADMIN, ADMIN_PW, ALICE, ALICE_PW, SecurityPki, make_pki, plain_jaas, scram_jaas
 from tests.harness.broker_process import free_port
 from tests.integration.security.conftest import add_scram_user
 from tools.cluster import BrokerProcess
@@ -37,7 +37,7 @@ LISTENERS = ("INTERNAL", "SASL_SSL", "SSL")
 
 
 class SecuredCluster:
-    def __init__(self, workdir: Path, zk_connect: str, pki: TestPki) -> None:
+    def __init__(self, workdir: Path, zk_connect: str, pki: SecurityPki) -> None:
         self.pki = pki
         self.zk_connect = zk_connect
         self.brokers: List[BrokerProcess] = []

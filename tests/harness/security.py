@@ -27,7 +27,7 @@ def _run(*cmd: str) -> None:
 
 
 @dataclass
-class TestPki:
+class SecurityPki:
     """Paths of the generated material."""
 
     dir: Path
@@ -74,7 +74,7 @@ class TestPki:
         return out
 
 
-def make_pki(d: Path) -> TestPki:
+def make_pki(d: Path) -> SecurityPki:
     d.mkdir(parents=True, exist_ok=True)
     ca_key, ca_pem = d / "ca.key", d / "ca.pem"
     _run("openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(ca_key), "-out", str(ca_pem),
@@ -111,7 +111,7 @@ def make_pki(d: Path) -> TestPki:
     client_p12 = d / "client.p12"
     _run("openssl", "pkcs12", "-export", "-in", str(client_cert), "-inkey", str(client_key), "-certfile",
          str(ca_pem), "-name", "client", "-out", str(client_p12), "-passout", f"pass:{PASSWORD}")
-    return TestPki(d, ca_pem, jks, p12, trust, client_cert, client_key, "CN=alice,OU=Eng,O=Acme,C=FR",
+    return SecurityPki(d, ca_pem, jks, p12, trust, client_cert, client_key, "CN=alice,OU=Eng,O=Acme,C=FR",
                    bad_cert, bad_key, client_p12)
 
 
@@ -125,4 +125,4 @@ def scram_jaas(login: tuple = (ADMIN, ADMIN_PW)) -> str:
     return f'{SCRAM_MODULE} required username="{login[0]}" password="{login[1]}";'
 
 
-__all__ = ["make_pki", "TestPki", "plain_jaas", "scram_jaas", "PASSWORD", "ADMIN", "ADMIN_PW", "ALICE", "ALICE_PW"]
+__all__ = ["make_pki", "SecurityPki", "plain_jaas", "scram_jaas", "PASSWORD", "ADMIN", "ADMIN_PW", "ALICE", "ALICE_PW"]

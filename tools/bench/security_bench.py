@@ -32,7 +32,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from broker.protocol.api import ApiKey, decode_response_with_header, encode_request
 from broker.security.scram import ScramClient
 from tests.harness.kafka import RealKafkaBroker
-from tests.harness.security import ADMIN, ADMIN_PW, ALICE, ALICE_PW, TestPki, make_pki, plain_jaas, scram_jaas
+from tests.harness.security import ADMIN, ADMIN_PW, ALICE, ALICE_PW, SecurityPki, make_pki, plain_jaas, scram_jaas
 from tests.integration.security.conftest import add_scram_user
 from tools import producer_perf
 from tools.cluster import BrokerProcess, ZooKeeperProcess, free_port
@@ -44,7 +44,7 @@ MB = 1024 * 1024
 class Subject:
     """One broker (ours or Kafka) with three listeners."""
 
-    def __init__(self, kind: str, workdir: Path, zk: str, pki: TestPki) -> None:
+    def __init__(self, kind: str, workdir: Path, zk: str, pki: SecurityPki) -> None:
         self.kind, self.pki = kind, pki
         self.zk = f"{zk}/{kind}-{uuid.uuid4().hex[:6]}"
         self.ports = {n: free_port() for n in LISTENERS}
@@ -213,7 +213,7 @@ def bench_quota(s: Subject, rate_mb: float, warmup_s: float, measure_s: float) -
     return measured[0] / measure_s / (rate_mb * MB)
 
 
-def run(kind: str, workdir: Path, zk: str, pki: TestPki, a: argparse.Namespace) -> Dict[str, Any]:
+def run(kind: str, workdir: Path, zk: str, pki: SecurityPki, a: argparse.Namespace) -> Dict[str, Any]:
     s = Subject(kind, workdir, zk, pki)
     s.start()
     try:

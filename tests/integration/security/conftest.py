@@ -14,7 +14,7 @@ from kazoo.client import KazooClient
 from broker.quota.entity import sanitize
 from broker.security.scram import ScramCredential, format_credential
 from tests.harness.broker_process import BrokerProcess, free_port, running_broker
-from tests.harness.security import ADMIN, ADMIN_PW, ALICE, ALICE_PW, TestPki, make_pki, plain_jaas, scram_jaas
+from tests.harness.security import ADMIN, ADMIN_PW, ALICE, ALICE_PW, SecurityPki, make_pki, plain_jaas, scram_jaas
 
 LISTENERS = ("PLAINTEXT", "SASL_PLAINTEXT", "SSL", "SASL_SSL", "MTLS")
 BOB, BOB_PW = "bob", "bob-secret"
@@ -23,7 +23,7 @@ BOB, BOB_PW = "bob", "bob-secret"
 @dataclass
 class SecuredBroker:
     broker: BrokerProcess
-    pki: TestPki
+    pki: SecurityPki
     ports: Dict[str, int]
     zk_connect: str
 
@@ -68,7 +68,7 @@ def add_scram_user(zk_connect: str, user: str, password: str, mechanism: str = "
         zk.close()
 
 
-def secured_overrides(pki: TestPki, ports: Dict[str, int], extra: Dict[str, str] | None = None) -> Dict[str, str]:
+def secured_overrides(pki: SecurityPki, ports: Dict[str, int], extra: Dict[str, str] | None = None) -> Dict[str, str]:
     users = {ADMIN: ADMIN_PW, ALICE: ALICE_PW}
     ov = {
         "listeners": ",".join(f"{n}://127.0.0.1:{p}" for n, p in ports.items()),

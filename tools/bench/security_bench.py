@@ -247,15 +247,24 @@ def main(argv: Optional[List[str]] = None) -> int:
     zk = ZooKeeperProcess(workdir / "zk", free_port())
     zk.start()
     results: Dict[str, Any] = {}
+    failed: Dict[str, str] = {}
     try:
         pki = make_pki(workdir / "pki")
         for kind in ("ours", "kafka"):
             if a.only and a.only != kind:
                 continue
-            results[kind] = run(kind, workdir, zk.connect_string, pki, a)
+            try:
+                results[kind] = run(kind, workdir, zk.connect_string, pki, a)
+            except Exception as exc:  # keep the other broker's figures; say what failed and where its logs are
+                failed[kind] = f"{type(exc).__name__}: {exc}"
     finally:
         zk.stop()
-        shutil.rmtree(workdir, ignore_errors=True)
+        if not failed:
+            shutil.rmtree(workdir, ignore_errors=True)
+    for kind, why in failed.items():
+        print(f"{kind}: did not complete ({why}); broker logs kept in {workdir / kind}")
+    if not results:
+        return 1
     if a.json:
         print(json.dumps(results, indent=2))
         return 0

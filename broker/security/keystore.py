@@ -16,6 +16,8 @@ from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
 
+from broker.security.der import oid_text, read_tlv
+
 STORE_TYPES = ("JKS", "PKCS12", "PEM")
 
 _JKS_MAGIC = b"\xfe\xed\xfe\xed"
@@ -396,29 +398,8 @@ def _encrypted_private_key_info(der: bytes, alias: str, where: str) -> tuple[str
 
 def _tlv(der: bytes, pos: int) -> tuple[int, tuple[int, int], int]:
     """(tag, (value start, value end), next position) of the DER element at ``pos``."""
-    tag = der[pos]
-    length = der[pos + 1]
-    pos += 2
-    if length & 0x80:
-        n = length & 0x7F
-        if n == 0 or n > 4:
-            raise ValueError("unsupported DER length")
-        length = int.from_bytes(der[pos:pos + n], "big")
-        pos += n
-    end = pos + length
-    if end > len(der):
-        raise ValueError("DER element overruns its buffer")
-    return tag, (pos, end), end
+    tag, start, end = read_tlv(der, pos)
+    return tag, (start, end), end
 
 
-def _oid_text(content: bytes) -> str:
-    arcs, value = [], 0
-    for byte in content:
-        value = (value << 7) | (byte & 0x7F)
-        if not byte & 0x80:
-            arcs.append(value)
-            value = 0
-    if not arcs:
-        return ""
-    first = min(arcs[0] // 40, 2)
-    return ".".join(str(a) for a in [first, arcs[0] - 40 * first] + arcs[1:])
+_oid_text = oid_text

@@ -9,6 +9,8 @@ from __future__ import annotations
 import re
 from typing import Callable
 
+from broker.security.der import oid_text, read_tlv
+
 ANONYMOUS = "User:ANONYMOUS"
 DEFAULT_RULES = "DEFAULT"
 
@@ -45,21 +47,7 @@ class NoMatchingRule(ValueError):
 # --- DER ----------------------------------------------------------------------------------------------------------
 
 
-def _tlv(der: bytes, pos: int) -> tuple[int, int, int]:
-    """(tag, value start, value end) of the DER element at ``pos``."""
-    if pos + 2 > len(der):
-        raise ValueError("truncated DER")
-    tag, length = der[pos], der[pos + 1]
-    pos += 2
-    if length & 0x80:
-        n = length & 0x7F
-        if n == 0 or n > 4 or pos + n > len(der):
-            raise ValueError("unsupported DER length")
-        length = int.from_bytes(der[pos:pos + n], "big")
-        pos += n
-    if pos + length > len(der):
-        raise ValueError("DER element overruns its buffer")
-    return tag, pos, pos + length
+_tlv = read_tlv
 
 
 def _children(der: bytes, start: int, end: int) -> list[tuple[int, int, int, int]]:
@@ -73,15 +61,7 @@ def _children(der: bytes, start: int, end: int) -> list[tuple[int, int, int, int
     return out
 
 
-def _oid(content: bytes) -> str:
-    arcs, value = [], 0
-    for byte in content:
-        value = (value << 7) | (byte & 0x7F)
-        if not byte & 0x80:
-            arcs.append(value)
-            value = 0
-    first = min(arcs[0] // 40, 2)
-    return ".".join(str(a) for a in [first, arcs[0] - 40 * first] + arcs[1:])
+_oid = oid_text
 
 
 def _subject_span(cert_der: bytes) -> tuple[int, int]:

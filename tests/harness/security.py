@@ -18,6 +18,15 @@ PLAIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
 SCRAM_MODULE = "org.apache.kafka.common.security.scram.ScramLoginModule"
 
 
+def require_tools(*names: str) -> None:
+    """Fail the calling test (never skip it) when a tool it needs is not installed."""
+    import pytest
+    missing = [n for n in names if shutil.which(n) is None]
+    if missing:
+        pytest.fail(f"{', '.join(missing)} required by this test but not installed (scripts/install.sh installs "
+                    f"Java and openssl)", pytrace=False)
+
+
 def _run(*cmd: str) -> None:
     if shutil.which(cmd[0]) is None:
         raise RuntimeError(f"{cmd[0]} is required to build the test PKI but is not installed")
@@ -125,4 +134,4 @@ def scram_jaas(login: tuple = (ADMIN, ADMIN_PW)) -> str:
     return f'{SCRAM_MODULE} required username="{login[0]}" password="{login[1]}";'
 
 
-__all__ = ["make_pki", "SecurityPki", "plain_jaas", "scram_jaas", "PASSWORD", "ADMIN", "ADMIN_PW", "ALICE", "ALICE_PW"]
+__all__ = ["require_tools", "make_pki", "SecurityPki", "plain_jaas", "scram_jaas", "PASSWORD", "ADMIN", "ADMIN_PW", "ALICE", "ALICE_PW"]

@@ -2,11 +2,12 @@
 key exported by keytool to PKCS12, so the hand-written JKS decoder is verified by Java itself."""
 from __future__ import annotations
 
-import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from tests.harness.security import require_tools
 from cryptography import x509
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.serialization import pkcs12
@@ -19,8 +20,12 @@ from broker.security.keystore import (
     load_truststore,
 )
 
-pytestmark = pytest.mark.skipif(not (shutil.which("keytool") and shutil.which("openssl")),
-                                reason="needs keytool and openssl")
+
+
+@pytest.fixture(autouse=True)
+def _tools() -> None:
+    """The fixtures are built with the JDK's keytool and openssl: a machine without them fails loudly."""
+    require_tools("keytool", "openssl")
 JVM_FAST = ["-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC"]
 TAMPERED = "Keystore was tampered with, or password was incorrect"
 

@@ -3,7 +3,6 @@ rules must behave as Kafka's SslPrincipalMapper (its documented and tested examp
 from __future__ import annotations
 
 import datetime
-import shutil
 import subprocess
 import warnings
 from pathlib import Path
@@ -15,6 +14,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.name import _ASN1Type
 from cryptography.x509.oid import NameOID
 
+from tests.harness.security import require_tools
 from broker.security.principal import (
     ANONYMOUS,
     NoMatchingRule,
@@ -24,8 +24,15 @@ from broker.security.principal import (
 )
 
 JVM_FAST = ["-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC"]
-needs_java = pytest.mark.skipif(not (shutil.which("java") and shutil.which("keytool") and shutil.which("openssl")),
-                                reason="needs java, keytool and openssl")
+
+
+@pytest.fixture
+def java_tools() -> None:
+    """Java renders the reference DNs: a machine without java, keytool or openssl fails loudly (never skips)."""
+    require_tools("java", "keytool", "openssl")
+
+
+needs_java = pytest.mark.usefixtures("java_tools")
 
 DN_JAVA = """
 import java.io.*;

@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import socket
 import ssl
 import subprocess
@@ -11,6 +10,8 @@ import threading
 from pathlib import Path
 
 import pytest
+
+from tests.harness.security import require_tools
 
 from broker.security.principal import SslPrincipalMapper, ssl_principal
 from broker.security.ssl_factory import (
@@ -21,8 +22,12 @@ from broker.security.ssl_factory import (
     openssl_cipher_names,
 )
 
-pytestmark = pytest.mark.skipif(not (shutil.which("keytool") and shutil.which("openssl")),
-                                reason="needs keytool and openssl")
+
+
+@pytest.fixture(autouse=True)
+def _tools() -> None:
+    """The fixtures are built with the JDK's keytool and openssl: a machine without them fails loudly."""
+    require_tools("keytool", "openssl")
 JVM_FAST = ["-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC"]
 
 

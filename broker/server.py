@@ -268,9 +268,14 @@ class BrokerServer:
 
     def _connection_limits(self) -> ConnectionLimits:
         """Kafka's connection quotas, read from the current (dynamic) config at each new connection."""
+        parsed: Dict[str, Dict[str, int]] = {}  # overrides text -> {ip: limit}: parsed (and DNS-resolved) once
+
         def per_ip(ip: str) -> int:
             cfg = self.config.current
-            overrides = parse_ip_overrides(cfg.get("max.connections.per.ip.overrides"))
+            text = cfg.get("max.connections.per.ip.overrides") or ""
+            overrides = parsed.get(text)
+            if overrides is None:
+                overrides = parsed[text] = parse_ip_overrides(text)
             return overrides.get(ip, int(cfg.get("max.connections.per.ip")))
         return ConnectionLimits(max_connections=lambda: int(self.config.current.get("max.connections")),
                                 max_connections_per_ip=per_ip,

@@ -9,6 +9,7 @@ user or client-id.
 """
 from __future__ import annotations
 
+import asyncio
 import decimal
 import logging
 from dataclasses import dataclass
@@ -143,7 +144,9 @@ class ClientQuotaAdmin:
         results: List[Tuple[int, Optional[str]]] = []
         for entity, ops in entries:
             try:
-                qe = _to_quota_entity(entity)
+                # an ip entity may name a host: resolving it must not block the event loop
+                qe = await asyncio.to_thread(_to_quota_entity, entity) if any(t == IP for t, _ in entity) \
+                    else _to_quota_entity(entity)
                 etype, ename = qe.config_path()
                 props = await self.zk_calls.run(self.zk.get_entity_config, etype, ename)
                 new = apply_ops(props, ops, IP_QUOTA_KEYS if isinstance(qe, IpEntity) else CLIENT_QUOTA_KEYS)

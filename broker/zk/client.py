@@ -530,15 +530,7 @@ class KafkaZkClient:
         """Replace the overrides of an entity and announce it under /config/changes.
 
         For nested quota entities pass entity_type='users' and entity_name='alice/clients/app1'."""
-        path = ConfigEntityZNode.path(entity_type, entity_name)
-        data = ConfigEntityZNode.encode(configs)
-        try:
-            self._zk.set(path, data)
-        except NoNodeError:
-            try:
-                self._zk.create(path, data, makepath=True)
-            except NodeExistsError:
-                self._zk.set(path, data)
+        self._set_or_create(ConfigEntityZNode.path(entity_type, entity_name), ConfigEntityZNode.encode(configs))
         self._zk.create(f"{ConfigEntityChangeNotificationZNode.path}/{ConfigEntityChangeNotificationZNode.prefix}",
                         ConfigEntityChangeNotificationZNode.encode(f"{entity_type}/{entity_name}"), sequence=True)
 
@@ -598,8 +590,10 @@ class KafkaZkClient:
         return DelegationTokenInfoZNode.decode(data)
 
     def set_or_create_delegation_token(self, info: TokenInformation) -> None:
-        path = DelegationTokenInfoZNode.path(info.token_id)
-        data = DelegationTokenInfoZNode.encode(info)
+        self._set_or_create(DelegationTokenInfoZNode.path(info.token_id), DelegationTokenInfoZNode.encode(info))
+
+    def _set_or_create(self, path: str, data: bytes) -> None:
+        """Write a persistent znode whether or not it exists yet (creating its parents), racing writers included."""
         try:
             self._zk.set(path, data)
         except NoNodeError:

@@ -186,14 +186,19 @@ def test_raw_client_ignoring_throttle_time_is_held_by_the_muted_connection(broke
     muted_waits: List[float] = []
     end = meter.t0 + WARMUP_S + 20
     with RawClient(broker.bootstrap, timeout_s=60) as c:
+        last_answer = time.monotonic()
         while time.monotonic() < end:
-            before = time.monotonic()
             r = c.request(ApiKey.PRODUCE, 9, {"transactional_id": None, "acks": 1, "timeout_ms": 10000,
                                                "topic_data": [{"name": topic, "partition_data": [
                                                    {"index": 0, "records": batch}]}]}, client_id=client_id)
             assert r.responses[0].partition_responses[0].error_code == 0
+            answered = time.monotonic()
             if throttles and throttles[-1] > 0:
-                muted_waits.append((time.monotonic() - before) * 1000 / throttles[-1])
+                # the broker mutes right after writing a throttled response, so the next answer cannot come
+                # sooner than the throttle time after the previous one arrived (measuring from the next send
+                # would miss the client's own time between the two and undercount the mute)
+                muted_waits.append((answered - last_answer) * 1000 / throttles[-1])
+            last_answer = answered
             throttles.append(r.throttle_time_ms)
             meter.add(64 * 1000)
     rate = meter.rate(end) / MB

@@ -1,14 +1,15 @@
 """Build the Cython hot paths: every pyx/<name>.pyx becomes broker._native.<name>.
 
-    python setup.py build_ext --inplace      # from a clean clone
+    python setup.py build_ext --inplace      # from a clean clone (scripts/install.sh)
     BROKER_DEBUG=1 python setup.py build_ext --inplace   # annotate + linetrace + bounds checks
+    pip install .                            # the package; metadata and entry points are in pyproject.toml
 """
 from __future__ import annotations
 
 import glob
 import os
 
-from setuptools import Extension, find_packages, setup
+from setuptools import Extension, setup
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DEBUG = os.environ.get("BROKER_DEBUG", "") not in ("", "0")
@@ -34,13 +35,4 @@ def extensions() -> list:
     return cythonize(exts, compiler_directives=directives, annotate=DEBUG, include_path=["pyx"])
 
 
-setup(
-    name="broker",
-    version="0.1.0",
-    description="Kafka-compatible broker in Python with Cython hot paths",
-    packages=find_packages(include=["broker", "broker.*"]),
-    package_data={"broker._native": ["*.pyi"]},
-    python_requires=">=3.11",
-    ext_modules=extensions(),
-    zip_safe=False,
-)
+setup(ext_modules=extensions(), zip_safe=False)

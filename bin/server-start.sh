@@ -1,35 +1,17 @@
 #!/usr/bin/env bash
-# Start the broker in the foreground (or with -daemon in the background).
-# Usage: bin/server-start.sh [-daemon] config/server.properties [--override key=value ...]
+# Start the broker: in the foreground, or with -daemon in the background (console output in $LOG_DIR/kafkaServer.out).
+# Usage: bin/server-start.sh [-daemon] server.properties [--override property=value]*   (also --help, --version)
+# The command line is handled by the broker itself (python -m broker, the same as the installed kafka-server-start).
+# LOG_DIR (default <checkout>/logs) holds server.log, controller.log, state-change.log, log-cleaner.log,
+# kafka-request.log, kafka-authorizer.log and the pid files bin/kafka-server-stop.sh reads.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-
-DAEMON=0
-if [ "${1:-}" = "-daemon" ]; then DAEMON=1; shift; fi
-if [ $# -lt 1 ]; then
-  echo "USAGE: $0 [-daemon] server.properties [--override property=value]*" >&2
-  exit 1
-fi
-CFG="$(realpath "$1")"   # relative paths resolve from the caller's directory
-shift
-if [ ! -f "$CFG" ]; then echo "Config file not found: $CFG" >&2; exit 1; fi
-if [ ! -f "$ROOT/.venv/bin/activate" ]; then
+if [ ! -x "$ROOT/.venv/bin/python" ]; then
   echo "No virtualenv at $ROOT/.venv: run bash $ROOT/scripts/install.sh first" >&2
   exit 1
 fi
-# shellcheck disable=SC1091
-. "$ROOT/.venv/bin/activate"
+export BROKER_PROG="${BROKER_PROG:-$(basename "$0")}"
 export BROKER_REQUIRE_NATIVE=1
 export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
-export BROKER_LOG_DIR="${BROKER_LOG_DIR:-${LOG_DIR:-$ROOT/logs}}"
-export BROKER_LOG_CONFIG="${BROKER_LOG_CONFIG:-$ROOT/config/logging.ini}"
-mkdir -p "$BROKER_LOG_DIR"
-
-if [ "$DAEMON" = 1 ]; then
-  mkdir -p "$ROOT/.run"
-  nohup python -m broker "$CFG" "$@" > "$BROKER_LOG_DIR/kafkaServer.out" 2>&1 < /dev/null &
-  echo $! > "$ROOT/.run/broker-$!.pid"
-  echo "Broker started in the background (pid $!, log $BROKER_LOG_DIR/kafkaServer.out)"
-else
-  exec python -m broker "$CFG" "$@"
-fi
+export LOG_DIR="${LOG_DIR:-$ROOT/logs}"
+exec "$ROOT/.venv/bin/python" -P -m broker "$@"   # -P: the checkout's broker (PYTHONPATH), not one in the cwd

@@ -1,35 +1,14 @@
 #!/usr/bin/env bash
-# Send SIGTERM to every running broker (processes whose command line is `python -m broker ...`) and wait for them
-# to exit, as Kafka's kafka-server-stop.sh does for kafka.Kafka.
-set -uo pipefail
+# Stop the brokers started with this LOG_DIR (their pid files; default <checkout>/logs): SIGTERM, then wait.
+# Usage: bin/server-stop.sh [--all] [--dry-run] [--timeout S]
+#   --all  every broker process of the machine, as Kafka's kafka-server-stop.sh does for kafka.Kafka
+set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-TIMEOUT_S="${STOP_TIMEOUT_S:-60}"
-DRY_RUN=0
-if [ "${1:-}" = "--dry-run" ]; then DRY_RUN=1; fi   # only list the brokers that would be stopped
-
-PIDS=""
-for f in /proc/[0-9]*/cmdline; do
-  pid="${f#/proc/}"; pid="${pid%/cmdline}"
-  [ "$pid" = "$$" ] && continue
-  mapfile -d '' -t argv < "$f" 2>/dev/null || continue
-  [ "${#argv[@]}" -ge 3 ] || continue
-  case "$(basename "${argv[0]}")" in python*) ;; *) continue ;; esac
-  if [ "${argv[1]}" = "-m" ] && [ "${argv[2]}" = "broker" ]; then PIDS="$PIDS $pid"; fi
-done
-if [ -z "${PIDS// /}" ]; then
-  echo "No kafka server to stop"
+if [ ! -x "$ROOT/.venv/bin/python" ]; then
+  echo "No virtualenv at $ROOT/.venv: run bash $ROOT/scripts/install.sh first" >&2
   exit 1
 fi
-if [ "$DRY_RUN" = 1 ]; then echo "Would stop:$PIDS"; exit 0; fi
-kill -TERM $PIDS
-for _ in $(seq 1 $((TIMEOUT_S * 10))); do
-  alive=""
-  for p in $PIDS; do kill -0 "$p" 2>/dev/null && alive="$alive $p"; done
-  [ -z "$alive" ] && break
-  sleep 0.1
-done
-for p in $PIDS; do rm -f "$ROOT/.run/broker-$p.pid"; done
-if [ -n "${alive:-}" ]; then
-  echo "Broker(s) still running after ${TIMEOUT_S}s:$alive" >&2
-  exit 1
-fi
+export BROKER_PROG="${BROKER_PROG:-$(basename "$0")}"
+export PYTHONPATH="$ROOT${PYTHONPATH:+:$PYTHONPATH}"
+export LOG_DIR="${LOG_DIR:-$ROOT/logs}"
+exec "$ROOT/.venv/bin/python" -P -m tools.server_stop "$@"

@@ -1,36 +1,95 @@
-"""``python -m broker config/server.properties [--override key=value ...]``: run one broker.
+"""``kafka-server-start [-daemon] server.properties [--override key=value]*``: run one broker, as ``kafka.Kafka``.
 
-Start-up failures (a bad config value, ZooKeeper unreachable, a broker id in use) end
-with a one-line message on stderr and exit status 1. SIGTERM/SIGINT stop the broker
-cleanly (logs flushed, checkpoints written, clean-shutdown marker left).
+The command line is Kafka's: ``--override`` is repeatable (``--override k=v`` or ``--override=k=v``), ``--help``
+prints the usage on stderr and exits 1, ``--version`` prints the version and exits 0, and ``-daemon`` (first)
+runs the broker in the background with its console output in ``<LOG_DIR>/kafkaServer.out``.
+
+A start-up failure (a bad config value, an unsupported listener, a port in use, a locked log dir, ZooKeeper
+unreachable within ``zookeeper.connection.timeout.ms``, a broker id in use) prints one line on stderr, is recorded
+in server.log, and exits with status 1, never with a traceback. SIGTERM/SIGINT stop the broker cleanly (logs
+flushed, checkpoints written, clean-shutdown marker left). While it runs, the broker's pid file in LOG_DIR lets
+``kafka-server-stop`` find it.
 """
 from __future__ import annotations
 
-import argparse
 import asyncio
 import logging
-import logging.config
 import os
 import signal
+import subprocess
 import sys
+from dataclasses import dataclass, field
 from typing import List, Optional
+
+from broker import KAFKA_VERSION, __version__
 
 log = logging.getLogger("broker")
 
+#: how the usage line names the command (bin/ scripts export their own name)
+PROG = os.environ.get("BROKER_PROG", "kafka-server-start")
+USAGE = f"USAGE: {PROG} [-daemon] server.properties [--override property=value]*"
+OPTIONS = """Option               Description
+------               -----------
+--override <String>  Optional property that should override values set in
+                       server.properties file
+--version            Print version information and exit."""
+#: start-up errors whose message is the whole story (anything else is a bug: its traceback goes to server.log)
+EXPECTED_ERRORS = ("ZkUnavailableError", "BrokerIdInUseError", "InconsistentClusterIdError", "ConfigError",
+                   "KafkaStorageError", "InconsistentBrokerIdError")
 
-def _setup_logging() -> None:
-    ini = os.environ.get("BROKER_LOG_CONFIG")
-    if ini and os.path.exists(ini):
-        logging.config.fileConfig(ini, disable_existing_loggers=False)
-        return
-    level = os.environ.get("BROKER_LOG_LEVEL", "INFO").upper()
-    logging.basicConfig(level=getattr(logging, level, logging.INFO), stream=sys.stdout,
-                        format="[%(asctime)s] %(levelname)s %(message)s (%(name)s)")
+
+class UsageError(Exception):
+    """A bad command line; the message comes before the usage text."""
+
+
+@dataclass
+class Arguments:
+    config: str
+    overrides: List[str] = field(default_factory=list)
+    daemon: bool = False
+
+
+def parse_args(argv: List[str]) -> Optional[Arguments]:
+    """Kafka's command line (kafka.Kafka.getPropsFromArgs); None means "print the version". Raises UsageError."""
+    args = list(argv)
+    daemon = bool(args) and args[0] == "-daemon"
+    if daemon:
+        args.pop(0)
+    if not args or "--help" in args:
+        raise UsageError("")
+    if "--version" in args:
+        return None
+    config, rest = args[0], args[1:]
+    if config.startswith("--"):
+        raise UsageError(f"{config} needs a server.properties file before it")
+    overrides: List[str] = []
+    extra: List[str] = []
+    i = 0
+    while i < len(rest):
+        arg = rest[i]
+        if arg == "--override":
+            if i + 1 >= len(rest):
+                raise UsageError("Option override requires an argument")
+            overrides.append(rest[i + 1])
+            i += 2
+            continue
+        if arg.startswith("--override="):
+            overrides.append(arg[len("--override="):])
+        elif arg.startswith("-") and arg != "-":
+            raise UsageError(f"{arg.lstrip('-')} is not a recognized option")
+        else:
+            extra.append(arg)
+        i += 1
+    if extra:
+        raise UsageError("Found non argument parameters: " + ",".join(extra))
+    return Arguments(config, overrides, daemon)
 
 
 def _fail(message: str) -> int:
+    """One line on stderr (what the operator sees), the same line in server.log; exit status 1."""
+    from broker.log_setup import log_to_files_only
     print(f"ERROR {message}", file=sys.stderr, flush=True)
-    log.error("%s", message)
+    log_to_files_only(log, logging.ERROR, message)
     return 1
 
 
@@ -58,11 +117,11 @@ async def _run(config: object) -> int:
     except Exception as exc:
         await _safe_stop(server)
         name = type(exc).__name__
-        if name in ("ZkUnavailableError", "BrokerIdInUseError", "InconsistentClusterIdError", "ConfigError",
-                    "KafkaStorageError", "InconsistentBrokerIdError"):
+        if name in EXPECTED_ERRORS:
             return _fail(str(exc).splitlines()[0] if str(exc) else name)
-        log.exception("Fatal error during broker start-up")
-        return _fail(f"Fatal error during start-up: {name}: {exc}")
+        from broker.log_setup import log_to_files_only
+        log_to_files_only(log, logging.ERROR, "Fatal error during broker start-up", exc_info=exc)
+        return _fail(f"Fatal error during start-up: {name}: {exc} (traceback in server.log)")
     await stop.wait()
     _ignore_further_stop_signals(loop)
     await server.stop()
@@ -84,24 +143,69 @@ async def _safe_stop(server: object) -> None:
         log.debug("Error while stopping after a failed start", exc_info=True)
 
 
+def _start_daemon(args: Arguments) -> int:
+    """-daemon: the same command, detached, console output in <LOG_DIR>/kafkaServer.out (as kafka-run-class.sh)."""
+    from broker.log_setup import log_dir
+    directory = log_dir()
+    directory.mkdir(parents=True, exist_ok=True)
+    out_path = directory / "kafkaServer.out"
+    # -P: the broker this interpreter has installed, never a "broker" directory that happens to be the cwd
+    cmd = [sys.executable, "-P", "-m", "broker", os.path.abspath(args.config)]
+    for item in args.overrides:
+        cmd += ["--override", item]
+    env = dict(os.environ, BROKER_LOG_DIR=str(directory))
+    with open(out_path, "wb") as out:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                                start_new_session=True, close_fds=True)
+    print(f"Broker started in the background (pid {proc.pid}, output in {out_path})")
+    return 0
+
+
 def main(argv: Optional[List[str]] = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m broker", description="Kafka-compatible broker")
-    parser.add_argument("config", help="server.properties file")
-    parser.add_argument("--override", action="append", default=[], metavar="key=value",
-                        help="override a property of the file (repeatable)")
-    args = parser.parse_args(argv)
-    _setup_logging()
+    try:
+        args = parse_args(sys.argv[1:] if argv is None else argv)
+    except UsageError as exc:
+        if str(exc):
+            print(str(exc), file=sys.stderr)
+        print(USAGE, file=sys.stderr)
+        print(OPTIONS, file=sys.stderr)
+        return 1
+    if args is None:
+        print(f"{__version__} (Apache Kafka {KAFKA_VERSION} compatible, ZooKeeper mode)")
+        return 0
+    if not os.path.isfile(args.config):
+        print(f"ERROR Config file not found: {args.config}", file=sys.stderr)
+        return 1
     from broker.config.loader import load_config
     from broker.config.types import ConfigError
-    if not os.path.exists(args.config):
-        return _fail(f"Config file {args.config} does not exist")
+    if args.daemon:
+        logging.getLogger().addHandler(logging.NullHandler())  # warnings belong to the daemon's own logs
+        try:
+            load_config(args.config, args.overrides)  # a bad value is reported here, not only in the .out file
+        except ConfigError as exc:
+            print(f"ERROR {exc}", file=sys.stderr)
+            return 1
+        return _start_daemon(args)
+
+    from broker.log_setup import setup_logging
+    from broker.pid_files import remove_pid_file, write_pid_file
+    directory = setup_logging()
+    pid_file = write_pid_file(directory)
     try:
-        config = load_config(args.config, args.override)
-    except ConfigError as exc:
-        return _fail(str(exc))
-    from broker import accel  # noqa: F401  (logs which record-batch implementation is in use)
-    _use_uvloop()
-    return asyncio.run(_run(config))
+        try:
+            config = load_config(args.config, args.overrides)
+        except ConfigError as exc:
+            return _fail(str(exc))
+        if config.ignored_keys_set:
+            log.info("Accepted but not acted on by this broker: %s", ", ".join(config.ignored_keys_set))
+        try:
+            from broker import accel  # noqa: F401  (logs which record-batch implementation is in use)
+        except ImportError as exc:  # BROKER_REQUIRE_NATIVE without a Cython build
+            return _fail(str(exc))
+        _use_uvloop()
+        return asyncio.run(_run(config))
+    finally:
+        remove_pid_file(pid_file)
 
 
 def _use_uvloop() -> None:

@@ -1,6 +1,7 @@
 """BrokerServer: builds the broker's components in dependency order and stops them in reverse.
 
-Start-up mirrors Kafka's KafkaServer in ZooKeeper mode: connect to ZooKeeper, get the cluster id and
+Start-up mirrors Kafka's KafkaServer in ZooKeeper mode (after a probe that every listener's port is free, so a
+port in use fails at once rather than after the logs are loaded): connect to ZooKeeper, get the cluster id and
 this broker's dynamic configs, lock and load the logs (recovering after a crash), bind the listeners,
 register ``/brokers/ids/<id>`` (its czxid is the broker epoch), start the KafkaController (every broker
 runs for ``/controller``), then serve. From then on the broker learns the cluster only from the
@@ -17,7 +18,7 @@ import asyncio
 import logging
 import os
 import socket
-from typing import Any, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from broker.api.acl_authz import AclAuthz
 from broker.api.authz import Authz
@@ -41,7 +42,13 @@ from broker.config.kafka_config import Endpoint, KafkaConfig
 from broker.coordinator.group.service import GroupCoordinator
 from broker.coordinator.offsets_topic import OffsetsTopicIO
 from broker.coordinator.producer_ids import ProducerIdManager
+from broker.replica.add_partitions_to_txn_manager import AddPartitionsToTxnManager
+from broker.replica.produce_verification import ProduceVerification
+from broker.coordinator.transaction.marker_channel import TransactionMarkerChannelManager, metadata_leader_lookup
+from broker.coordinator.transaction.records import TRANSACTION_STATE_TOPIC_NAME
+from broker.coordinator.transaction.service import TransactionCoordinator
 from broker.errors import ErrorCode
+from broker.network.bind_check import first_bind_error
 from broker.network.client import NetworkClient
 from broker.network.socket_server import ConnectionLimits, ListenerSpec, SocketServer
 from broker.protocol.api import ApiKey
@@ -81,6 +88,8 @@ class BrokerServer:
         self.zk_calls = NamedExecutor("zk-call", max_workers=2)
         #: coordinator loads (replaying __consumer_offsets partitions) run here
         self.coordinator_loader = NamedExecutor("group-metadata-loader", max_workers=1)
+        #: transaction coordinator loads (replaying __transaction_state partitions) run here
+        self.txn_loader = NamedExecutor("transaction-log-loader", max_workers=1)
         self.log_manager: Optional[LogManager] = None
         self.replica_manager: Optional[ReplicaManager] = None
         self.metadata = MetadataCache(self.broker_id)
@@ -92,6 +101,9 @@ class BrokerServer:
         self.to_controller: Optional[BrokerToControllerChannel] = None
         self.producer_ids: Optional[ProducerIdManager] = None
         self.group_coordinator: Optional[GroupCoordinator] = None
+        self.txn_coordinator: Optional[TransactionCoordinator] = None
+        self.txn_verifier: Optional[AddPartitionsToTxnManager] = None
+        self.produce_verification: Optional[ProduceVerification] = None
         self.socket_server: Optional[SocketServer] = None
         self._channels: List[BrokerChannel] = []
         #: SCRAM credentials of users (from /config/users), read by SASL logins on every SASL listener
@@ -141,6 +153,11 @@ class BrokerServer:
     async def start(self) -> None:
         cfg = self.config.current
         loop = asyncio.get_running_loop()
+        # A port in use ends start-up before ZooKeeper or any log is touched (Kafka finds out after loading logs).
+        bind_error = await loop.run_in_executor(None, first_bind_error,
+                                                [(e.listener_name, e.host, e.port) for e in cfg.listeners])
+        if bind_error is not None:
+            raise StartupError(bind_error)
         for d in cfg.log_dirs:
             try:
                 os.makedirs(d, exist_ok=True)
@@ -189,12 +206,25 @@ class BrokerServer:
         self.admin = AdminManager(self.config, self.metadata, zk, self.zk_calls, self.dynamic_config)
         await self._start_authorizer()
         # Group coordinator: loads __consumer_offsets partitions as this broker becomes their leader.
+        # KIP-890 part 1: transactional appends (produce, TxnOffsetCommit) verified with the coordinator first
+        self.txn_verifier = AddPartitionsToTxnManager(
+            self._channel("add-partitions-to-txn"), self.metadata,
+            lambda: self.config.current.inter_broker_listener_name,
+            int(cfg.get("transaction.state.log.num.partitions")), int(cfg.get("request.timeout.ms")))
+        verifying = lambda: bool(self.config.current.get("transaction.partition.verification.enable"))  # noqa: E731
+        self.produce_verification = ProduceVerification(rm, self.txn_verifier, verifying)
         self.group_coordinator = GroupCoordinator(
             self.config, OffsetsTopicIO(rm, self.coordinator_loader,
                                         required_acks=cfg.get("offsets.commit.required.acks"),
-                                        commit_timeout_ms=cfg.get("offsets.commit.timeout.ms")), self.admin)
+                                        commit_timeout_ms=cfg.get("offsets.commit.timeout.ms")), self.admin,
+            verifier=_WhenEnabled(self.txn_verifier, verifying))
         self.group_coordinator.start()
         rm.add_leadership_listener(self.group_coordinator)
+        # markers on __consumer_offsets settle the group coordinator's pending transactional offsets
+        rm.add_txn_marker_listener(self.group_coordinator.on_txn_marker)
+        self.txn_coordinator = self._transaction_coordinator(rm)
+        self.txn_coordinator.start()
+        rm.add_leadership_listener(self.txn_coordinator)
         self.controller = KafkaController(ControllerConfig.from_kafka_config(cfg, self.broker_id), zk,
                                           self._channel, loop)
         self.token_manager = DelegationTokenManager(TokenConfig.from_config(cfg.get), zk, self.zk_calls,
@@ -215,7 +245,11 @@ class BrokerServer:
         # Ports are bound now (the registration advertises them); requests are processed only once registered,
         # as Kafka's enableRequestProcessing: a restarted broker waiting for its stale registration to expire
         # must not answer clients (UNKNOWN_TOPIC_OR_PARTITION for partitions whose logs it holds) meanwhile.
-        await self.socket_server.start(serve=False)
+        try:
+            await self.socket_server.start(serve=False)
+        except OSError as exc:  # taken since the probe at the start
+            raise StartupError(f"Socket server failed to bind: {exc.strerror or exc}. (listeners: "
+                               f"{', '.join(e.connection_string() for e in cfg.listeners)})") from None
 
         endpoints = self._advertised_endpoints()
         await self.zk_calls.run(self._register, endpoints)
@@ -292,7 +326,26 @@ class BrokerServer:
             fetch_sessions=self.fetch_sessions, controller=self.controller, dynamic_config=self.dynamic_config,
             broker_epoch=self._broker_epoch, quotas=self.quotas, throttler=self.throttler,
             client_quotas=self.client_quota_admin, scram_credentials=self.scram_admin,
-            delegation_tokens=self.token_manager, authz=self.authz))
+            delegation_tokens=self.token_manager, authz=self.authz, txn_coordinator=self.txn_coordinator,
+            produce_verification=self.produce_verification))
+
+    def _transaction_coordinator(self, rm: ReplicaManager) -> TransactionCoordinator:
+        """Transaction coordinator: loads __transaction_state partitions as this broker becomes their leader (the
+        leader epoch is the coordinator epoch) and sends markers over its own NetworkClient, as Kafka's
+        TransactionMarkerChannelManager (WriteTxnMarkers v1 from IBP 2.8, v0 before)."""
+        cfg = self.config.current
+        assert self.admin is not None and self.producer_ids is not None
+
+        def leader_epoch(partition: int) -> int:
+            p = rm.get_partition((TRANSACTION_STATE_TOPIC_NAME, partition))
+            return p.leader_epoch if p is not None else -1
+        markers = TransactionMarkerChannelManager(
+            self._channel("txn-marker-sender"), metadata_leader_lookup(self.metadata, self._broker_node),
+            request_version=1 if self.ibp.is_at_least("2.8-IV0") else 0,
+            request_timeout_ms=int(cfg.get("request.timeout.ms")))
+        io = OffsetsTopicIO(rm, self.txn_loader, topic=TRANSACTION_STATE_TOPIC_NAME, required_acks=-1,
+                            commit_timeout_ms=int(cfg.get("request.timeout.ms")))
+        return TransactionCoordinator(self.config, io, self.admin, self.producer_ids, leader_epoch, markers)
 
     def _alter_partition_manager(self) -> Any:
         """How leaders change their ISR: AlterPartition to the controller from IBP 2.7-IV2 (KIP-497), before
@@ -322,6 +375,7 @@ class BrokerServer:
         cfg = self.config.current
         return LogManager(cfg.log_dirs, default_log_config, broker_id=self.broker_id, cluster_id=cluster_id,
                           retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
+                          initial_task_delay_ms=cfg.get("log.initial.task.delay.ms"),
                           flush_check_interval_ms=cfg.get("log.flush.scheduler.interval.ms"),
                           flush_recovery_offset_checkpoint_interval_ms=cfg.get(
                               "log.flush.offset.checkpoint.interval.ms"),
@@ -403,6 +457,8 @@ class BrokerServer:
             task.cancel()
         if self.group_coordinator is not None:
             await self.group_coordinator.stop()
+        if self.txn_coordinator is not None:
+            await self.txn_coordinator.stop()
         if self.replica_manager is not None:
             await self.replica_manager.stop()
         if self.controller is not None:
@@ -426,6 +482,7 @@ class BrokerServer:
             self.replica_manager.shutdown()
         self.zk_calls.shutdown()
         self.coordinator_loader.shutdown()
+        self.txn_loader.shutdown()
         self._stopped.set()
         log.info("[KafkaServer id=%d] shut down completed", self.broker_id)
 
@@ -435,3 +492,18 @@ class BrokerServer:
 
 def _default_host() -> str:
     return socket.getfqdn() or "localhost"
+
+
+class _WhenEnabled:
+    """The group coordinator's verifier, active while transaction.partition.verification.enable is true."""
+
+    def __init__(self, verifier: AddPartitionsToTxnManager, enabled: Callable[[], bool]) -> None:
+        self.verifier = verifier
+        self.enabled = enabled
+
+    async def verify_partition(self, topic: str, partition: int, transactional_id: str, producer_id: int,
+                               producer_epoch: int, generic_errors: bool) -> int:
+        if not self.enabled():
+            return 0
+        return await self.verifier.verify_partition(topic, partition, transactional_id, producer_id, producer_epoch,
+                                                    generic_errors)

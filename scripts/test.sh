@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# The project's test command (README, CI): install, run the whole suite with the native extensions required,
+# The project's test command (README, CI): install (scripts/install.sh: what the broker needs; then
+# scripts/install-test.sh: what only the tests need), run the whole suite with the native extensions required,
 # then the unit tests again on the pure-Python twins. Exits non-zero if either run fails (exit 5, "no tests
 # collected", counts as a failure).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash scripts/install.sh || { echo "test.sh: install failed" >&2; exit 1; }
+bash scripts/install-test.sh || { echo "test.sh: install of the test requirements failed" >&2; exit 1; }
 
 echo "== full suite (native extensions required)"
 BROKER_REQUIRE_NATIVE=1 .venv/bin/python -m pytest -q -p no:cacheprovider tests compat-tests "$@"

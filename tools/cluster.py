@@ -13,7 +13,8 @@ one already running), starts every process in the background and records their p
 ``<dir>/cluster.json``; ``stop`` sends SIGTERM to exactly those processes (brokers first, so they
 shut down in a controlled way while ZooKeeper is still there) and waits for them.
 
-Brokers run from ``bin/kafka-server-start.sh``; ZooKeeper is Debian's package run by java, as
+Brokers run from ``bin/kafka-server-start.sh`` (from ``python -m broker`` when the package is installed without
+a checkout), each with its own LOG_DIR (``<dir>/logs-<id>``); ZooKeeper is Debian's package run by java, as
 ``bin/zookeeper-server-start.sh`` does.
 """
 from __future__ import annotations
@@ -61,6 +62,12 @@ def zookeeper_ok(host: str, port: int, timeout: float = 1.0) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------- processes
+def broker_command() -> List[str]:
+    """bin/kafka-server-start.sh in a checkout; the running interpreter's ``-m broker`` in an installed package."""
+    script = ROOT / "bin" / "kafka-server-start.sh"
+    return [str(script)] if script.is_file() else [sys.executable, "-m", "broker"]
+
+
 class BrokerProcess:
     """One broker run from ``bin/kafka-server-start.sh`` with its own properties file, port and log dir.
 
@@ -105,14 +112,19 @@ class BrokerProcess:
     def write_config(self) -> None:
         self.config_path.write_text("".join(f"{k}={v}\n" for k, v in self.properties().items()))
 
+    @property
+    def logs_dir(self) -> Path:
+        """This broker's LOG_DIR: server.log, controller.log, ... and its pid file."""
+        return self.workdir / f"logs-{self.broker_id}"
+
     def start(self, wait: bool = True, timeout: float = 60.0, extra_env: Optional[Dict[str, str]] = None) -> None:
         self.write_config()
         self._start_offset = len(self.output())
-        env = dict(os.environ)
+        env = dict(os.environ, LOG_DIR=str(self.logs_dir))
         env.update(extra_env or {})
         self._out = open(self.output_path, "ab")
         self._terminated = False
-        self.proc = subprocess.Popen([str(ROOT / "bin" / "kafka-server-start.sh"), str(self.config_path)],
+        self.proc = subprocess.Popen(broker_command() + [str(self.config_path)],
                                      cwd=str(self.workdir), stdout=self._out, stderr=subprocess.STDOUT, env=env,
                                      stdin=subprocess.DEVNULL, start_new_session=True)
         self.pid = self.proc.pid

@@ -120,7 +120,7 @@ async def describe(ctx: "RequestContext", request: Any, *, config: "DynamicBroke
 
 def _logger_entries() -> list:
     from broker.config.types import ConfigEntry
-    names = ["root"] + sorted(n for n in logging.root.manager.loggerDict if n.startswith("broker"))
+    names = ["root"] + sorted(n for n in logging.root.manager.loggerDict if n.startswith(("broker", "kafka.")))
     out = []
     for n in names:
         lg = logging.getLogger() if n == "root" else logging.getLogger(n)

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from broker.api.sasl_authenticator import SaslServerAuthenticator
 
 log = logging.getLogger(__name__)
-request_log = logging.getLogger("broker.request")
+request_log = logging.getLogger("kafka.request.logger")  # Kafka's logger name, so kafka-configs --entity-type broker-loggers works as on Kafka
 
 Parts = List[Union[bytes, FileSlice]]
 

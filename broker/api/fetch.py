@@ -1,7 +1,8 @@
 """Fetch: consumer reads with long polling, fetch sessions, and zero-copy record slices.
 
 Records come back from storage as ``FileSlice`` parts; the encoder passes them through so
-the network layer can ``sendfile`` them.
+the network layer can ``sendfile`` them. A read_committed fetch (isolation_level 1) reads up to the
+LSO and carries the aborted transactions overlapping its records; other fetches carry null there.
 """
 from __future__ import annotations
 
@@ -80,7 +81,9 @@ def _partition_entry(index: int, error: int, res: Any = None) -> dict:
                 "records": b""}
     entry = {"partition_index": index, "error_code": error or res.error_code, "high_watermark": res.high_watermark,
              "last_stable_offset": res.last_stable_offset, "log_start_offset": res.log_start_offset,
-             "aborted_transactions": [] if res.last_stable_offset >= 0 else None,
+             # read_committed: the aborted transactions overlapping the records (maybe none); otherwise null
+             "aborted_transactions": None if res.aborted_transactions is None else [
+                 {"producer_id": pid, "first_offset": first} for pid, first in res.aborted_transactions],
              "preferred_read_replica": res.preferred_read_replica,
              "records": res.records if res.records is not None else b""}
     if res.diverging_epoch is not None:

@@ -20,11 +20,14 @@ from broker.api import (alter_replica_log_dirs, api_versions, client_quotas, con
                         describe_producers, fetch, init_producer_id, list_offsets, metadata, offset_for_leader_epoch,
                         produce)
 from broker.api import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group,  # group coordinator
-                        leave_group, list_groups, offset_commit, offset_delete, offset_fetch, sync_group)
+                        leave_group, list_groups, offset_commit, offset_delete, offset_fetch, sync_group,
+                        txn_offset_commit)
 from broker.api import (allocate_producer_ids, alter_partition, alter_partition_reassignments,  # inter-broker
                         controlled_shutdown, elect_leaders, leader_and_isr, list_partition_reassignments,
-                        stop_replica, update_features, update_metadata)
+                        stop_replica, update_features, update_metadata, write_txn_markers)
 from broker.api import sasl_apis
+from broker.api import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions,  # transactions
+                        end_txn, list_transactions)
 from broker.api import access, acls  # authorization
 from broker.api import delegation_tokens, user_scram_credentials  # SCRAM credentials, tokens
 from broker.api.authz import Authz
@@ -44,8 +47,10 @@ if TYPE_CHECKING:
     from broker.config.dynamic import DynamicBrokerConfig
     from broker.coordinator.group.service import GroupCoordinator
     from broker.coordinator.producer_ids import ProducerIdManager
+    from broker.coordinator.transaction.service import TransactionCoordinator
     from broker.quota.client_quota_manager import QuotaManagers
     from broker.replica.manager import ReplicaManager
+    from broker.replica.produce_verification import ProduceVerification
 
 
 @dataclass(frozen=True)
@@ -72,6 +77,10 @@ class ApiServices:
     scram_credentials: Optional["ScramCredentialAdmin"] = None
     #: delegation tokens (None: the four token APIs not served)
     delegation_tokens: Optional["DelegationTokenManager"] = None
+    #: the transaction coordinator (None: the transaction APIs not served, transactional ids not coordinated)
+    txn_coordinator: Optional["TransactionCoordinator"] = None
+    #: KIP-890 verification of transactional produce (None: appends unverified)
+    produce_verification: Optional["ProduceVerification"] = None
 
 
 def build_registry(s: ApiServices) -> ApiRegistry:
@@ -86,7 +95,7 @@ def build_registry(s: ApiServices) -> ApiRegistry:
         add(key, m.handle, m.MIN_VERSION, m.MAX_VERSION, **collaborators)
 
     rm, md, gc = s.replica_manager, s.metadata, s.group_coordinator
-    mod(ApiKey.PRODUCE, produce, replica_manager=rm, metadata=md)
+    mod(ApiKey.PRODUCE, produce, replica_manager=rm, metadata=md, verification=s.produce_verification)
     mod(ApiKey.FETCH, fetch, replica_manager=rm, metadata=md, fetch_sessions=s.fetch_sessions, throttler=s.throttler)
     mod(ApiKey.LIST_OFFSETS, list_offsets, replica_manager=rm)
     mod(ApiKey.METADATA, metadata, metadata=md, admin=s.admin, config=s.config)
@@ -97,7 +106,7 @@ def build_registry(s: ApiServices) -> ApiRegistry:
     mod(ApiKey.DELETE_TOPICS, delete_topics, admin=s.admin, metadata=md, controller=s.controller, config=s.config,
         mutation_quota=mutations)
     mod(ApiKey.DELETE_RECORDS, delete_records, replica_manager=rm)
-    mod(ApiKey.INIT_PRODUCER_ID, init_producer_id, producer_ids=s.producer_ids)
+    mod(ApiKey.INIT_PRODUCER_ID, init_producer_id, producer_ids=s.producer_ids, txn_coordinator=s.txn_coordinator)
     mod(ApiKey.OFFSET_FOR_LEADER_EPOCH, offset_for_leader_epoch, replica_manager=rm)
     mod(ApiKey.DESCRIBE_LOG_DIRS, describe_log_dirs, replica_manager=rm, config=s.config)
     mod(ApiKey.ALTER_REPLICA_LOG_DIRS, alter_replica_log_dirs, replica_manager=rm)
@@ -110,7 +119,7 @@ def build_registry(s: ApiServices) -> ApiRegistry:
     mod(ApiKey.DESCRIBE_CLUSTER, describe_cluster, metadata=md)
     mod(ApiKey.DESCRIBE_PRODUCERS, describe_producers, replica_manager=rm)
     # group coordinator (classic protocol)
-    mod(ApiKey.FIND_COORDINATOR, find_coordinator, coordinator=gc, metadata=md)
+    mod(ApiKey.FIND_COORDINATOR, find_coordinator, coordinator=gc, metadata=md, txn_coordinator=s.txn_coordinator)
     mod(ApiKey.JOIN_GROUP, join_group, coordinator=gc)
     mod(ApiKey.SYNC_GROUP, sync_group, coordinator=gc)
     mod(ApiKey.HEARTBEAT, heartbeat, coordinator=gc)
@@ -121,11 +130,22 @@ def build_registry(s: ApiServices) -> ApiRegistry:
     mod(ApiKey.LIST_GROUPS, list_groups, coordinator=gc)
     mod(ApiKey.DELETE_GROUPS, delete_groups, coordinator=gc)
     mod(ApiKey.OFFSET_DELETE, offset_delete, coordinator=gc, metadata=md)
+    mod(ApiKey.TXN_OFFSET_COMMIT, txn_offset_commit, coordinator=gc, metadata=md)
+    # transaction coordinator
+    if s.txn_coordinator is not None:
+        tc = s.txn_coordinator
+        mod(ApiKey.ADD_PARTITIONS_TO_TXN, add_partitions_to_txn, txn_coordinator=tc, metadata=md)
+        mod(ApiKey.ADD_OFFSETS_TO_TXN, add_offsets_to_txn, txn_coordinator=tc, group_coordinator=gc)
+        mod(ApiKey.END_TXN, end_txn, txn_coordinator=tc)
+        mod(ApiKey.DESCRIBE_TRANSACTIONS, describe_transactions, txn_coordinator=tc)
+        mod(ApiKey.LIST_TRANSACTIONS, list_transactions, txn_coordinator=tc)
     # inter-broker: controller -> broker
     mod(ApiKey.LEADER_AND_ISR, leader_and_isr, replica_manager=rm, broker_epoch=s.broker_epoch,
         topic_configs=s.dynamic_config)
     mod(ApiKey.STOP_REPLICA, stop_replica, replica_manager=rm, broker_epoch=s.broker_epoch)
     mod(ApiKey.UPDATE_METADATA, update_metadata, metadata=md, replica_manager=rm, broker_epoch=s.broker_epoch)
+    # inter-broker: transaction coordinator (or KIP-664's abort tool) -> partition leader
+    mod(ApiKey.WRITE_TXN_MARKERS, write_txn_markers, replica_manager=rm, config=s.config)
     # inter-broker and admin: answered by the controller
     mod(ApiKey.ELECT_LEADERS, elect_leaders, controller=s.controller, metadata=md)
     for key, m in ((ApiKey.CONTROLLED_SHUTDOWN, controlled_shutdown), (ApiKey.ALTER_PARTITION, alter_partition),

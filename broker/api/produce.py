@@ -17,6 +17,7 @@ from broker.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
+    from broker.replica.produce_verification import ProduceVerification
     from broker.cluster.metadata_cache import MetadataCache
     from broker.replica.manager import ReplicaManager
 
@@ -88,7 +89,8 @@ def _prepare(records: Any, version: int) -> Tuple[int, Any, str]:
 
 
 async def handle(ctx: "RequestContext", request: Any, *,
-                 replica_manager: "ReplicaManager", metadata: "MetadataCache", authz: Authz = _ALLOW_ALL) -> Any:
+                 replica_manager: "ReplicaManager", metadata: "MetadataCache", authz: Authz = _ALLOW_ALL,
+                 verification: Optional["ProduceVerification"] = None) -> Any:
     version = ctx.api_version
     acks = request.acks
     denied: Optional[Set[str]] = None
@@ -121,8 +123,12 @@ async def handle(ctx: "RequestContext", request: Any, *,
             entries[tp] = buf
         order.append((topic.name, idxs))
 
-    appended = (await replica_manager.append_records(acks, entries, timeout_ms=request.timeout_ms)
-                if entries else {})
+    if not entries:
+        appended = {}
+    elif verification is not None:  # transactional batches are verified with the coordinator first (KIP-890)
+        appended = await verification.append(acks, entries, request.timeout_ms, request.transactional_id, version)
+    else:
+        appended = await replica_manager.append_records(acks, entries, timeout_ms=request.timeout_ms)
 
     any_error = False
     responses = []

@@ -35,6 +35,7 @@ def inter_broker_protocol_version(name: str, value: Any) -> None:
 
 
 def required_acks(name: str, value: Any) -> None:
+    """[-1, 1]"""
     if value not in (-1, 1):
         from broker.config.types import ConfigError
         raise ConfigError(name, value, "must be -1 (all in-sync replicas) or 1")
@@ -179,19 +180,21 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("log.message.timestamp.type", T.STRING, "CreateTime", M, "CreateTime or LogAppendTime.",
               one_of(*TIMESTAMP_TYPES), CW, "message.timestamp.type"),
     ConfigDef("log.message.timestamp.difference.max.ms", T.LONG, LONG_MAX, M, "Deprecated; see before/after.",
-              at_least(0), CW, "message.timestamp.difference.max.ms"),
+              at_least(0), CW, "message.timestamp.difference.max.ms", ignored=True),
     ConfigDef("log.message.timestamp.before.max.ms", T.LONG, LONG_MAX, M, "Max age of a record timestamp.",
               at_least(0), CW, "message.timestamp.before.max.ms"),
     ConfigDef("log.message.timestamp.after.max.ms", T.LONG, LONG_MAX, M, "Max future skew of a record timestamp.",
               at_least(0), CW, "message.timestamp.after.max.ms"),
     ConfigDef("log.message.downconversion.enable", T.BOOLEAN, True, L, "Down-convert for old fetch versions.", None,
-              CW, "message.downconversion.enable"),
+              CW, "message.downconversion.enable", ignored=True),
     ConfigDef("compression.type", T.STRING, "producer", H, "Final compression of a topic.",
               one_of(*COMPRESSION_TYPES), CW, "compression.type"),
-    ConfigDef("compression.gzip.level", T.INT, -1, M, "gzip level.", between(-1, 9), CW, "compression.gzip.level"),
-    ConfigDef("compression.lz4.level", T.INT, 9, M, "lz4 level.", between(1, 17), CW, "compression.lz4.level"),
+    ConfigDef("compression.gzip.level", T.INT, -1, M, "gzip level.", between(-1, 9), CW, "compression.gzip.level",
+              ignored=True),
+    ConfigDef("compression.lz4.level", T.INT, 9, M, "lz4 level.", between(1, 17), CW, "compression.lz4.level",
+              ignored=True),
     ConfigDef("compression.zstd.level", T.INT, 3, M, "zstd level.", between(-131072, 22), CW,
-              "compression.zstd.level"),
+              "compression.zstd.level", ignored=True),
     ConfigDef("log.cleanup.policy", T.LIST, ["delete"], M, "delete and/or compact.", list_of(*CLEANUP_POLICIES), CW,
               "cleanup.policy"),
     # --- log cleaner
@@ -268,6 +271,8 @@ _DEFS: list[ConfigDef] = [
               "Timed-out transaction check interval.", at_least(1)),
     ConfigDef("transaction.remove.expired.transaction.cleanup.interval.ms", T.INT, 3600000, L,
               "Expired transactional id check interval.", at_least(1)),
+    ConfigDef("transaction.partition.verification.enable", T.BOOLEAN, True, L,
+              "Leaders verify a transactional produce with the coordinator first (KIP-890).", dynamic=CW),
     ConfigDef("producer.id.expiration.ms", T.INT, 86400000, L, "Expire idle producer ids.", at_least(1), CW),
     ConfigDef("producer.id.expiration.check.interval.ms", T.INT, 600000, L, "Producer id expiry check interval.",
               at_least(1)),

@@ -111,8 +111,8 @@ def check_listener_protocols(listeners: Iterable[Tuple[str, str]], config_name: 
     for listener_name, protocol in listeners:
         if protocol not in SUPPORTED_PROTOCOLS:
             raise ConfigError(config_name, listener_name, message=(
-                f"Listener {listener_name} uses security protocol {protocol}, which this broker does not "
-                f"support (only {', '.join(SUPPORTED_PROTOCOLS)}); refusing to start"))
+                f"Listener {listener_name} of {config_name} uses security protocol {protocol}, which this broker "
+                f"does not support (only {', '.join(SUPPORTED_PROTOCOLS)}); refusing to start"))
 
 
 def check_sasl_mechanisms(listener: str, mechanisms: Iterable[str], has_jaas: Mapping[str, bool]) -> None:

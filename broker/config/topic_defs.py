@@ -43,14 +43,19 @@ class TopicConfigDef:
     doc: str
     validator: Validator | None = None
     fixed_default: Any = None  # used only when the key has no broker synonym
+    #: accepted and described (so Kafka's tools and clients see it) but not acted on by this broker
+    ignored: bool = False
 
 
 _TOPIC_DEFS = [
     TopicConfigDef("cleanup.policy", T.LIST, "delete and/or compact.", list_of(*CLEANUP_POLICIES)),
     TopicConfigDef("compression.type", T.STRING, "Final compression of the topic.", one_of(*COMPRESSION_TYPES)),
-    TopicConfigDef("compression.gzip.level", T.INT, "gzip level.", between(-1, 9)),
-    TopicConfigDef("compression.lz4.level", T.INT, "lz4 level.", between(1, 17)),
-    TopicConfigDef("compression.zstd.level", T.INT, "zstd level.", between(-131072, 22)),
+    TopicConfigDef("compression.gzip.level", T.INT, "gzip level (the broker compresses at gzip 6).", between(-1, 9),
+                   ignored=True),
+    TopicConfigDef("compression.lz4.level", T.INT, "lz4 level (the broker compresses at lz4's default).",
+                   between(1, 17), ignored=True),
+    TopicConfigDef("compression.zstd.level", T.INT, "zstd level (the broker compresses at zstd 3).",
+                   between(-131072, 22), ignored=True),
     TopicConfigDef("delete.retention.ms", T.LONG, "How long tombstones are kept.", at_least(0)),
     TopicConfigDef("file.delete.delay.ms", T.LONG, "Delay before deleting a file.", at_least(0)),
     TopicConfigDef("flush.messages", T.LONG, "fsync after this many messages.", at_least(1)),
@@ -60,21 +65,24 @@ _TOPIC_DEFS = [
     TopicConfigDef("index.interval.bytes", T.INT, "Bytes between offset index entries.", at_least(0)),
     TopicConfigDef("leader.replication.throttled.replicas", T.LIST, "Throttled leader replicas.",
                    throttled_replica_list, []),
-    TopicConfigDef("local.retention.bytes", T.LONG, "Tiered storage local retention.", at_least(-2), -2),
-    TopicConfigDef("local.retention.ms", T.LONG, "Tiered storage local retention.", at_least(-2), -2),
+    TopicConfigDef("local.retention.bytes", T.LONG, "Tiered storage local retention.", at_least(-2), -2, True),
+    TopicConfigDef("local.retention.ms", T.LONG, "Tiered storage local retention.", at_least(-2), -2, True),
     TopicConfigDef("max.compaction.lag.ms", T.LONG, "Max age before forced compaction.", at_least(1)),
     TopicConfigDef("max.message.bytes", T.INT, "Largest record batch accepted.", at_least(0)),
-    TopicConfigDef("message.downconversion.enable", T.BOOLEAN, "Down-convert for old fetch versions."),
-    TopicConfigDef("message.format.version", T.STRING, "Deprecated.", None, "3.0-IV1"),
+    TopicConfigDef("message.downconversion.enable", T.BOOLEAN,
+                   "Down-convert for old fetch versions (the broker always does).", ignored=True),
+    TopicConfigDef("message.format.version", T.STRING, "Deprecated.", None, "3.0-IV1", True),
     TopicConfigDef("message.timestamp.after.max.ms", T.LONG, "Max future skew of timestamps.", at_least(0)),
     TopicConfigDef("message.timestamp.before.max.ms", T.LONG, "Max age of timestamps.", at_least(0)),
-    TopicConfigDef("message.timestamp.difference.max.ms", T.LONG, "Deprecated.", at_least(0)),
+    TopicConfigDef("message.timestamp.difference.max.ms", T.LONG,
+                   "Deprecated (Kafka's fallback of the before/after limits; not applied here).", at_least(0),
+                   ignored=True),
     TopicConfigDef("message.timestamp.type", T.STRING, "CreateTime or LogAppendTime.", one_of(*TIMESTAMP_TYPES)),
     TopicConfigDef("min.cleanable.dirty.ratio", T.DOUBLE, "Dirty ratio that triggers cleaning.", between(0, 1)),
     TopicConfigDef("min.compaction.lag.ms", T.LONG, "Min age before compaction.", at_least(0)),
     TopicConfigDef("min.insync.replicas", T.INT, "Replicas needed for acks=all.", at_least(1)),
     TopicConfigDef("preallocate", T.BOOLEAN, "Preallocate segment files."),
-    TopicConfigDef("remote.storage.enable", T.BOOLEAN, "Tiered storage (unsupported).", None, False),
+    TopicConfigDef("remote.storage.enable", T.BOOLEAN, "Tiered storage (unsupported).", None, False, True),
     TopicConfigDef("retention.bytes", T.LONG, "Retention size per partition; -1 = unlimited."),
     TopicConfigDef("retention.ms", T.LONG, "Retention time; -1 = forever.", at_least(-1)),
     TopicConfigDef("segment.bytes", T.INT, "Segment size before roll.", at_least(14)),

@@ -11,7 +11,7 @@ thread, never on the disk I/O workers, so a large load cannot delay appends or f
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any, List, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Any, List, NamedTuple, Optional, Sequence, Tuple
 
 from broker.errors import KafkaError, error_for_code
 from broker.protocol.records.builder import build_batch
@@ -21,6 +21,18 @@ if TYPE_CHECKING:
     from broker.replica.manager import ReplicaManager
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
+#: origin of coordinator appends: no client sequence checks (Kafka's AppendOrigin.COORDINATOR)
+_COORDINATOR_ORIGIN = False
+
+
+class LoadedRecord(NamedTuple):
+    """One record or transaction marker of a loaded partition."""
+
+    offset: int
+    key: Optional[bytes]
+    value: Optional[bytes]
+    producer_id: int = -1          # the producer of a transactional batch, else -1
+    marker: Optional[bool] = None  # a control batch: True COMMIT, False ABORT
 
 
 class OffsetsTopicIO:
@@ -48,6 +60,37 @@ class OffsetsTopicIO:
             raise error_for_code(result.error_code)(result.error_message or "")
         return result.base_offset + len(records) - 1
 
+    def start_verification(self, partition: int, producer_id: int, producer_epoch: int) -> Optional[object]:
+        """KIP-890: the guard a transactional append to ``partition`` needs, None if it needs no verification."""
+        return self.replica_manager.start_transaction_verification((self.topic, partition), producer_id,
+                                                                   producer_epoch)
+
+    async def append_transactional(self, partition: int, records: Sequence[Tuple[bytes, Optional[bytes]]],
+                                   producer_id: int, producer_epoch: int, guard: Optional[object] = None) -> int:
+        """Append ``records`` as one transactional batch of the producer (TxnOffsetCommit); the last offset.
+
+        Built at sequence 0 like Kafka's, and appended with the coordinator's origin, which skips the
+        client sequence check but keeps the producer epoch check (a fenced producer is refused).
+        """
+        now = int(time.time() * 1000)
+        batch = bytearray(build_batch([(k, v, [], now) for k, v in records], producer_id=producer_id,
+                                      producer_epoch=producer_epoch, base_sequence=0, is_transactional=True))
+        tp = (self.topic, partition)
+        result = (await self.replica_manager.append_records(self.required_acks, {tp: batch},
+                                                            timeout_ms=self.commit_timeout_ms,
+                                                            is_from_client=_COORDINATOR_ORIGIN,
+                                                            verification_guards={tp: guard} if guard else None))[tp]
+        if result.error_code:
+            raise error_for_code(result.error_code)(result.error_message or "")
+        return result.base_offset + len(records) - 1
+
+    async def read_all_with_markers(self, partition: int) -> Tuple[List[LoadedRecord], int]:
+        """Every record and transaction marker up to the log end; (records, the log end offset read to)."""
+        p = self.replica_manager.get_partition((self.topic, partition))
+        if p is None:
+            raise error_for_code(3)(f"{self.topic}-{partition} is not hosted here")
+        return await self.loader.run(_read_with_markers, p.log)  # type: ignore[no-any-return]
+
     async def read_all(self, partition: int) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
         """Every record of the partition up to its log end offset, as (offset, key, value)."""
         p = self.replica_manager.get_partition((self.topic, partition))
@@ -65,9 +108,14 @@ class OffsetsTopicIO:
 
 
 def _read_all(log: Any) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
+    records, _end = _read_with_markers(log)
+    return [(r.offset, r.key, r.value) for r in records if r.marker is None]
+
+
+def _read_with_markers(log: Any) -> Tuple[List[LoadedRecord], int]:
     from broker.accel import record_batch
     from broker.storage.cleaner_batch import iter_stored_records  # compacted batches have offset gaps
-    out: List[Tuple[int, Optional[bytes], Optional[bytes]]] = []
+    out: List[LoadedRecord] = []
     offset = log.log_start_offset
     # Up to the log end, as Kafka's doLoadGroupsAndOffsets (FetchIsolation.LOG_END): a follower that just became
     # leader may not have learnt the high watermark yet, but every record in its log is the partition's now.
@@ -82,12 +130,20 @@ def _read_all(log: Any) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
         if not infos:
             break
         for bi in infos:
-            if not bi.is_control:
-                for r in iter_stored_records(data[bi.position:bi.position + bi.size]):
+            batch = data[bi.position:bi.position + bi.size]
+            if bi.is_control:
+                for r in iter_stored_records(batch):
+                    if r.offset >= offset and r.key is not None and len(r.key) >= 4:
+                        # EndTransactionMarker key: version int16, type int16 (0 ABORT, 1 COMMIT)
+                        out.append(LoadedRecord(r.offset, None, None, bi.producer_id,
+                                                int.from_bytes(bytes(r.key[2:4]), "big") == 1))
+            else:
+                pid = bi.producer_id if bi.is_transactional else -1
+                for r in iter_stored_records(batch):
                     if r.offset >= offset:
-                        out.append((r.offset, r.key, r.value))
+                        out.append(LoadedRecord(r.offset, r.key, r.value, pid))
             offset = max(offset, bi.base_offset + bi.last_offset_delta + 1)
-    return out
+    return out, end
 
 
-__all__ = ["OffsetsTopicIO", "GROUP_METADATA_TOPIC_NAME", "KafkaError"]
+__all__ = ["OffsetsTopicIO", "GROUP_METADATA_TOPIC_NAME", "KafkaError", "LoadedRecord"]

@@ -23,6 +23,8 @@ _BY_NAME = {
     "DuplicateSequenceError": ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
     "DuplicateSequenceNumberError": ErrorCode.DUPLICATE_SEQUENCE_NUMBER,
     "UnknownProducerIdError": ErrorCode.UNKNOWN_PRODUCER_ID,
+    "InvalidTxnStateError": ErrorCode.INVALID_TXN_STATE,
+    "TransactionCoordinatorFencedError": ErrorCode.TRANSACTION_COORDINATOR_FENCED,
     "InvalidTimestampError": ErrorCode.INVALID_TIMESTAMP,
     "UnsupportedCompressionTypeError": ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
     "KafkaStorageError": ErrorCode.KAFKA_STORAGE_ERROR,

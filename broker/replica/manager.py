@@ -86,6 +86,9 @@ class ReadResult:
     diverging_epoch: Optional[Tuple[int, int]] = None
     #: KIP-392: the replica the consumer should fetch from instead (-1 = none)
     preferred_read_replica: int = -1
+    #: read_committed reads: (producer id, first offset) of the aborted transactions overlapping the data
+    #: (None for other reads: Kafka's response then carries null)
+    aborted_transactions: Optional[List[Tuple[int, int]]] = None
 
 
 @dataclass
@@ -201,6 +204,10 @@ class ReplicaManager:
         self.delete_records_purgatory = OperationPurgatory()
         self.controller_epoch = 0
         self.leadership_listeners: List[Any] = []
+        #: KIP-890 verification guards: (partition, producer id) -> the guard its verified append must present
+        self._verification_guards: Dict[Tuple[TopicPartition, int], object] = {}
+        #: called after a transaction marker appended as leader was replicated (add_txn_marker_listener)
+        self.txn_marker_listeners: List[Callable[[str, int, int, bool], Any]] = []
         self.is_shutting_down = False
         self._state_lock: Optional[asyncio.Lock] = None
         self._tasks: List["asyncio.Task[None]"] = []
@@ -295,6 +302,49 @@ class ReplicaManager:
                         await r
                 except Exception:
                     log.exception("Leadership listener %s.%s failed for %s-%d", type(listener).__name__, method, *tp)
+
+    # --- transaction markers ---------------------------------------------------------
+    def add_txn_marker_listener(self, cb: Callable[[str, int, int, bool], Any]) -> None:
+        """``cb(topic, partition, producer_id, committed)`` runs on the event loop once a COMMIT/ABORT marker this
+        broker appended as leader is replicated (WriteTxnMarkers answers NONE for that partition): the group
+        coordinator then applies or drops the producer's pending transactional offsets on ``__consumer_offsets``
+        (Kafka's onTransactionCompleted). A coroutine result is awaited before WriteTxnMarkers answers; an
+        exception turns that partition's answer into UNKNOWN_SERVER_ERROR, as Kafka does."""
+        self.txn_marker_listeners.append(cb)
+
+    async def append_txn_markers(self, producer_id: int, producer_epoch: int, coordinator_epoch: int,
+                                 committed: bool, partitions: Iterable[TopicPartition], timeout_ms: int
+                                 ) -> Dict[TopicPartition, int]:
+        """One WriteTxnMarkers marker: append the COMMIT/ABORT control batch as leader to each partition with
+        acks=-1 and the coordinator's origin; {partition: error code}. A partition this broker does not host
+        answers UNKNOWN_TOPIC_OR_PARTITION (Kafka looks at the hosted partitions, not the metadata)."""
+        from broker.protocol.records.control import end_txn_marker_batch
+        errors: Dict[TopicPartition, int] = {}
+        entries: Dict[TopicPartition, Any] = {}
+        for tp in partitions:
+            p = self.partitions.get(tp)
+            if p is None or p.log is None or p.deleted:
+                errors[tp] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            else:
+                entries[tp] = bytearray(end_txn_marker_batch(producer_id, producer_epoch, coordinator_epoch, committed))
+        if not entries:
+            return errors
+        results = await self.append_records(-1, entries, timeout_ms, is_from_client=False)
+        for tp, res in results.items():
+            errors[tp] = res.error_code
+            if res.error_code:
+                log.debug("Writing the %s marker of producer %d to %s-%d failed: %s", "COMMIT" if committed else
+                          "ABORT", producer_id, tp[0], tp[1], res.error_message or ErrorCode(res.error_code).name)
+                continue
+            for cb in list(self.txn_marker_listeners):
+                try:
+                    r = cb(tp[0], tp[1], producer_id, committed)
+                    if inspect.isawaitable(r):
+                        await r
+                except Exception:
+                    log.exception("Transaction marker listener failed for producer %d on %s-%d", producer_id, *tp)
+                    errors[tp] = int(ErrorCode.UNKNOWN_SERVER_ERROR)
+        return errors
 
     # --- partitions ----------------------------------------------------------------
     def get_partition(self, tp: TopicPartition) -> Optional[Partition]:
@@ -684,13 +734,33 @@ class ReplicaManager:
         return replica_id not in p.isr and q.is_throttled(p.tp) and q.is_quota_exceeded()
 
     # --- produce -------------------------------------------------------------------
-    async def append_records(self, acks: int, entries: Dict[TopicPartition, Any], timeout_ms: int = 30000
+    def start_transaction_verification(self, tp: TopicPartition, producer_id: int, producer_epoch: int
+                                       ) -> Optional[object]:
+        """KIP-890: a guard for a transactional append that must be verified first, or None when none is needed.
+
+        None when the log already holds an open transaction of this producer at this epoch (Kafka's
+        VerificationGuard.SENTINEL) or the partition is not here (the append reports that). The guard is
+        dropped by the producer's next marker, so a verification that raced the end of its transaction
+        cannot start a new one (INVALID_TXN_STATE "The transaction was not verified").
+        """
+        p = self.partitions.get(tp)
+        if p is None or p.log is None or _has_ongoing_txn(p.log, producer_id, producer_epoch):
+            return None
+        guard = object()
+        self._verification_guards[(tp, producer_id)] = guard
+        return guard
+
+    async def append_records(self, acks: int, entries: Dict[TopicPartition, Any], timeout_ms: int = 30000,
+                             *, is_from_client: bool = True,
+                             verification_guards: Optional[Dict[TopicPartition, object]] = None
                              ) -> Dict[TopicPartition, ProduceResult]:
         """Append each partition's record buffer as leader; with acks=-1 wait for the ISR (DelayedProduce).
 
         ``timeout_ms`` is the Produce request's timeout: partitions not replicated by then answer
         REQUEST_TIMED_OUT. NOT_ENOUGH_REPLICAS if the ISR is below min.insync.replicas before the
-        append, NOT_ENOUGH_REPLICAS_AFTER_APPEND if it fell below while waiting.
+        append, NOT_ENOUGH_REPLICAS_AFTER_APPEND if it fell below while waiting. ``is_from_client``
+        False is Kafka's coordinator origin (transaction markers, offset commits): control batches
+        allowed, no client sequence checks.
         """
         if acks not in (0, 1, -1):
             return {tp: ProduceResult(int(ErrorCode.INVALID_REQUIRED_ACKS)) for tp in entries}
@@ -715,11 +785,14 @@ class ReplicaManager:
             else:
                 work.append((p, buf, p.leader_epoch))
         if work:
+            guards = verification_guards or {}
             if len(work) == 1:
                 p, buf, epoch = work[0]
-                done = [await self.run_io(self._append_one, p, buf, epoch, key=p.tp)]
+                done = [await self.run_io(self._append_one, p, buf, epoch, is_from_client, guards.get(p.tp),
+                                          key=p.tp)]
             else:
-                done = await asyncio.gather(*(self.run_io(self._append_one, p, buf, epoch, key=p.tp)
+                done = await asyncio.gather(*(self.run_io(self._append_one, p, buf, epoch, is_from_client,
+                                                          guards.get(p.tp), key=p.tp)
                                               for p, buf, epoch in work))
             now = self._clock()
             for (p, _, _), res in zip(work, done):
@@ -742,13 +815,27 @@ class ReplicaManager:
                         op.future.cancel()
         return results
 
-    def _append_one(self, p: Partition, buf: Any, epoch: int) -> ProduceResult:
-        """Worker thread: append as leader, unless leadership moved since the request was accepted."""
+    def _append_one(self, p: Partition, buf: Any, epoch: int, is_from_client: bool = True,
+                     guard: Optional[object] = None) -> ProduceResult:
+        """Worker thread: append as leader, unless leadership moved since the request was accepted.
+
+        Runs on the partition's own worker, like every append and marker of the partition, so the
+        verification guard check and the append cannot interleave with the producer's marker.
+        """
         try:
             if p.deleted or p.leader_id != self.broker_id or p.leader_epoch != epoch:
                 raise error_for_code(ErrorCode.NOT_LEADER_OR_FOLLOWER)(
                     "leadership of %s-%d changed before the append" % p.tp)
-            info = p.log.append_as_leader(buf, epoch)
+            pid = int.from_bytes(buf[43:51], "big", signed=True) if len(buf) >= 61 else -1
+            if guard is not None:
+                epoch_of_batch = int.from_bytes(buf[51:53], "big", signed=True)
+                if not _has_ongoing_txn(p.log, pid, epoch_of_batch) \
+                        and self._verification_guards.get((p.tp, pid)) is not guard:
+                    raise error_for_code(ErrorCode.INVALID_TXN_STATE)("The transaction was not verified")
+            info = p.log.append_as_leader(buf, epoch, is_from_client=is_from_client)
+            if pid >= 0 and (guard is not None or not is_from_client):
+                # the transaction started (or a marker ended one): a pending verification is spent
+                self._verification_guards.pop((p.tp, pid), None)
             return ProduceResult(0, info.first_offset, info.log_append_time, info.log_start_offset,
                                  last_offset=info.last_offset)
         except Exception as exc:  # storage errors become per-partition codes
@@ -1047,6 +1134,12 @@ class ReplicaManager:
             await asyncio.get_running_loop().run_in_executor(self._checkpoint_pool, fn)
 
 
+def _has_ongoing_txn(plog: Any, producer_id: int, producer_epoch: int) -> bool:
+    """The log holds an open transaction of this producer at this epoch (no verification needed)."""
+    entry = plog.producer_state.last_entry(producer_id)
+    return entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == producer_epoch
+
+
 def _assign_epoch_start(plog: Any, leader_epoch: int) -> int:
     """Worker thread (the partition's): record ``leader_epoch`` starting at the current LEO; returns it."""
     start = plog.log_end_offset
@@ -1091,7 +1184,14 @@ def _read_logs(jobs: List[_ReadJob], max_bytes: int, min_one_message: bool) -> D
                 out[job.tp] = res
                 continue
             bound = None if job.upper == "leo" else (lso if job.upper == "lso" else hw)
-            info = plog.read(job.fetch_offset, max(0, min(job.max_bytes, budget)), bound, min_one_message)
+            if job.upper == "lso":
+                info = plog.read(job.fetch_offset, max(0, min(job.max_bytes, budget)), bound, min_one_message,
+                                 include_aborted_txns=True)
+                aborted = getattr(info, "aborted_transactions", None)
+                if aborted is not None:
+                    res.aborted_transactions = [(t.producer_id, t.first_offset) for t in aborted]
+            else:
+                info = plog.read(job.fetch_offset, max(0, min(job.max_bytes, budget)), bound, min_one_message)
             recs = getattr(info, "records", info)
             if recs is not None and len(recs) > 0:
                 res.records = recs

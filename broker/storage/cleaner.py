@@ -5,7 +5,8 @@ the filthiest compacted log and cleans it, sleeping log.cleaner.backoff.ms when 
 
 A log splits into three sections: clean [log start, first dirty offset) (already compacted),
 dirty [first dirty offset, first uncleanable offset) and uncleanable (the active segment, anything
-at or above the LSO or the HW, and segments younger than min.compaction.lag.ms). The first dirty
+at or above the LSO (itself capped by the HW), and segments younger than min.compaction.lag.ms).
+Aborted transactions and transaction markers are removed as cleaner_pass.py describes. The first dirty
 offset of each partition lives in the log dir's ``cleaner-offset-checkpoint`` (format in
 checkpoints.py). A log qualifies when dirty bytes / (clean + dirty bytes) exceeds
 min.cleanable.dirty.ratio, when max.compaction.lag.ms forces it, or when a tombstone it kept
@@ -129,7 +130,7 @@ class Cleaner:
                                    seg.time_index.size_bytes, seg.last_modified_ms()))
         plan = CleanPlan(log.dir, tuple(refs), max(first_dirty_offset, log_start), now_ms, cfg.delete_retention_ms,
                          cfg.segment_bytes, cfg.segment_index_bytes, cfg.index_interval_bytes,
-                         self.config.max_map_entries, producers)
+                         self.config.max_map_entries, producers, tuple(s.base_offset for s in segments))
         return plan, {s.base_offset: s for s in segments}
 
     def clean(self, log: Log, first_dirty_offset: int, *, uncleanable_offset: Optional[int] = None,

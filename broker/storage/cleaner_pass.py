@@ -9,24 +9,35 @@ first dirty offset until the map is full or the plan's segments end; every segme
 start up to the mapped end is then rewritten in groups (Kafka's groupSegmentsBySize). A record is
 kept when it is the latest for its key; a tombstone also needs its batch's delete horizon not to
 have passed (the horizon is set to now + delete.retention.ms the first time a batch keeping a
-tombstone is cleaned, as KIP-534). Control and transactional batches are copied unchanged and
-transactional records stay out of the map. A producer's last batch is kept, empty if need be.
+tombstone is cleaned, as KIP-534). A producer's last batch is kept, empty if need be (its last data
+batch, or its last marker when it has no data batch left).
+
+Transactions (cleaner_txn.py, Kafka's rules): the transaction indexes of the log say which transactions
+were aborted; their batches stay out of the map and are removed, committed transactional records are
+compacted like any other. A marker is kept while its transaction's batches were seen in this pass (an
+ABORT then keeps its entry in the cleaned segment's ``.txnindex``); after that it gets a delete horizon
+(now + delete.retention.ms) and is removed by a clean past it. The caller's bound keeps the pass below
+the LSO, so every transaction it sees is decided.
 """
 from __future__ import annotations
 
+import bisect
 import os
 import time as _time
 from dataclasses import dataclass, field
-from typing import Callable, Iterator, Optional
+from typing import Callable, Iterator, Optional, Sequence
 
 from broker.accel import record_batch
 from broker.protocol.records.batch_info import BatchInfo, Record
+from broker.protocol.records.control import control_type
 from broker.protocol.records.errors import CorruptRecordError
 
 from . import files
 from .cleaner_batch import build_empty_batch, build_retained_batch, delete_horizon_ms, iter_stored_records
+from .cleaner_txn import CleanedTransactionMetadata
 from .log import discard_cleaned_files
 from .segment import LogSegment
+from .txn_index import AbortedTxn, overlapping, read_aborted_txns
 
 INT32_MAX = 2147483647
 _READ_CHUNK = 4 << 20
@@ -62,7 +73,9 @@ class CleanPlan:
     segment_index_bytes: int
     index_interval_bytes: int
     map_capacity: int
-    producers: dict[int, tuple[int, int]]  # producer id -> (last data offset, epoch)
+    producers: dict[int, tuple[int, int]]  # producer id -> (last data offset or -1, epoch)
+    #: base offsets of every segment of the log (active included): whose transaction indexes to search
+    txn_index_bases: tuple[int, ...] = ()
 
 
 @dataclass
@@ -200,6 +213,20 @@ def iter_segment_batches(dir_path: str, seg: SegmentRef) -> Iterator[tuple[Batch
             pos += end
 
 
+def collect_aborted_txns(dir_path: str, bases: Sequence[int], start: int, upper: int) -> list[AbortedTxn]:
+    """Aborted transactions overlapping [start, upper) from the transaction index files, starting at the segment
+    holding ``start`` (Kafka's collectAbortedTransactions, reading the files by path)."""
+    i = max(bisect.bisect_right(list(bases), start) - 1, 0)
+    out: list[AbortedTxn] = []
+    for base in bases[i:]:
+        txns, complete = overlapping(read_aborted_txns(files.file_path(dir_path, base, files.TXN_INDEX_SUFFIX)),
+                                     start, upper)
+        out.extend(txns)
+        if complete:
+            break
+    return out
+
+
 def run_clean_pass(plan: CleanPlan, check_abort: Callable[[], None] = lambda: None) -> PassResult:
     """Build the map, write every group's cleaned files; returns what to swap in (nothing swapped here).
 
@@ -208,15 +235,20 @@ def run_clean_pass(plan: CleanPlan, check_abort: Callable[[], None] = lambda: No
     stats = CleanerStats()
     offset_map = OffsetMap(plan.map_capacity)
     segs = list(plan.segments)
+    bases = plan.txn_index_bases or tuple(s.base_offset for s in segs)
     first_dirty = plan.first_dirty_offset
     end_offset = max(first_dirty, segs[0].base_offset) if segs else first_dirty
+    map_txns = CleanedTransactionMetadata()
+    if segs:
+        map_txns.add_aborted_transactions(collect_aborted_txns(plan.dir, bases, first_dirty,
+                                                               segs[-1].next_base_offset))
     for seg in segs:
         if seg.next_base_offset <= first_dirty:
             continue
         check_abort()
         if offset_map.size and offset_map.is_full():
             break
-        _build_offset_map(plan.dir, seg, first_dirty, offset_map, stats)
+        _build_offset_map(plan.dir, seg, first_dirty, offset_map, map_txns, stats)
         end_offset = seg.next_base_offset
     stats.buffer_utilization = offset_map.utilization
     stats.map_done_s = _time.monotonic()
@@ -224,10 +256,11 @@ def run_clean_pass(plan: CleanPlan, check_abort: Callable[[], None] = lambda: No
     horizon_ms = plan.now_ms + plan.delete_retention_ms
     min_horizon: list[Optional[int]] = [None]
     written: list[CleanedGroup] = []
+    txns = CleanedTransactionMetadata()  # carried from group to group, as Kafka's doClean
     try:
         for group in group_segments_by_size(to_clean, plan.segment_bytes, plan.segment_index_bytes):
             check_abort()
-            _write_group(plan, group, offset_map, horizon_ms, stats, min_horizon, check_abort)
+            _write_group(plan, group, bases, offset_map, txns, horizon_ms, stats, min_horizon, check_abort)
             written.append(CleanedGroup(group[0].base_offset, tuple(s.base_offset for s in group),
                                         tuple(s.size for s in group), group[-1].next_base_offset))
     except BaseException:
@@ -238,13 +271,24 @@ def run_clean_pass(plan: CleanPlan, check_abort: Callable[[], None] = lambda: No
     return PassResult(end_offset, written, stats, min_horizon[0])
 
 
+def _control_type(data: bytes, info: BatchInfo) -> Optional[int]:
+    """The control record type of a control batch; None when the batch holds no record."""
+    if info.record_count <= 0:
+        return None
+    records = iter_stored_records(data)
+    return control_type(records[0].key) if records else None
+
+
 def _build_offset_map(dir_path: str, seg: SegmentRef, start: int, offset_map: OffsetMap,
-                      stats: CleanerStats) -> None:
+                      txns: CleanedTransactionMetadata, stats: CleanerStats) -> None:
     put = offset_map.put
     for info, data in iter_segment_batches(dir_path, seg):
         stats.map_bytes_read += info.size
-        if info.is_control or info.is_transactional or info.last_offset < start or info.record_count == 0:
+        if info.is_control:
+            txns.on_control_batch_read(info, _control_type(data, info))
             continue
+        if txns.on_batch_read(info) or info.last_offset < start or info.record_count == 0:
+            continue  # an aborted transaction's records never enter the map
         _time.sleep(0)  # on a thread: let produce/fetch take the GIL between batches
         for rec in iter_stored_records(data):
             stats.map_messages_read += 1
@@ -252,21 +296,26 @@ def _build_offset_map(dir_path: str, seg: SegmentRef, start: int, offset_map: Of
                 put(rec.key, rec.offset)
 
 
-def _write_group(plan: CleanPlan, group: list[SegmentRef], offset_map: OffsetMap, horizon_ms: int,
-                 stats: CleanerStats, min_horizon: list[Optional[int]], check_abort: Callable[[], None]) -> None:
+def _write_group(plan: CleanPlan, group: list[SegmentRef], bases: Sequence[int], offset_map: OffsetMap,
+                 txns: CleanedTransactionMetadata, horizon_ms: int, stats: CleanerStats,
+                 min_horizon: list[Optional[int]], check_abort: Callable[[], None]) -> None:
     base = group[0].base_offset
     discard_cleaned_files(plan.dir, base)
     cleaned = LogSegment(plan.dir, base, index_interval_bytes=plan.index_interval_bytes,
                          max_index_size=plan.segment_index_bytes, now_ms=plan.now_ms,
                          file_suffix=files.CLEANED_SUFFIX)
+    txns.cleaned_index = cleaned.txn_index
     try:
         buf = bytearray()
         entries: list[tuple[int, int, int]] = []
         for seg in group:
             check_abort()
+            # the whole segment's range: the cleaned segment's transaction index is rebuilt from these
+            txns.add_aborted_transactions(collect_aborted_txns(plan.dir, bases, seg.base_offset,
+                                                               seg.next_base_offset))
             for info, data in iter_segment_batches(plan.dir, seg):
                 _time.sleep(0)
-                out = _filter_batch(info, data, offset_map, plan.now_ms, horizon_ms, plan.producers, stats,
+                out = _filter_batch(info, data, offset_map, plan.now_ms, horizon_ms, plan.producers, txns, stats,
                                     min_horizon)
                 if out is None:
                     continue
@@ -289,48 +338,69 @@ def _write_group(plan: CleanPlan, group: list[SegmentRef], offset_map: OffsetMap
             cleaned.close()
         discard_cleaned_files(plan.dir, base)
         raise
+    finally:
+        txns.cleaned_index = None
+
+
+def _is_last_of_producer(info: BatchInfo, producers: dict[int, tuple[int, int]]) -> bool:
+    """Kafka's isBatchLastRecordOfProducer: the batch holding a live producer's last data offset, or (when it
+    has no data left) a marker of its current epoch; kept, empty if need be, for the producer state."""
+    if info.producer_id < 0:
+        return False
+    last = producers.get(info.producer_id)
+    if last is None:
+        return False
+    if last[0] >= 0:
+        return info.last_offset == last[0]
+    return info.is_control and info.producer_epoch == last[1]
 
 
 def _filter_batch(info: BatchInfo, data: bytes, offset_map: OffsetMap, now: int, horizon_ms: int,
-                  producers: dict[int, tuple[int, int]], stats: CleanerStats,
+                  producers: dict[int, tuple[int, int]], txns: CleanedTransactionMetadata, stats: CleanerStats,
                   min_horizon: list[Optional[int]]) -> Optional[bytes]:
     """The bytes to keep for one batch: the original, a rewritten batch, an empty batch, or None."""
     stats.bytes_read += info.size
-    if info.is_control or info.is_transactional:
-        stats.messages_read += info.record_count
-        stats.messages_written += info.record_count
-        return data
-    last_of_producer = False
-    if info.producer_id >= 0:
-        last = producers.get(info.producer_id)
-        last_of_producer = last is not None and last[0] == info.last_offset
-    if info.record_count == 0:
-        return data if last_of_producer else None
-    records = iter_stored_records(data)
-    stats.messages_read += len(records)
     existing = delete_horizon_ms(info)
-    keep_tombstones = existing is None or now < existing
-    retained: list[Record] = []
-    tombstones = False
-    get = offset_map.get
-    for rec in records:
-        key = rec.key
-        if key is None:
-            stats.invalid_messages += 1
-            continue
-        if get(key) > rec.offset:
-            continue
-        if rec.value is None:
-            if not keep_tombstones:
+    if info.is_control:
+        can_discard = txns.on_control_batch_read(info, _control_type(data, info))
+        discard_records = can_discard and existing is not None and existing <= now
+    else:
+        can_discard = txns.on_batch_read(info)
+        discard_records = can_discard
+    retain_empty = _is_last_of_producer(info, producers)
+    if discard_records and not retain_empty:
+        stats.messages_read += info.record_count
+        return None
+    marker_for_empty_txn = can_discard and info.is_control
+    records = iter_stored_records(data) if info.record_count else []
+    stats.messages_read += len(records)
+    if discard_records:
+        retained: list[Record] = []
+    elif info.is_control:
+        retained = list(records)
+    else:
+        keep_tombstones = existing is None or now < existing
+        retained = []
+        get = offset_map.get
+        for rec in records:
+            key = rec.key
+            if key is None:
+                stats.invalid_messages += 1
                 continue
-            tombstones = True
-        retained.append(rec)
+            if get(key) > rec.offset:
+                continue
+            if rec.value is None and not keep_tombstones:
+                continue
+            retained.append(rec)
     stats.messages_written += len(retained)
     if not retained:
-        return build_empty_batch(info) if last_of_producer else None
-    new_horizon = existing if existing is not None else (horizon_ms if tombstones else None)
-    if tombstones and new_horizon is not None and (min_horizon[0] is None or new_horizon < min_horizon[0]):
+        return build_empty_batch(info) if retain_empty else None
+    tombstones = any(r.value is None for r in retained)
+    need_horizon = (tombstones or marker_for_empty_txn) and existing is None
+    new_horizon = horizon_ms if need_horizon else existing
+    if new_horizon is not None and (tombstones or marker_for_empty_txn) \
+            and (min_horizon[0] is None or new_horizon < min_horizon[0]):
         min_horizon[0] = new_horizon
-    if len(retained) == len(records) and new_horizon == existing:
+    if len(retained) == len(records) and not need_horizon:
         return data
     return build_retained_batch(info, retained, new_horizon)

@@ -72,6 +72,12 @@ class InvalidTxnStateError(StorageError):
     error_name = "INVALID_TXN_STATE"
 
 
+class TransactionCoordinatorFencedError(StorageError):
+    """A transaction marker from a coordinator epoch older than the one the producer's last marker carried."""
+
+    error_name = "TRANSACTION_COORDINATOR_FENCED"
+
+
 class KafkaStorageError(StorageError):
     """The log directory is unusable (I/O error, mismatched meta.properties)."""
 

@@ -77,7 +77,9 @@ class _MappedIndex:
 
     def resize(self, new_size: int) -> None:
         """Grow or shrink the file (never below its entries); used when a segment becomes active."""
-        length = max(self._round(new_size), self._entries * self.ENTRY_SIZE)
+        # No entries means an empty file, as Kafka's trimToValidSize leaves it: rounding up to one entry would
+        # keep a stale entry from before a truncation, which a reopen then reads as real.
+        length = max(new_size - new_size % self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE)
         if length != self._length:
             if self._mm is not None:
                 self._mm.close()

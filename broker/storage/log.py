@@ -2,8 +2,16 @@
 
 Owns the segments, LEO, high watermark, log start offset, recovery point, the leader epoch
 cache and the producer state. The directory holds ``<20-digit offset>.log/.index/.timeindex``,
+``<20-digit offset>.txnindex`` (aborted transactions, only in segments holding ABORT markers),
 ``<20-digit offset>.snapshot`` (producer state), ``leader-epoch-checkpoint`` and
 ``partition.metadata`` (written by the LogManager).
+
+Transactions, as Kafka's UnifiedLog: every append (leader, follower, recovery) feeds the producer
+state; a COMMIT/ABORT marker completes its producer's open transaction and an ABORT is recorded in the
+transaction index of the segment holding the marker. The last stable offset (LSO) is the first offset of
+the oldest transaction that is open or whose marker is not yet below the HW, clamped to the log start
+offset and capped by the HW; read_committed reads stop there and carry the aborted transactions
+overlapping what they return (``read(..., include_aborted_txns=True)``).
 
 Thread-safety: every public method takes the Log's lock (one per Log); callers run them on
 worker threads, never on the event loop. fsync happens only in ``flush`` (and in appends when
@@ -19,8 +27,8 @@ import threading
 import time as _time
 from typing import Callable, NamedTuple, Optional
 
-from broker.accel import record_batch
 from broker.protocol.records.batch_info import BatchInfo
+from broker.protocol.records.control import EndTxnMarker, parse_end_txn_marker
 from broker.util.file_slice import FileSlice
 
 from . import files
@@ -29,8 +37,10 @@ from .errors import (InvalidRecordError, KafkaStorageError, OffsetOutOfRangeErro
 from .checkpoints import atomic_write, fsync_dir
 from .cleaner_batch import iter_stored_records
 from .leader_epoch_file import LeaderEpochFileCache
-from .producer_state import ProducerAppendInfo, ProducerStateManager, last_sequence
+from .producer_state import (CLIENT, COORDINATOR, REPLICATION, CompletedTxn, ProducerAppendInfo, ProducerStateManager,
+                             last_sequence)
 from .segment import LogOffsetMetadata, LogSegment
+from .txn_index import AbortedTxn
 from .validator import parse_batches, recompress_if_needed, validate_and_assign_offsets
 
 logger = logging.getLogger(__name__)
@@ -83,11 +93,15 @@ class LogAppendInfo(NamedTuple):
 
 
 class FetchDataInfo(NamedTuple):
-    """A read: ``records`` is None when there is nothing to return (e.g. start offset == LEO)."""
+    """A read: ``records`` is None when there is nothing to return (e.g. start offset == LEO).
+
+    ``aborted_transactions``: with ``include_aborted_txns``, the aborted transactions overlapping the read
+    (None otherwise, as Kafka leaves it unset for read_uncommitted)."""
 
     fetch_offset_metadata: LogOffsetMetadata
     records: Optional[FileSlice]
     first_entry_incomplete: bool = False
+    aborted_transactions: Optional[list[AbortedTxn]] = None
 
 
 class Log:
@@ -162,17 +176,25 @@ class Log:
                     and files.is_segment_stem(name) and files.offset_from_file_name(name) not in base_set:
                 os.unlink(os.path.join(self.dir, name))
         bases.sort()
+        rebuild: set[int] = set()
         for base in bases:
             missing_index = not (os.path.exists(files.file_path(self.dir, base, files.INDEX_SUFFIX))
                                  and os.path.exists(files.file_path(self.dir, base, files.TIME_INDEX_SUFFIX)))
             seg = self._new_segment(base, exists=True)
             if missing_index or not seg.sanity_check_indexes():
                 logger.warning("Rebuilding indexes of segment %d in %s", base, self.dir)
-                seg.recover()
+                rebuild.add(base)
             self.segments.append(seg)
         self._bases = [s.base_offset for s in self.segments]
+        unflushed_from: Optional[int] = None
         if not clean_shutdown and self.segments:
-            self._recover_from(recovery_point)
+            start = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
+            unflushed_from = self._bases[start]
+            logger.info("Recovering unflushed segments from offset %d (segment %d of %d) in %s after an unclean "
+                        "shutdown", recovery_point, start + 1, len(self.segments), self.dir)
+            rebuild.update(self._bases[start:])
+        if rebuild:
+            self._recover_segments(rebuild, log_start_offset, unflushed_from)
         if not self.segments:
             self.segments.append(self._new_segment(max(log_start_offset, 0)))
             self._bases = [self.segments[0].base_offset]
@@ -223,7 +245,7 @@ class Log:
                     continue
                 if base <= files.offset_from_file_name(other) < end:
                     os.unlink(os.path.join(self.dir, other))
-            for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX):
+            for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX):
                 idx = files.file_path(self.dir, base, suffix)
                 if os.path.exists(idx + files.SWAP_SUFFIX):
                     os.rename(idx + files.SWAP_SUFFIX, idx)
@@ -234,62 +256,94 @@ class Log:
                 pass
         fsync_dir(self.dir)
 
-    def _recover_from(self, recovery_point: int) -> None:
-        """Recover every segment holding offsets >= recovery_point; a bad tail drops all later segments."""
-        start = max(bisect.bisect_right(self._bases, recovery_point) - 1, 0)
-        logger.info("Recovering unflushed segments from offset %d (segment %d of %d) in %s after an unclean "
-                    "shutdown", recovery_point, start + 1, len(self.segments), self.dir)
+    def _recover_segments(self, bases: set[int], log_start_offset: int, unflushed_from: Optional[int]) -> None:
+        """Recover the segments whose base offsets are in ``bases``: indexes rebuilt with CRC checks, a torn
+        tail truncated, the transaction index rebuilt by replaying the markers (Kafka's recoverSegment).
+
+        The producer state needed for the transaction index comes from the newest snapshot at or below the
+        first such segment, replayed forward. A bad tail in an unflushed segment (base >= ``unflushed_from``)
+        drops every later segment; leader epochs of recovered batches go to the epoch cache.
+        """
         cache = self.leader_epoch_cache
-
-        def on_batch(info: BatchInfo) -> None:
-            ple = info.partition_leader_epoch
-            if ple >= 0 and (cache.latest_epoch is None or ple > cache.latest_epoch):
-                cache.assign(ple, info.base_offset)
-
-        i = start
-        while i < len(self.segments):
+        psm = ProducerStateManager(self.dir, self.producer_state.producer_id_expiration_ms)
+        todo = set(bases)
+        first = min(todo)
+        start = psm.load_latest_snapshot_at_or_below(first, log_start_offset, self._now_ms())
+        i = max(min(bisect.bisect_right(self._bases, start), bisect.bisect_right(self._bases, first)) - 1, 0)
+        while i < len(self.segments) and todo:
             seg = self.segments[i]
+            if seg.base_offset not in todo:
+                self._replay_segment(psm, seg, start)
+                i += 1
+                continue
+            todo.discard(seg.base_offset)
+
+            def on_batch(info: BatchInfo, seg: LogSegment = seg) -> None:
+                ple = info.partition_leader_epoch
+                if ple >= 0 and (cache.latest_epoch is None or ple > cache.latest_epoch):
+                    cache.assign(ple, info.base_offset)
+                if info.producer_id >= 0:
+                    completed = self._replay_batch(psm, seg, info)
+                    if completed is not None:
+                        seg.update_txn_index(completed, psm.last_stable_offset(completed))
+                        psm.complete_txn(completed)
+
             truncated = seg.recover(on_batch)
             if truncated:
                 logger.warning("Truncated %d invalid bytes at the end of segment %d in %s", truncated,
                                seg.base_offset, self.dir)
-                for later in self.segments[i + 1:]:
-                    later.delete()
-                del self.segments[i + 1:]
-                break
+                if unflushed_from is not None and seg.base_offset >= unflushed_from:
+                    for later in self.segments[i + 1:]:
+                        later.delete()
+                    del self.segments[i + 1:]
+                    break
             i += 1
         # an empty non-first trailing segment is fine; segments whose base is below the previous end are not
         self._bases = [s.base_offset for s in self.segments]
 
+    def _replay_segment(self, psm: ProducerStateManager, seg: LogSegment, start: int) -> None:
+        """Feed ``seg``'s batches from offset ``start`` on into ``psm`` (no index is written)."""
+        pos = 0
+        if seg.base_offset < start:
+            found = seg.translate_offset(start)
+            if found is None:
+                return
+            pos = found.position
+        for info in seg.iter_headers(pos):
+            if info.base_offset < start or info.producer_id < 0:
+                continue
+            completed = self._replay_batch(psm, seg, info)
+            if completed is not None:
+                psm.complete_txn(completed)
+
+    def _replay_batch(self, psm: ProducerStateManager, seg: LogSegment, info: BatchInfo) -> Optional[CompletedTxn]:
+        committed, coordinator_epoch = None, -1
+        if info.is_control:
+            marker = self._read_marker(seg, info)
+            if marker is not None:
+                committed, coordinator_epoch = marker.committed, marker.coordinator_epoch
+        return psm.replay_batch(info.producer_id, info.producer_epoch, info.base_sequence, info.last_offset_delta,
+                                info.base_offset, info.max_timestamp, info.is_transactional, info.is_control,
+                                coordinator_epoch, committed)
+
+    @staticmethod
+    def _read_marker(seg: LogSegment, info: BatchInfo) -> Optional[EndTxnMarker]:
+        if info.record_count <= 0:
+            return None
+        try:
+            return parse_end_txn_marker(iter_stored_records(bytearray(seg.read_batch(info))))
+        except Exception:
+            return None
+
     def _rebuild_producer_state(self) -> None:
-        """Load the latest usable snapshot, then replay batch headers up to the LEO."""
+        """Load the latest usable snapshot, then replay batch headers (and markers) up to the LEO."""
         psm = self.producer_state
         start = psm.truncate_and_reload(self._log_start_offset, self._leo, self._now_ms())
         i = max(bisect.bisect_right(self._bases, start) - 1, 0)
         for seg in self.segments[i:]:
-            pos = 0
-            if seg.base_offset < start:
-                found = seg.translate_offset(start)
-                if found is None:
-                    continue
-                pos = found.position
-            for info in seg.iter_headers(pos):
-                if info.base_offset < start:
-                    continue
-                if info.producer_id >= 0:
-                    coord_epoch = self._coordinator_epoch(seg, info) if info.is_control else -1
-                    psm.replay_batch(info.producer_id, info.producer_epoch, info.base_sequence,
-                                     info.last_offset_delta, info.base_offset, info.max_timestamp,
-                                     info.is_transactional, info.is_control, coord_epoch)
+            self._replay_segment(psm, seg, start)
         psm.update_map_end_offset(self._leo)
-
-    @staticmethod
-    def _coordinator_epoch(seg: LogSegment, info: BatchInfo) -> int:
-        try:
-            recs = record_batch.iter_records(bytearray(seg.read_batch(info)))
-        except Exception:
-            return -1
-        return _marker_coordinator_epoch(recs)
+        psm.on_high_watermark_updated(self._hw)
 
     # ------------------------------------------------------------------ properties
     @property
@@ -319,10 +373,17 @@ class Log:
 
     @property
     def last_stable_offset(self) -> int:
-        """LSO: the first offset of the oldest open transaction, capped by the HW."""
+        """LSO: the first unstable offset (oldest transaction open or with its marker not yet below the HW),
+        clamped to the log start offset, capped by the HW."""
         with self._lock:
-            first = self.producer_state.first_undecided_offset()
-            return self._hw if first is None else min(first, self._hw)
+            return self._last_stable_offset_locked()
+
+    def _last_stable_offset_locked(self) -> int:
+        first = self.producer_state.first_unstable_offset()
+        if first is None:
+            return self._hw
+        first = max(first, self._log_start_offset)
+        return first if first < self._hw else self._hw
 
     @property
     def latest_epoch(self) -> Optional[int]:
@@ -332,6 +393,7 @@ class Log:
         """Set the HW, clamped to [log start offset, LEO]; returns the value stored."""
         with self._lock:
             self._hw = max(self._log_start_offset, min(hw, self._leo))
+            self.producer_state.on_high_watermark_updated(self._hw)
             return self._hw
 
     def update_config(self, config: LogConfig) -> None:
@@ -376,7 +438,9 @@ class Log:
                 buf = converted
                 batches = parse_batches(buf)
             v = validate_and_assign_offsets(buf, batches, self._leo, leader_epoch, self.config, now, is_from_client)
+            origin = CLIENT if is_from_client else COORDINATOR
             updates: dict[int, ProducerAppendInfo] = {}
+            completed: list[CompletedTxn] = []
             psm = self.producer_state
             for info, (last, max_ts, _size) in zip(batches, v.appended):
                 pid = info.producer_id
@@ -393,10 +457,15 @@ class Log:
                                                  True, 0, 0)
                 upd = updates.get(pid)
                 if upd is None:
-                    upd = updates[pid] = psm.prepare_update(pid, validate=True)
+                    upd = updates[pid] = psm.prepare_update(pid, origin)
                 if info.is_control:
-                    recs = record_batch.iter_records(memoryview(buf)[info.position:info.position + info.size])
-                    upd.append_end_txn_marker(info.producer_epoch, _marker_coordinator_epoch(recs), max_ts)
+                    marker = _batch_marker(buf, info)
+                    if marker is None:
+                        raise InvalidRecordError("a control batch must hold one COMMIT or ABORT marker")
+                    done = upd.append_end_txn_marker(info.producer_epoch, marker.coordinator_epoch, marker.committed,
+                                                     first, max_ts)
+                    if done is not None:
+                        completed.append(done)
                 else:
                     upd.append_data_batch(info.producer_epoch, info.base_sequence,
                                           last_sequence(info.base_sequence, info.last_offset_delta), max_ts, first,
@@ -405,8 +474,7 @@ class Log:
             seg.append(buf, v.appended)
             if leader_epoch >= 0:
                 self.leader_epoch_cache.assign(leader_epoch, v.first_offset)
-            for upd in updates.values():
-                psm.update(upd)
+            self._apply_producer_updates(seg, updates, completed)
             self._leo = v.last_offset + 1
             psm.update_map_end_offset(self._leo)
             self._after_append(v.num_records)
@@ -443,22 +511,45 @@ class Log:
             seg.append(buf, appended)
             cache = self.leader_epoch_cache
             psm = self.producer_state
+            updates: dict[int, ProducerAppendInfo] = {}
+            completed: list[CompletedTxn] = []
             for info in batches:
                 ple = info.partition_leader_epoch
                 if ple >= 0 and (cache.latest_epoch is None or ple > cache.latest_epoch):
                     cache.assign(ple, info.base_offset)
-                if info.producer_id >= 0:
-                    coord = -1
-                    if info.is_control:
-                        coord = _marker_coordinator_epoch(record_batch.iter_records(
-                            memoryview(buf)[info.position:info.position + info.size]))
-                    psm.replay_batch(info.producer_id, info.producer_epoch, info.base_sequence,
-                                     info.last_offset_delta, info.base_offset, info.max_timestamp,
-                                     info.is_transactional, info.is_control, coord)
+                pid = info.producer_id
+                if pid < 0:
+                    continue
+                upd = updates.get(pid)
+                if upd is None:
+                    upd = updates[pid] = psm.prepare_update(pid, REPLICATION)
+                if info.is_control:
+                    marker = _batch_marker(buf, info)
+                    if marker is not None:
+                        done = upd.append_end_txn_marker(info.producer_epoch, marker.coordinator_epoch,
+                                                         marker.committed, info.base_offset, info.max_timestamp)
+                        if done is not None:
+                            completed.append(done)
+                else:
+                    upd.append_data_batch(info.producer_epoch, info.base_sequence,
+                                          last_sequence(info.base_sequence, info.last_offset_delta),
+                                          info.max_timestamp, info.base_offset, info.last_offset, info.is_transactional)
+            self._apply_producer_updates(seg, updates, completed)
             self._leo = last + 1
             psm.update_map_end_offset(self._leo)
             self._after_append(n)
             return LogAppendInfo(first, last, -1, self._log_start_offset, False, n, len(buf), max_ts, off_max)
+
+    def _apply_producer_updates(self, seg: LogSegment, updates: dict[int, ProducerAppendInfo],
+                                completed: list[CompletedTxn]) -> None:
+        """Commit an append's producer-state changes; each completed transaction is recorded (an ABORT in the
+        transaction index of ``seg``, the segment holding its marker) with the LSO Kafka computes for it."""
+        psm = self.producer_state
+        for upd in updates.values():
+            psm.update(upd)
+        for txn in completed:
+            seg.update_txn_index(txn, psm.last_stable_offset(txn))
+            psm.complete_txn(txn)
 
     def _after_append(self, num_records: int) -> None:
         self._unflushed_messages += num_records
@@ -512,11 +603,13 @@ class Log:
 
     # ------------------------------------------------------------------ reads
     def read(self, start_offset: int, max_bytes: int, max_offset_exclusive: Optional[int] = None,
-             min_one_message: bool = True) -> FetchDataInfo:
+             min_one_message: bool = True, include_aborted_txns: bool = False) -> FetchDataInfo:
         """Whole batches from the one holding ``start_offset``, bounded by ``max_offset_exclusive``.
 
         Raises OffsetOutOfRangeError outside [log start offset, LEO]. At least one whole batch is
         returned with ``min_one_message`` even when larger than ``max_bytes`` (KIP-74).
+        ``include_aborted_txns`` (read_committed) adds the aborted transactions overlapping the read, from
+        ``start_offset`` to the first offset-index entry past the data (Kafka's addAbortedTransactions).
         """
         with self._lock:
             leo = self._leo
@@ -528,17 +621,43 @@ class Log:
             i = max(i, 0)
             if start_offset >= max_off:
                 seg = self.segments[i]
-                return FetchDataInfo(LogOffsetMetadata(start_offset, seg.base_offset, seg.size), None)
+                return FetchDataInfo(LogOffsetMetadata(start_offset, seg.base_offset, seg.size), None, False,
+                                     [] if include_aborted_txns else None)
             while i < len(self.segments):
                 seg = self.segments[i]
                 max_position = self._max_position(seg, max_off)
                 res = seg.read(start_offset, max_bytes, max_position, min_one_message)
                 if res is not None:
                     fs, meta = res
-                    return FetchDataInfo(meta, fs if fs.length > 0 else None)
+                    aborted = (self._aborted_txns_for_read(start_offset, i, meta.relative_position_in_segment,
+                                                           fs.length) if include_aborted_txns else None)
+                    return FetchDataInfo(meta, fs if fs.length > 0 else None, False, aborted)
                 i += 1
             seg = self.segments[-1]
             return FetchDataInfo(LogOffsetMetadata(start_offset, seg.base_offset, seg.size), None)
+
+    def _aborted_txns_for_read(self, start_offset: int, i: int, position: int, size: int) -> list[AbortedTxn]:
+        seg = self.segments[i]
+        upper = seg.fetch_upper_bound_offset(position, size)
+        if upper is None:
+            upper = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self._leo
+        return self._collect_aborted_txns(start_offset, upper, i)
+
+    def _collect_aborted_txns(self, start_offset: int, upper_bound_offset: int, i: int) -> list[AbortedTxn]:
+        out: list[AbortedTxn] = []
+        for seg in self.segments[i:]:
+            txns, complete = seg.collect_aborted_txns(start_offset, upper_bound_offset)
+            out.extend(txns)
+            if complete:
+                break
+        return out
+
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
+        """Aborted transactions overlapping [start_offset, upper_bound_offset), from the segment holding
+        ``start_offset`` on (Kafka's UnifiedLog.collectAbortedTransactions)."""
+        with self._lock:
+            i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
+            return self._collect_aborted_txns(start_offset, upper_bound_offset, i)
 
     def _max_position(self, seg: LogSegment, max_offset_exclusive: int) -> int:
         if max_offset_exclusive >= self._leo:
@@ -727,12 +846,13 @@ class Log:
                 renamed.append(src + files.DELETED_SUFFIX)
             except FileNotFoundError:
                 pass
+        txn_index = files.file_path(self.dir, seg.base_offset, files.TXN_INDEX_SUFFIX) + files.DELETED_SUFFIX
+        seg.txn_index.rename_to(txn_index)  # lazily created: renamed only when it exists
+        renamed.append(txn_index)
 
         def remove() -> None:
             try:
-                seg.offset_index.close_handler()
-                seg.time_index.close_handler()
-                seg.log_file.close()
+                seg.close_handlers()
             except Exception:  # already closed
                 pass
             for path in renamed:
@@ -752,14 +872,12 @@ class Log:
         """(segments, log start offset, first uncleanable offset bound, {producer id: (last data offset, epoch)}).
 
         The bound is min(active segment base, LSO); the producer map drives which emptied batches the
-        cleaner keeps (a producer's last batch carries its last sequence and epoch).
+        cleaner keeps (a producer's last batch carries its last sequence and epoch; with no data batch left
+        (last data offset -1), its last marker carries the epoch).
         """
         with self._lock:
             self._check_open()
-            first = self.producer_state.first_undecided_offset()
-            bound = min(self.segments[-1].base_offset, self._hw)
-            if first is not None:
-                bound = min(bound, first)
+            bound = min(self.segments[-1].base_offset, self._last_stable_offset_locked())
             producers = {pid: (e.last_data_offset, e.producer_epoch)
                          for pid, e in self.producer_state.producers.items()}
             return list(self.segments), self._log_start_offset, bound, producers
@@ -795,16 +913,24 @@ class Log:
             os.rename(cleaned_log + files.CLEANED_SUFFIX, cleaned_log + files.SWAP_SUFFIX)
             fsync_dir(self.dir)
             step("after_log_swap_renamed")
-            for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX):
+            for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX):
                 path = files.file_path(self.dir, base_offset, suffix)
-                os.rename(path + files.CLEANED_SUFFIX, path + files.SWAP_SUFFIX)
+                try:
+                    os.rename(path + files.CLEANED_SUFFIX, path + files.SWAP_SUFFIX)
+                except FileNotFoundError:
+                    if suffix != files.TXN_INDEX_SUFFIX:  # a transaction index exists only with aborted txns
+                        raise
             step("after_index_swap_renamed")
             for n, seg in enumerate(old):
                 self._schedule_delete(seg)
                 step("after_old_deleted_%d" % n)
-            for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.LOG_SUFFIX):
+            for suffix in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX, files.LOG_SUFFIX):
                 path = files.file_path(self.dir, base_offset, suffix)
-                os.rename(path + files.SWAP_SUFFIX, path)
+                try:
+                    os.rename(path + files.SWAP_SUFFIX, path)
+                except FileNotFoundError:
+                    if suffix != files.TXN_INDEX_SUFFIX:
+                        raise
             fsync_dir(self.dir)
             step("after_swap_renamed")
             try:
@@ -872,9 +998,7 @@ class Log:
         with self._lock:
             if not self._closed:
                 for seg in self.segments:
-                    seg.offset_index.close_handler()
-                    seg.time_index.close_handler()
-                    seg.log_file.close()
+                    seg.close_handlers()
                 self._closed = True
             shutil.rmtree(self.dir, ignore_errors=True)
 
@@ -959,8 +1083,8 @@ class Log:
 
 
 def discard_cleaned_files(dir_path: str, base_offset: int) -> None:
-    """Remove an uncommitted cleaned segment (``<base>.log/.index/.timeindex.cleaned``)."""
-    for suffix in (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX):
+    """Remove an uncommitted cleaned segment (``<base>.log/.index/.timeindex/.txnindex.cleaned``)."""
+    for suffix in (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX):
         try:
             os.unlink(files.file_path(dir_path, base_offset, suffix) + files.CLEANED_SUFFIX)
         except FileNotFoundError:
@@ -988,10 +1112,11 @@ def _next_offset_of_log_file(path: str) -> int:
     return nxt
 
 
-def _marker_coordinator_epoch(records: list) -> int:
-    """Coordinator epoch from an end-transaction marker's value (version int16, epoch int32)."""
-    for rec in records:
-        v = rec.value
-        if v is not None and len(v) >= 6:
-            return int.from_bytes(v[2:6], "big", signed=True)
-    return -1
+def _batch_marker(buf: "bytes | bytearray", info: BatchInfo) -> Optional[EndTxnMarker]:
+    """The COMMIT/ABORT marker of a control batch in ``buf``; None when it has none (cleaned, other type)."""
+    if info.record_count <= 0:
+        return None
+    try:
+        return parse_end_txn_marker(iter_stored_records(bytes(buf[info.position:info.position + info.size])))
+    except Exception:
+        return None

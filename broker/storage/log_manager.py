@@ -100,7 +100,7 @@ class LogManager:
                  flush_start_offset_checkpoint_interval_ms: int = 60000,
                  producer_id_expiration_ms: int = 86400000,
                  producer_id_expiration_check_interval_ms: int = 600000,
-                 cleaner_config: Optional[CleanerConfig] = None) -> None:
+                 cleaner_config: Optional[CleanerConfig] = None, initial_task_delay_ms: int = 30000) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -113,6 +113,8 @@ class LogManager:
         self._topic_configs: dict[str, LogConfig] = {}
         self._topic_config_provider = topic_configs
         self.retention_check_interval_ms = retention_check_interval_ms
+        #: log.initial.task.delay.ms: before the first retention, flush and checkpoint runs (Kafka's InitialTaskDelayMs)
+        self.initial_task_delay_ms = initial_task_delay_ms
         self.flush_check_interval_ms = flush_check_interval_ms
         self.checkpoint_interval_ms = flush_recovery_offset_checkpoint_interval_ms
         self.log_start_offset_checkpoint_interval_ms = flush_start_offset_checkpoint_interval_ms
@@ -271,11 +273,12 @@ class LogManager:
             return
         self._started = True
         s = self.scheduler
-        s.schedule("kafka-log-retention", self.cleanup_logs, 30.0, self.retention_check_interval_ms / 1000.0)
+        first = self.initial_task_delay_ms / 1000.0
+        s.schedule("kafka-log-retention", self.cleanup_logs, first, self.retention_check_interval_ms / 1000.0)
         if self.flush_check_interval_ms < LONG_MAX // 2:
-            s.schedule("kafka-log-flusher", self.flush_dirty_logs, 30.0, self.flush_check_interval_ms / 1000.0)
-        s.schedule("kafka-recovery-point-checkpoint", self.checkpoint_all, 30.0, self.checkpoint_interval_ms / 1000.0)
-        s.schedule("kafka-log-start-offset-checkpoint", self.checkpoint_log_start_offsets, 30.0,
+            s.schedule("kafka-log-flusher", self.flush_dirty_logs, first, self.flush_check_interval_ms / 1000.0)
+        s.schedule("kafka-recovery-point-checkpoint", self.checkpoint_all, first, self.checkpoint_interval_ms / 1000.0)
+        s.schedule("kafka-log-start-offset-checkpoint", self.checkpoint_log_start_offsets, first,
                    self.log_start_offset_checkpoint_interval_ms / 1000.0)
         s.schedule("kafka-producer-id-expiration", self.remove_expired_producers,
                    self.producer_id_expiration_check_interval_ms / 1000.0,

@@ -15,8 +15,22 @@ Snapshot file ``<20-digit offset>.snapshot`` (Kafka's format, version 1, big-end
       coordinator_epoch       int32
       current_txn_first_offset int64  (-1 when no transaction is open)
 
-The snapshot at offset N holds the state after every batch below N. Thread-safety: called under
-the owning Log's lock.
+The snapshot at offset N holds the state after every batch below N.
+
+Transactions (Kafka's ProducerStateManager): a producer's first transactional batch opens a transaction
+(``current_txn_first_offset``, also kept in ``ongoing_txns`` by first offset); its COMMIT or ABORT marker
+completes it as a ``CompletedTxn`` (producer id, first offset, last offset = the marker's, aborted?). A
+completed transaction stays "unreplicated" until the high watermark passes its marker, so the first
+unstable offset (the LSO before it is capped by the HW) only moves once the marker is replicated. The
+LSO written into the transaction index with an ABORT is ``last_stable_offset(completed)``: the first
+offset of the oldest transaction of another producer still open, else the marker offset + 1.
+
+Validation by append origin, as Kafka's AppendOrigin: CLIENT (produce) checks epochs and sequences;
+COORDINATOR (transaction markers, the group coordinator's transactional offset commits) checks epochs and,
+for markers, the coordinator epoch (an older one is TRANSACTION_COORDINATOR_FENCED; a newer producer epoch
+is accepted and becomes the producer's); REPLICATION (followers, recovery, reloads) checks nothing.
+
+Thread-safety: called under the owning Log's lock.
 """
 from __future__ import annotations
 
@@ -31,7 +45,8 @@ from broker.accel import crc32c
 
 from . import files
 from .checkpoints import atomic_write
-from .errors import InvalidProducerEpochError, OutOfOrderSequenceError
+from .errors import (InvalidProducerEpochError, InvalidTxnStateError, OutOfOrderSequenceError,
+                     TransactionCoordinatorFencedError)
 
 NUM_BATCHES_TO_RETAIN = 5
 NO_PRODUCER_EPOCH = -1
@@ -40,6 +55,20 @@ SNAPSHOT_VERSION = 1
 INT32_MAX = 2147483647
 _SNAP_HEADER = struct.Struct(">hI")
 _SNAP_ENTRY = struct.Struct(">qhiqiqiq")
+
+#: Kafka's AppendOrigin: how much an append is validated
+CLIENT = "client"
+COORDINATOR = "coordinator"
+REPLICATION = "replication"
+
+
+class CompletedTxn(NamedTuple):
+    """A transaction ended by a marker: ``last_offset`` is the marker's offset."""
+
+    producer_id: int
+    first_offset: int
+    last_offset: int
+    is_aborted: bool
 
 
 class BatchMetadata(NamedTuple):
@@ -104,32 +133,51 @@ def _in_sequence(last_seq: int, next_seq: int) -> bool:
 class ProducerAppendInfo:
     """Validates and collects the producer-state changes of one append before they are applied."""
 
-    def __init__(self, producer_id: int, current: Optional[ProducerStateEntry], validate: bool) -> None:
+    def __init__(self, producer_id: int, current: Optional[ProducerStateEntry], origin: str = CLIENT) -> None:
         self.producer_id = producer_id
         self.current = current
-        self.validate = validate
+        self.origin = origin
         self.updated = current.copy() if current is not None else ProducerStateEntry(producer_id)
+        #: first offsets of the transactions this append opened
+        self.started_transactions: list[int] = []
         self._appended_in_this = False
 
     def append_data_batch(self, epoch: int, first_seq: int, last_seq: int, timestamp: int, first_offset: int,
                           last_offset: int, is_transactional: bool) -> None:
-        if self.validate:
+        if self.origin != REPLICATION:
             self._check_epoch(epoch)
-            self._check_sequence(epoch, first_seq, first_offset)
+            if self.origin == CLIENT:
+                self._check_sequence(epoch, first_seq, first_offset)
         self.updated.add_batch(epoch, first_seq, last_seq, first_offset, last_offset, timestamp)
         self._appended_in_this = True
-        if is_transactional and self.updated.current_txn_first_offset < 0:
+        if self.updated.current_txn_first_offset >= 0 and not is_transactional:
+            if self.origin != REPLICATION:
+                raise InvalidTxnStateError("expected a transactional write from producer %d at offset %d"
+                                           % (self.producer_id, first_offset))
+        elif self.updated.current_txn_first_offset < 0 and is_transactional:
             self.updated.current_txn_first_offset = first_offset
+            self.started_transactions.append(first_offset)
 
-    def append_end_txn_marker(self, epoch: int, coordinator_epoch: int, timestamp: int) -> None:
-        if self.validate:
+    def append_end_txn_marker(self, epoch: int, coordinator_epoch: int, committed: bool, offset: int,
+                              timestamp: int) -> Optional[CompletedTxn]:
+        """Apply a COMMIT/ABORT marker at ``offset``; the transaction it completes, if one was open."""
+        if self.origin != REPLICATION:
             self._check_epoch(epoch)
-        if epoch != self.updated.producer_epoch:
-            self.updated.batches.clear()
-            self.updated.producer_epoch = epoch
-        self.updated.coordinator_epoch = coordinator_epoch
-        self.updated.current_txn_first_offset = -1
-        self.updated.last_timestamp = timestamp
+            if self.updated.coordinator_epoch > coordinator_epoch:
+                raise TransactionCoordinatorFencedError(
+                    "invalid coordinator epoch for producer %d at offset %d: %d (zombie), %d (current)"
+                    % (self.producer_id, offset, coordinator_epoch, self.updated.coordinator_epoch))
+        upd = self.updated
+        completed = None
+        if upd.current_txn_first_offset >= 0:
+            completed = CompletedTxn(self.producer_id, upd.current_txn_first_offset, offset, not committed)
+        if epoch != upd.producer_epoch:
+            upd.batches.clear()
+            upd.producer_epoch = epoch
+        upd.coordinator_epoch = coordinator_epoch
+        upd.current_txn_first_offset = -1
+        upd.last_timestamp = timestamp
+        return completed
 
     def _check_epoch(self, epoch: int) -> None:
         if epoch < self.updated.producer_epoch:
@@ -164,41 +212,83 @@ class ProducerStateManager:
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
+        #: open transactions: first offset -> producer id
+        self.ongoing_txns: dict[int, int] = {}
+        #: completed transactions whose marker is not below the HW yet: first offset -> (producer id, last offset)
+        self.unreplicated_txns: dict[int, tuple[int, int]] = {}
 
     # ----------------------------------------------------------- state
     def last_entry(self, producer_id: int) -> Optional[ProducerStateEntry]:
         return self.producers.get(producer_id)
 
-    def prepare_update(self, producer_id: int, validate: bool = True) -> ProducerAppendInfo:
-        return ProducerAppendInfo(producer_id, self.producers.get(producer_id), validate)
+    def prepare_update(self, producer_id: int, origin: str = CLIENT) -> ProducerAppendInfo:
+        return ProducerAppendInfo(producer_id, self.producers.get(producer_id), origin)
 
     def update(self, info: ProducerAppendInfo) -> None:
         self.producers[info.producer_id] = info.updated
+        for first in info.started_transactions:
+            self.ongoing_txns[first] = info.producer_id
 
     def update_map_end_offset(self, offset: int) -> None:
         self.map_end_offset = offset
 
     def replay_batch(self, producer_id: int, epoch: int, base_sequence: int, last_offset_delta: int,
                      base_offset: int, max_timestamp: int, is_transactional: bool, is_control: bool,
-                     coordinator_epoch: int = -1) -> None:
-        """Apply a batch already in the log, without validation (recovery, follower appends)."""
+                     coordinator_epoch: int = -1, committed: Optional[bool] = None) -> Optional[CompletedTxn]:
+        """Apply a batch already in the log, without validation (recovery, follower appends).
+
+        A control batch needs its marker (``committed``; None for an empty or unknown control batch, which
+        changes nothing but the producer's presence). Returns the transaction a marker completed; the caller
+        records it (``complete_txn``, and the transaction index where the log is written).
+        """
         if producer_id < 0:
-            return
-        info = self.prepare_update(producer_id, validate=False)
+            return None
+        info = self.prepare_update(producer_id, REPLICATION)
+        completed = None
         if is_control:
-            info.append_end_txn_marker(epoch, coordinator_epoch, max_timestamp)
+            if committed is not None:
+                completed = info.append_end_txn_marker(epoch, coordinator_epoch, committed, base_offset,
+                                                       max_timestamp)
         else:
             info.append_data_batch(epoch, base_sequence, last_sequence(base_sequence, last_offset_delta),
                                    max_timestamp, base_offset, base_offset + last_offset_delta, is_transactional)
         self.update(info)
+        return completed
 
-    def ongoing_txn_first_offsets(self) -> list[int]:
-        return sorted(e.current_txn_first_offset for e in self.producers.values()
-                      if e.current_txn_first_offset >= 0)
+    # ----------------------------------------------------------- transactions
+    def last_stable_offset(self, completed: CompletedTxn) -> int:
+        """The LSO recorded with ``completed``'s index entry: the oldest open transaction of another producer,
+        else the marker offset + 1 (Kafka's lastStableOffset(completedTxn))."""
+        others = [first for first, pid in self.ongoing_txns.items() if pid != completed.producer_id]
+        return min(others) if others else completed.last_offset + 1
 
-    def first_undecided_offset(self) -> Optional[int]:
-        offsets = self.ongoing_txn_first_offsets()
-        return offsets[0] if offsets else None
+    def complete_txn(self, completed: CompletedTxn) -> None:
+        """The marker of ``completed`` is in the log: it stays unstable until the HW passes the marker."""
+        self.ongoing_txns.pop(completed.first_offset, None)
+        self.unreplicated_txns[completed.first_offset] = (completed.producer_id, completed.last_offset)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        self._remove_unreplicated_txns(high_watermark)
+
+    def _remove_unreplicated_txns(self, offset: int) -> None:
+        if self.unreplicated_txns:
+            for first in [f for f, (_, last) in self.unreplicated_txns.items() if last < offset]:
+                del self.unreplicated_txns[first]
+
+    def first_unstable_offset(self) -> Optional[int]:
+        """The first offset of the oldest transaction open, or completed with its marker not yet below the HW."""
+        best: Optional[int] = None
+        if self.ongoing_txns:
+            best = min(self.ongoing_txns)
+        if self.unreplicated_txns:
+            u = min(self.unreplicated_txns)
+            best = u if best is None else min(best, u)
+        return best
+
+    def _reset_txns_from_entries(self) -> None:
+        self.ongoing_txns = {e.current_txn_first_offset: pid for pid, e in self.producers.items()
+                             if e.current_txn_first_offset >= 0}
+        self.unreplicated_txns = {}
 
     def remove_expired_producers(self, now_ms: int) -> None:
         expired = [pid for pid, e in self.producers.items()
@@ -212,10 +302,13 @@ class ProducerStateManager:
                 if e.batches and e.last_data_offset < log_start_offset and e.current_txn_first_offset < 0]
         for pid in gone:
             del self.producers[pid]
+        self._remove_unreplicated_txns(log_start_offset)
         self.delete_snapshots_before(log_start_offset)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         self.producers.clear()
+        self.ongoing_txns.clear()
+        self.unreplicated_txns.clear()
         for off in self.list_snapshot_offsets():
             self._delete_snapshot(off)
         self.map_end_offset = offset
@@ -258,8 +351,15 @@ class ProducerStateManager:
         for off in self.list_snapshot_offsets():
             if off > log_end_offset or off < log_start_offset:
                 self._delete_snapshot(off)
+        return self.load_latest_snapshot_at_or_below(log_end_offset, log_start_offset, now_ms)
+
+    def load_latest_snapshot_at_or_below(self, offset: int, log_start_offset: int, now_ms: int) -> int:
+        """Replace the state with the newest readable snapshot in [log start, ``offset``] (none: empty state at
+        the log start offset), deleting unreadable ones; returns the offset the state is as of."""
         self.producers.clear()
         for off in reversed(self.list_snapshot_offsets()):
+            if off > offset or off < log_start_offset:
+                continue
             try:
                 with open(self._snapshot_path(off), "rb") as f:
                     entries = decode_snapshot(f.read())
@@ -270,8 +370,10 @@ class ProducerStateManager:
                 if e.current_txn_first_offset >= 0 or now_ms - e.last_timestamp < self.producer_id_expiration_ms:
                     self.producers[e.producer_id] = e
             self.map_end_offset = off
+            self._reset_txns_from_entries()
             return off
         self.map_end_offset = log_start_offset
+        self._reset_txns_from_entries()
         return log_start_offset
 
     def latest_snapshot_offset(self) -> Optional[int]:

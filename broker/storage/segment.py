@@ -1,4 +1,4 @@
-"""LogSegment: one ``<20-digit base offset>.log`` file with its ``.index`` and ``.timeindex``.
+"""LogSegment: one ``<20-digit base offset>.log`` file with its ``.index``, ``.timeindex`` and ``.txnindex``.
 
 The ``.log`` file is a plain concatenation of magic-2 record batches exactly as they appear on
 the wire (see broker/protocol/records/batch_info.py for the 61-byte batch header). Appends are
@@ -9,6 +9,9 @@ the last entry: offset index (batch last offset -> batch start position) and tim
 
 Reads return a FileSlice of whole batches. Finding the batch holding an offset is an index
 lookup followed by a scan of batch headers (61 bytes each, read with pread in chunks).
+
+The transaction index (txn_index.py) holds the aborted transactions whose ABORT marker is in this
+segment; the Log appends to it after each marker and reads it for read_committed fetches.
 
 Thread-safety: called under the owning Log's lock; FileSlices stay valid while the file is open.
 """
@@ -27,6 +30,8 @@ from . import files
 from .cleaner_batch import iter_stored_records
 from .errors import LogSegmentOffsetOverflowError
 from .index import OffsetIndex, TimeIndex
+from .producer_state import CompletedTxn
+from .txn_index import AbortedTxn, CorruptIndexError, TransactionIndex
 
 HEADER = struct.Struct(">qiiBIhiqqqhii")  # the 61-byte magic-2 batch header
 HEADER_SIZE = 61
@@ -65,6 +70,8 @@ class LogSegment:
                                         base_offset, max_index_size)
         self.time_index = TimeIndex(files.file_path(dir_path, base_offset, files.TIME_INDEX_SUFFIX) + file_suffix,
                                     base_offset, max_index_size)
+        self.txn_index = TransactionIndex(files.file_path(dir_path, base_offset, files.TXN_INDEX_SUFFIX)
+                                          + file_suffix, base_offset)
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: Optional[int] = None
         self.max_timestamp_so_far = -1
@@ -91,7 +98,38 @@ class LogSegment:
                 self.offset_of_max_timestamp_so_far = self.next_offset - 1
 
     def sanity_check_indexes(self) -> bool:
-        return self.offset_index.sanity_check() and self.time_index.sanity_check()
+        if not (self.offset_index.sanity_check() and self.time_index.sanity_check()):
+            return False
+        try:
+            self.txn_index.sanity_check()
+        except CorruptIndexError:
+            return False
+        return True
+
+    # ------------------------------------------------------------------ transactions
+    def update_txn_index(self, completed: CompletedTxn, last_stable_offset: int) -> None:
+        """Record an aborted transaction whose marker this segment holds (Kafka's updateTxnIndex)."""
+        if completed.is_aborted:
+            self.txn_index.append(AbortedTxn(completed.producer_id, completed.first_offset, completed.last_offset,
+                                             last_stable_offset))
+
+    def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
+        return self.txn_index.collect_aborted_txns(fetch_offset, upper_bound_offset)
+
+    def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> Optional[int]:
+        """Offset of the first offset-index entry at or after ``start_position + fetch_size`` (Kafka's
+        fetchUpperBoundOffset: a cheap bound past the data a fetch returns), or None when there is none."""
+        idx = self.offset_index
+        target = start_position + fetch_size
+        lo, hi, found = 0, idx.entries - 1, -1
+        while lo <= hi:
+            mid = (lo + hi) >> 1
+            if idx.entry(mid)[1] >= target:
+                found = mid
+                hi = mid - 1
+            else:
+                lo = mid + 1
+        return idx.entry(found)[0] if found >= 0 else None
 
     @property
     def largest_timestamp(self) -> int:
@@ -251,6 +289,7 @@ class LogSegment:
         """
         self.offset_index.reset()
         self.time_index.reset()
+        self.txn_index.reset()
         self.resize_indexes(self.max_index_size)
         self.max_timestamp_so_far = -1
         self.offset_of_max_timestamp_so_far = self.base_offset
@@ -326,6 +365,7 @@ class LogSegment:
             return 0
         self.offset_index.truncate_to(offset)
         self.time_index.truncate_to(offset)
+        self.txn_index.truncate_to(offset)
         removed = self.size - first.position
         os.ftruncate(self._fd, first.position)
         self.size = first.position
@@ -354,6 +394,7 @@ class LogSegment:
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self.max_timestamp_so_far >= 0:
@@ -364,12 +405,22 @@ class LogSegment:
                 pass
         self.offset_index.close()
         self.time_index.close()
+        self.txn_index.close()
         self.log_file.close()
+
+    def close_handlers(self) -> None:
+        """Close every file without trimming (the files are being deleted or replaced)."""
+        self.offset_index.close_handler()
+        self.time_index.close_handler()
+        self.txn_index.close()
+        if not self.log_file.closed:
+            self.log_file.close()
 
     def delete(self) -> None:
         """Close and remove the segment's files."""
         self.offset_index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         if not self.log_file.closed:
             self.log_file.close()
         try:

@@ -19,7 +19,8 @@ from typing import Any, Dict, List, Optional, Protocol, Set, Tuple
 
 from broker.coordinator.group.hashing import partition_for
 from broker.coordinator.group.state import (GroupConfig, GroupCoordinatorState, OffsetAndMetadata, Outcome,
-                                            TimerKey, TopicPartition, join_result, sync_result)
+                                            TimerKey, TopicPartition, join_result, sync_result,
+                                            write_error_for_commit)
 from broker.coordinator.offsets_topic import GROUP_METADATA_TOPIC_NAME, OffsetsTopicIO
 from broker.errors import ErrorCode, KafkaError
 from broker.util.request_time import parked
@@ -40,13 +41,21 @@ class InternalTopicCreator(Protocol):
                                     configs: Dict[str, str]) -> int: ...
 
 
+class PartitionVerifier(Protocol):
+    async def verify_partition(self, topic: str, partition: int, transactional_id: str, producer_id: int,
+                               producer_epoch: int, generic_errors: bool) -> int: ...
+
+
 class GroupCoordinator:
     """One per broker; registered as a leadership listener of ``__consumer_offsets``."""
 
-    def __init__(self, config: ConfigSource, io: OffsetsTopicIO, topics: InternalTopicCreator) -> None:
+    def __init__(self, config: ConfigSource, io: OffsetsTopicIO, topics: InternalTopicCreator,
+                 verifier: Optional[PartitionVerifier] = None) -> None:
         self.config = config
         self.io = io
         self.topics = topics
+        #: KIP-890 verification of TxnOffsetCommit's partition with the transaction coordinator (None: off)
+        self.verifier = verifier
         self.num_partitions = int(self._cfg("offsets.topic.num.partitions", 50))
         self.shards: Dict[int, GroupCoordinatorState] = {}
         self.loading: Dict[int, "asyncio.Task[None]"] = {}
@@ -55,6 +64,8 @@ class GroupCoordinator:
         self._tokens = itertools.count(1)
         self._tasks: Set["asyncio.Task[Any]"] = set()
         self._expiry_task: Optional["asyncio.Task[None]"] = None
+        #: transaction markers that reached a partition while it was loading: (offset, producer id, committed)
+        self._markers_while_loading: Dict[int, List[Tuple[int, int, bool]]] = {}
         self.active = False
 
     def _cfg(self, key: str, default: Any) -> Any:
@@ -114,9 +125,14 @@ class GroupCoordinator:
         started = time.monotonic()
         try:
             state = GroupCoordinatorState(self.group_config())
-            records = await self.io.read_all(partition)
+            self._markers_while_loading[partition] = []
+            records, end = await self.io.read_all_with_markers(partition)
             # The state is not visible to anyone yet, so it can be rebuilt off the event loop.
             await self.io.run_io(_replay_all, state, records, partition)
+            # markers appended after the read above ended (at the log end it saw); -1: offset not known
+            for offset, producer_id, committed in self._markers_while_loading.pop(partition, []):
+                if offset < 0 or offset >= end:
+                    state.complete_txn(producer_id, committed)
             self.shards[partition] = state
             self._apply(partition, state.finish_loading(_now_ms()))
             log.info("[GroupCoordinator] Loaded %d groups from %s-%d (%d records) in %.0f ms", len(state.groups),
@@ -128,6 +144,7 @@ class GroupCoordinator:
         finally:
             if self.loading.get(partition) is asyncio.current_task():
                 del self.loading[partition]
+                self._markers_while_loading.pop(partition, None)
 
     async def wait_loaded(self) -> None:
         """Wait until no partition is loading (tests and tools)."""
@@ -197,7 +214,10 @@ class GroupCoordinator:
         if not out.records:
             return out.response
         try:
-            await self.io.append(partition, out.records)
+            if out.producer is not None:
+                last = await self.io.append_transactional(partition, out.records, *out.producer, out.guard)
+            else:
+                last = await self.io.append(partition, out.records)
             code = 0
         except KafkaError as exc:
             code = int(exc.error_code)
@@ -209,7 +229,7 @@ class GroupCoordinator:
                         GROUP_METADATA_TOPIC_NAME, partition, ErrorCode(code).name)
             after = out.on_write_failed(_now_ms(), code) if out.on_write_failed else None
         else:
-            after = out.on_written(_now_ms()) if out.on_written else None
+            after = out.on_written(_now_ms(), last - len(out.records) + 1) if out.on_written else None
         if after is None:
             return out.response
         if after.records:  # not produced by the current state machine; kept general
@@ -276,6 +296,47 @@ class GroupCoordinator:
             return {tp: err for tp in offsets}
         out = state.commit_offsets(_now_ms(), group_id, member_id, group_instance_id, generation_id, offsets)
         return await self._finish(p, out)  # type: ignore[no-any-return]
+
+    async def txn_commit_offsets(self, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
+                                 member_id: str, group_instance_id: Optional[str], generation_id: int,
+                                 offsets: Dict[TopicPartition, OffsetAndMetadata],
+                                 api_version: int = 4) -> Dict[TopicPartition, int]:
+        """TxnOffsetCommit: offsets pending in the producer's transaction (Kafka's handleTxnCommitOffsets).
+
+        With ``transaction.partition.verification.enable`` the group's partition is first verified with
+        the transaction coordinator (KIP-890 part 1); a failure answers every partition, TRANSACTION_ABORTABLE
+        only from v4 on (older clients get INVALID_TXN_STATE).
+        """
+        err, p, state = self._route(group_id)
+        if state is None:
+            return {tp: err for tp in offsets}
+        guard = self.io.start_verification(p, producer_id, producer_epoch) if self.verifier is not None else None
+        if guard is not None:  # no open transaction of this producer on the partition yet: ask its coordinator
+            assert self.verifier is not None
+            code = await self.verifier.verify_partition(GROUP_METADATA_TOPIC_NAME, p, transactional_id, producer_id,
+                                                        producer_epoch, generic_errors=api_version >= 4)
+            if code:
+                final = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if code == ErrorCode.NETWORK_EXCEPTION \
+                    else write_error_for_commit(code)
+                return {tp: final for tp in offsets}
+            err, p, state = self._route(group_id)  # the verification awaited: leadership may have moved
+            if state is None:
+                return {tp: err for tp in offsets}
+        out = state.txn_commit_offsets(_now_ms(), group_id, producer_id, producer_epoch, member_id,
+                                       group_instance_id, generation_id, offsets)
+        out.guard = guard
+        return await self._finish(p, out)  # type: ignore[no-any-return]
+
+    def on_txn_marker(self, topic: str, partition: int, producer_id: int, committed: bool,
+                      offset: int = -1) -> None:
+        """A transaction marker was appended to a ``__consumer_offsets`` partition this broker leads."""
+        if topic != GROUP_METADATA_TOPIC_NAME:
+            return
+        state = self.shards.get(partition)
+        if state is not None:
+            state.complete_txn(producer_id, committed)
+        elif partition in self._markers_while_loading:
+            self._markers_while_loading[partition].append((offset, producer_id, committed))
 
     async def fetch_offsets(self, group_id: str, partitions: Optional[List[TopicPartition]],
                             require_stable: bool) -> Tuple[int, List[Tuple[TopicPartition, int, int, str, int]]]:
@@ -350,10 +411,16 @@ class GroupCoordinator:
 
 
 def _replay_all(state: GroupCoordinatorState, records: list, partition: int) -> None:
-    """Apply a loaded partition's records to a fresh state (on a worker thread)."""
-    for offset, key, value in records:
+    """Apply a loaded partition's records and transaction markers to a fresh state (on a worker thread)."""
+    for r in records:
+        offset = r.offset
         try:
-            state.replay(key, value)
+            if r.marker is not None:
+                state.replay_txn_marker(r.producer_id, r.marker)
+            elif r.producer_id >= 0:
+                state.replay_txn_record(r.key, r.value, offset, r.producer_id)
+            else:
+                state.replay(r.key, r.value, offset)
         except Exception:
             log.exception("[GroupCoordinator] Skipping unreadable record at %s-%d offset %d",
                           GROUP_METADATA_TOPIC_NAME, partition, offset)

@@ -9,6 +9,12 @@ immediate reply (``None`` while the request is parked) and replies for requests 
 each returns a further Outcome. ``replay(key, value)`` rebuilds state from the partition's
 records on load. Behaviour follows Kafka 3.9's classic GroupCoordinator.
 
+Transactional offset commits (TxnOffsetCommit) are written as a transactional batch of the
+producer and stay *pending* per producer id until the transaction's marker reaches the partition:
+``complete_txn`` applies them on COMMIT (unless a later plain commit overtook them in the log) and
+drops them on ABORT. Loading sees the same records and markers through ``replay_txn_record`` and
+``replay_txn_marker``, so a transaction still open when the partition moves stays pending.
+
 Timers are keys: ``("heartbeat", group, member)``, ``("join", group)``, ``("sync", group)``; a
 timer firing early or for something that no longer exists is ignored, so a stale one is harmless.
 """
@@ -97,6 +103,11 @@ class Group:
     pending_sync: Set[str] = field(default_factory=set)
     offsets: Dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
     pending_commits: Dict[TopicPartition, int] = field(default_factory=dict)
+    #: log offset of the record behind each committed offset (which of two commits is newer)
+    commit_record_offsets: Dict[TopicPartition, int] = field(default_factory=dict)
+    #: producer id -> {tp: (offset of its batch, None while the append is in flight; the offset)}
+    pending_txn_commits: Dict[int, Dict[TopicPartition, Tuple[Optional[int], OffsetAndMetadata]]] = field(
+        default_factory=dict)
     current_state_timestamp: Optional[int] = None
     new_member_added: bool = False
     join_deadline: Optional[int] = None
@@ -105,6 +116,10 @@ class Group:
     subscribed_topics: Optional[Set[str]] = None
 
     # --- queries -----------------------------------------------------------------------
+    def has_pending_commit(self, tp: TopicPartition) -> bool:
+        """A plain or transactional commit of ``tp`` is not settled yet (OffsetFetch require_stable)."""
+        return tp in self.pending_commits or any(tp in p for p in self.pending_txn_commits.values())
+
     def rebalance_timeout_ms(self) -> int:
         return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
 
@@ -204,8 +219,12 @@ class Outcome:
     completions: List[Tuple[Any, Any]] = field(default_factory=list)
     records: List[Record] = field(default_factory=list)
     timers: List[Tuple[TimerKey, int]] = field(default_factory=list)
-    on_written: Optional[Callable[[int], "Outcome"]] = None
+    on_written: Optional[Callable[[int, int], "Outcome"]] = None   # (now, offset of the appended batch)
     on_write_failed: Optional[Callable[[int, int], "Outcome"]] = None   # (now, error code)
+    #: (producer id, producer epoch) when the records are a transactional batch (TxnOffsetCommit)
+    producer: Optional[Tuple[int, int]] = None
+    #: the KIP-890 verification guard its transactional append presents (set by the service)
+    guard: Optional[object] = None
 
     def merge(self, other: "Outcome") -> "Outcome":
         self.completions.extend(other.completions)
@@ -228,6 +247,12 @@ def join_result(member_id: str, error: int, group: Optional[Group] = None, membe
 def sync_result(error: int, group: Optional[Group] = None, assignment: bytes = b"") -> dict:
     return {"error_code": error, "protocol_type": group.protocol_type if group and not error else None,
             "protocol_name": group.protocol_name if group and not error else None, "assignment": assignment}
+
+
+def _offset_value(value: bytes) -> OffsetAndMetadata:
+    v = rec.decode_offset_value(value)
+    expire = v.expire_timestamp if getattr(v, "expire_timestamp", -1) != -1 else None
+    return OffsetAndMetadata(v.offset, getattr(v, "leader_epoch", -1), v.metadata or "", v.commit_timestamp, expire)
 
 
 def write_error_for_group(code: int) -> int:
@@ -355,7 +380,7 @@ class GroupCoordinatorState:
         gen = group.generation_id
         out.records.append(self._group_record(group, {m.member_id: m.assignment for m in group.members.values()}))
 
-        def written(t: int) -> Outcome:
+        def written(t: int, _batch_offset: int) -> Outcome:
             if support_skip and old_leader == old_id:
                 res = join_result(new_id, 0, group, group.member_metadata(), leader=new_id, skip_assignment=True)
             else:
@@ -607,7 +632,7 @@ class GroupCoordinatorState:
 
     def _maybe_drop(self, group: Group) -> None:
         if group.state == EMPTY and not group.members and not group.pending_members and not group.offsets \
-                and group.generation_id == 0 and not group.pending_commits:
+                and group.generation_id == 0 and not group.pending_commits and not group.pending_txn_commits:
             self.groups.pop(group.group_id, None)
 
     # ================================================================== SyncGroup
@@ -643,7 +668,7 @@ class GroupCoordinatorState:
                 gen = group.generation_id
                 out.records.append(self._group_record(group, assignment))
 
-                def written(t: int) -> Outcome:
+                def written(t: int, _batch_offset: int) -> Outcome:
                     o = Outcome()
                     if group.state == COMPLETING_REBALANCE and group.generation_id == gen:
                         for m in group.members.values():
@@ -783,12 +808,13 @@ class GroupCoordinatorState:
                 else:
                     group.pending_commits.pop(tp, None)
 
-        def written(t: int) -> Outcome:
+        def written(t: int, batch_offset: int) -> Outcome:
             done_pending()
             if self.groups.get(group_id) is group:
                 for tp, om in accepted.items():
                     group.offsets[tp] = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata or "",
                                                           om.commit_timestamp, om.expire_timestamp)
+                    group.commit_record_offsets[tp] = batch_offset
             return Outcome(response=result)
 
         def failed(t: int, code: int) -> Outcome:
@@ -818,18 +844,108 @@ class GroupCoordinatorState:
             return ErrorCode.UNKNOWN_MEMBER_ID
         return 0
 
+    # ================================================================== TxnOffsetCommit
+    def txn_commit_offsets(self, now: int, group_id: str, producer_id: int, producer_epoch: int, member_id: str,
+                           group_instance_id: Optional[str], generation_id: int,
+                           offsets: Dict[TopicPartition, OffsetAndMetadata]) -> Outcome:
+        """Write ``offsets`` as part of the producer's transaction; they apply when its COMMIT marker lands.
+
+        Kafka's doTxnCommitOffsets: the group is created if unknown (older clients send no member or
+        generation); a request naming a member or generation (v3+, KIP-447) is checked against the group
+        so a zombie of an older generation is fenced. Outcome.response maps tp -> error.
+        """
+        out = Outcome(producer=(producer_id, producer_epoch))
+        group = self.groups.get(group_id)
+        if group is None:
+            group = self.groups[group_id] = Group(group_id, current_state_timestamp=now)
+        error = 0
+        if group.state == DEAD:
+            error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif generation_id >= 0 or member_id != "" or group_instance_id is not None:
+            error = group.validate_current_member(member_id, group_instance_id)
+            if not error and generation_id != group.generation_id:
+                error = ErrorCode.ILLEGAL_GENERATION
+        if error:
+            out.response = {tp: error for tp in offsets}
+            self._maybe_drop(group)
+            return out
+        result: Dict[TopicPartition, int] = {}
+        accepted: Dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if om.metadata is not None and len(om.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = om
+                result[tp] = 0
+        if not accepted:
+            out.response = result
+            self._maybe_drop(group)
+            return out
+        pending = group.pending_txn_commits.setdefault(producer_id, {})
+        for tp, om in accepted.items():
+            out.records.append((rec.offset_commit_key(group_id, tp[0], tp[1]),
+                                rec.offset_commit_value(om.offset, om.leader_epoch, om.metadata or "",
+                                                        om.commit_timestamp, om.expire_timestamp)))
+            pending[tp] = (None, om)
+
+        def written(t: int, batch_offset: int) -> Outcome:
+            mine = group.pending_txn_commits.get(producer_id)
+            if mine is not None:  # else the transaction already ended: the marker beat the callback
+                for tp in accepted:
+                    entry = mine.get(tp)
+                    if entry is not None and entry[0] is None:
+                        mine[tp] = (batch_offset, entry[1])
+            return Outcome(response=result)
+
+        def failed(t: int, code: int) -> Outcome:
+            mine = group.pending_txn_commits.get(producer_id)
+            if mine is not None:
+                for tp in accepted:
+                    entry = mine.get(tp)
+                    if entry is not None and entry[0] is None:
+                        del mine[tp]
+                if not mine:
+                    del group.pending_txn_commits[producer_id]
+            err = write_error_for_commit(code)
+            self._maybe_drop(group)
+            return Outcome(response={tp: (err if tp in accepted else e) for tp, e in result.items()})
+
+        out.on_written, out.on_write_failed = written, failed
+        return out
+
+    def complete_txn(self, producer_id: int, committed: bool) -> None:
+        """The producer's transaction marker reached this partition: apply (COMMIT) or drop (ABORT)."""
+        for group in list(self.groups.values()):
+            pending = group.pending_txn_commits.pop(producer_id, None)
+            if pending is None:
+                continue
+            if committed:
+                for tp, (batch_offset, om) in pending.items():
+                    self._apply_txn_offset(group, tp, batch_offset, om)
+            self._maybe_drop(group)
+
+    @staticmethod
+    def _apply_txn_offset(group: Group, tp: TopicPartition, batch_offset: Optional[int],
+                          om: OffsetAndMetadata) -> None:
+        """Kafka's completePendingTxnOffsetCommit: a plain commit written after the transactional one wins."""
+        current = group.commit_record_offsets.get(tp)
+        if tp in group.offsets and current is not None and batch_offset is not None and current > batch_offset:
+            return
+        group.offsets[tp] = om
+        if batch_offset is not None:
+            group.commit_record_offsets[tp] = batch_offset
+
     # ================================================================== OffsetFetch
     def fetch_offsets(self, group_id: str, partitions: Optional[List[TopicPartition]],
                       require_stable: bool) -> List[Tuple[TopicPartition, int, int, str, int]]:
         """[(tp, offset, leader_epoch, metadata, error)]; ``partitions`` None = every committed one."""
         group = self.groups.get(group_id)
         offsets = group.offsets if group is not None and group.state != DEAD else {}
-        pending = group.pending_commits if group is not None else {}
         if partitions is None:
             partitions = sorted(offsets)
         out = []
         for tp in partitions:
-            if require_stable and tp in pending:
+            if require_stable and group is not None and group.has_pending_commit(tp):
                 out.append((tp, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
                 continue
             om = offsets.get(tp)
@@ -931,20 +1047,21 @@ class GroupCoordinatorState:
             else:
                 continue
             expired = [tp for tp, om in group.offsets.items()
-                       if tp[0] not in keep and tp not in group.pending_commits
+                       if tp[0] not in keep and not group.has_pending_commit(tp)
                        and (now >= om.expire_timestamp if om.expire_timestamp is not None
                             else now - base(om) >= retention)]
             for tp in expired:
                 del group.offsets[tp]
                 out.records.append((rec.offset_commit_key(gid, tp[0], tp[1]), None))
-            if group.state == EMPTY and not group.offsets and not group.members and not group.pending_commits:
+            if group.state == EMPTY and not group.offsets and not group.members and not group.pending_commits \
+                    and not group.pending_txn_commits:
                 group.state = DEAD
                 del self.groups[gid]
                 out.records.append((rec.group_metadata_key(gid), None))
         return out
 
     # ================================================================== load / unload
-    def replay(self, key: Optional[bytes], value: Optional[bytes]) -> None:
+    def replay(self, key: Optional[bytes], value: Optional[bytes], record_offset: int = -1) -> None:
         """Apply one ``__consumer_offsets`` record (loading; the latest record for a key wins)."""
         if key is None:
             return
@@ -955,14 +1072,14 @@ class GroupCoordinatorState:
                 g = self.groups.get(k.group)
                 if g is not None:
                     g.offsets.pop(tp, None)
+                    g.commit_record_offsets.pop(tp, None)
                 return
-            v = rec.decode_offset_value(value)
             g = self.groups.get(k.group)
             if g is None:
                 g = self.groups[k.group] = Group(k.group)
-            expire = v.expire_timestamp if getattr(v, "expire_timestamp", -1) != -1 else None
-            g.offsets[tp] = OffsetAndMetadata(v.offset, getattr(v, "leader_epoch", -1), v.metadata or "",
-                                              v.commit_timestamp, expire)
+            g.offsets[tp] = _offset_value(value)
+            if record_offset >= 0:
+                g.commit_record_offsets[tp] = record_offset
             return
         g = self.groups.get(k.group)
         if value is None:
@@ -996,11 +1113,34 @@ class GroupCoordinatorState:
         g.state = STABLE if g.members else EMPTY
         g.update_subscribed_topics()
 
+    def replay_txn_record(self, key: Optional[bytes], value: Optional[bytes], record_offset: int,
+                          producer_id: int) -> None:
+        """A record of a transactional batch: an offset commit pending until the producer's marker."""
+        if key is None:
+            return
+        k = rec.decode_key(key)
+        if not isinstance(k, rec.OffsetKey):
+            self.replay(key, value, record_offset)  # Kafka writes only offsets transactionally
+            return
+        g = self.groups.get(k.group)
+        if g is None:
+            g = self.groups[k.group] = Group(k.group)
+        tp = (k.topic, k.partition)
+        pending = g.pending_txn_commits.setdefault(producer_id, {})
+        if value is None:
+            pending.pop(tp, None)
+        else:
+            pending[tp] = (record_offset, _offset_value(value))
+
+    def replay_txn_marker(self, producer_id: int, committed: bool) -> None:
+        """A transaction marker met while loading (the same rule as a marker written while leader)."""
+        self.complete_txn(producer_id, committed)
+
     def finish_loading(self, now: int) -> Outcome:
         """After replay: drop empty tombstoned groups and arm every loaded member's session timer."""
         out = Outcome()
         for gid, g in list(self.groups.items()):
-            if not g.members and not g.offsets and g.protocol_type is None:
+            if not g.members and not g.offsets and g.protocol_type is None and not g.pending_txn_commits:
                 del self.groups[gid]
                 continue
             for m in g.members.values():

@@ -1,23 +1,31 @@
-"""Start-up and shutdown of a real broker process: bad config, unknown keys, ZooKeeper unreachable, a broker id in
-use, restart after SIGKILL (waits for the old ZooKeeper session to expire), and a clean SIGTERM stop.
+"""Start-up and shutdown of a real broker process: bad config, unknown keys, an unsupported listener, a port in use,
+a locked log dir, ZooKeeper unreachable, a broker id in use, restart after SIGKILL (waits for the old ZooKeeper
+session to expire), a clean SIGTERM stop, -daemon and bin/kafka-server-stop.sh, --override, and the log files.
 
-Each test starts its own broker(s), on a fresh ZooKeeper chroot (`zk_chroot`). bin/kafka-server-stop.sh is not used:
-it signals every broker on the machine, including other test runs; SIGTERM to our own process is what it sends.
+Each failure must end start-up with one line on stderr, exit status 1, no traceback, the line printed once (it is
+also in server.log), and, where the test says so, before any log is loaded: the log dir given to the failing broker
+holds a partition left by a killed broker, whose loading would be logged ("Loaded 1 logs", "Recovering").
+
+Each test starts its own broker(s), on a fresh ZooKeeper chroot (`zk_chroot`), each with its own LOG_DIR, so
+bin/kafka-server-stop.sh (which stops the brokers of its LOG_DIR) only ever reaches this test's brokers.
 """
 from __future__ import annotations
 
+import os
 import signal
+import socket
 import subprocess
 import time
 import uuid
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Tuple
+from typing import Callable, Dict, Iterator, List, Optional, Tuple
 
 import pytest
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.harness.broker_process import ROOT, BrokerProcess, free_port
+from tests.harness.cluster_ops import run_kafka_tool
 from tests.integration.broker.conftest import consume
 
 
@@ -36,14 +44,44 @@ def new_broker(tmp_path: Path, zk_chroot: str) -> Iterator[Callable[..., BrokerP
         b.kill()
 
 
-def run_to_exit(workdir: Path, zk_connect: str, overrides: Dict[str, str],
-                timeout_s: float = 60.0) -> Tuple[int, str, str]:
-    """Run bin/kafka-server-start.sh until it exits by itself; (exit status, stdout, stderr)."""
-    b = BrokerProcess(workdir, zk_connect, overrides=overrides)
+def run_to_exit(workdir: Path, zk_connect: str, overrides: Dict[str, str], timeout_s: float = 60.0,
+                port: Optional[int] = None) -> Tuple[int, str, str]:
+    """Run bin/kafka-server-start.sh until it exits by itself, with LOG_DIR ``workdir/logs``; (exit status, stdout,
+    stderr)."""
+    b = BrokerProcess(workdir, zk_connect, overrides=overrides, port=port)
     b.write_config()
     p = subprocess.run([str(ROOT / "bin" / "kafka-server-start.sh"), str(b.config_path)], cwd=str(workdir),
-                       capture_output=True, timeout=timeout_s, start_new_session=True)
+                       capture_output=True, timeout=timeout_s, start_new_session=True,
+                       env=dict(os.environ, LOG_DIR=str(workdir / "logs")))
     return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+
+def assert_one_line_failure(rc: int, out: str, err: str, *needles: str) -> str:
+    """Exit 1, one stderr line holding every needle, printed once (stdout does not repeat it), no traceback."""
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert rc == 1, f"exit {rc}\n{out}\n{err}"
+    assert len(lines) == 1, f"expected one stderr line, got:\n{err}"
+    for needle in needles:
+        assert needle in lines[0], lines[0]
+    message = lines[0].removeprefix("ERROR ")
+    assert message not in out, f"the error was printed twice:\n{out}"
+    assert "Traceback" not in out + err
+    return message
+
+
+def assert_no_log_loaded(out: str) -> None:
+    """Nothing of the log dir was read: LogManager logs "Loaded <n> logs" once it has loaded a dir (and
+    "Recovering ..." for unflushed segments); test_restart_after_sigkill_... sees that line on a real load."""
+    assert "Loaded " not in out and "Recovering" not in out, out
+
+
+def dir_with_unclean_partition(new_broker: Callable[..., BrokerProcess]) -> Path:
+    """A log dir holding one partition with data, left by a SIGKILLed broker (its loading would be logged)."""
+    b = new_broker("killed", broker_id=0)
+    b.start()
+    produce_acked(b.bootstrap, create_topic(b.bootstrap), [b"kept"])
+    b.kill()
+    return b.log_dir
 
 
 def produce_acked(bootstrap: str, topic: str, values: List[bytes]) -> List[int]:
@@ -75,11 +113,41 @@ def assert_values(bootstrap: str, topic: str, values: List[bytes]) -> None:
 
 def test_bad_config_value_exits_with_one_line_naming_the_key(tmp_path: Path, zk_chroot: str) -> None:
     rc, out, err = run_to_exit(tmp_path, zk_chroot, {"log.segment.bytes": "abc"})
-    assert rc != 0
-    lines = [ln for ln in err.splitlines() if ln.strip()]
-    assert len(lines) == 1, f"expected one stderr line, got:\n{err}"
-    assert "log.segment.bytes" in lines[0] and "abc" in lines[0]
-    assert "Traceback" not in out + err
+    message = assert_one_line_failure(rc, out, err, "log.segment.bytes", "abc")
+    assert message in (tmp_path / "logs" / "server.log").read_text()  # recorded in server.log as well
+
+
+@pytest.mark.parametrize("overrides, needles", [
+    ({"listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,KRB:SASL_KERBEROS"},
+     ["Listener KRB of listeners uses security protocol SASL_KERBEROS", "does not support"]),
+    ({}, ["No security protocol defined for listener FOO"]),
+], ids=["unsupported-protocol", "unknown-listener-name"])
+def test_unsupported_listener_ends_startup_before_any_log_is_loaded(
+        tmp_path: Path, zk_chroot: str, new_broker: Callable[..., BrokerProcess], overrides: Dict[str, str],
+        needles: List[str]) -> None:
+    log_dir = dir_with_unclean_partition(new_broker)
+    name = "KRB" if overrides else "FOO"
+    overrides = dict(overrides, listeners=f"{name}://127.0.0.1:{free_port()}", **{"log.dirs": str(log_dir)})
+    rc, out, err = run_to_exit(tmp_path / "b", zk_chroot, overrides)
+    assert_one_line_failure(rc, out, err, "listeners", *needles)
+    assert_no_log_loaded(out)
+
+
+def test_port_in_use_ends_startup_before_zookeeper_or_any_log(tmp_path: Path, zk_chroot: str,
+                                                              new_broker: Callable[..., BrokerProcess]) -> None:
+    """Kafka binds after loading every log; this broker probes its ports first: one line, exit 1, nothing loaded
+    and ZooKeeper not even contacted (no cluster id read)."""
+    log_dir = dir_with_unclean_partition(new_broker)
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        rc, out, err = run_to_exit(tmp_path / "b", zk_chroot, {"log.dirs": str(log_dir)}, port=port)
+    message = assert_one_line_failure(rc, out, err, f"Socket server failed to bind to 127.0.0.1:{port}",
+                                      "Address already in use", "listener PLAINTEXT")
+    assert_no_log_loaded(out)
+    assert "Cluster ID" not in out, out
+    assert message in (tmp_path / "b" / "logs" / "server.log").read_text()
 
 
 def test_unknown_keys_only_warn(new_broker: Callable[..., BrokerProcess]) -> None:
@@ -94,12 +162,14 @@ def test_unknown_keys_only_warn(new_broker: Callable[..., BrokerProcess]) -> Non
         assert b.stop() == 0
 
 
-def test_unreachable_zookeeper_exits_naming_the_address(tmp_path: Path) -> None:
+def test_unreachable_zookeeper_is_waited_for_then_ends_startup_with_one_line(tmp_path: Path) -> None:
+    """Kafka waits zookeeper.connection.timeout.ms (default: zookeeper.session.timeout.ms, 18 s) for ZooKeeper."""
     port = free_port()  # nothing listens there
-    rc, out, err = run_to_exit(tmp_path, f"127.0.0.1:{port}", {"zookeeper.connection.timeout.ms": "2000"})
-    assert rc != 0
-    assert f"127.0.0.1:{port}" in err, err
-    assert "Traceback" not in out + err
+    began = time.monotonic()
+    rc, out, err = run_to_exit(tmp_path, f"127.0.0.1:{port}", {"zookeeper.connection.timeout.ms": "4000"})
+    elapsed = time.monotonic() - began
+    assert_one_line_failure(rc, out, err, f"127.0.0.1:{port}", "4000 ms", "zookeeper.connection.timeout.ms")
+    assert 4.0 <= elapsed < 30.0, elapsed
 
 
 def test_second_broker_with_the_same_id_refuses_to_start(tmp_path: Path, zk_chroot: str,
@@ -127,10 +197,8 @@ def test_second_broker_on_the_same_log_dirs_refuses_to_start(tmp_path: Path, zk_
         produce_acked(first.bootstrap, topic, [b"mine"])
         before = sorted(p.name for p in first.log_dir.iterdir())
         rc, out, err = run_to_exit(tmp_path / "b", zk_chroot, {"broker.id": "1", "log.dirs": str(first.log_dir)})
-        assert rc == 1
-        lines = [ln for ln in err.splitlines() if ln.strip()]
-        assert len(lines) == 1 and "Failed to acquire lock on file .lock in" in lines[0], err
-        assert "Traceback" not in out + err
+        assert_one_line_failure(rc, out, err, "Failed to acquire lock on file .lock in", str(first.log_dir))
+        assert_no_log_loaded(out)
         assert sorted(p.name for p in first.log_dir.iterdir()) == before
         assert first.is_alive()
         produce_acked(first.bootstrap, topic, [b"still-mine"])
@@ -196,6 +264,7 @@ def test_restart_after_sigkill_waits_for_the_old_session_then_serves(
     try:
         after = b.output()
         assert "waiting up to" in after and "Stale registration of broker 0 has expired" in after, after
+        assert "Loaded 1 logs from" in after  # the line whose absence proves nothing was loaded (above)
         assert_values(b.bootstrap, topic, values)
         produce_acked(b.bootstrap, topic, [b"after-restart"])
         assert_values(b.bootstrap, topic, values + [b"after-restart"])
@@ -225,14 +294,106 @@ def test_sigterm_stops_cleanly_and_a_restart_finds_the_data(new_broker: Callable
         assert b.stop() == 0
 
 
-def test_server_stop_script_targets_broker_processes(new_broker: Callable[..., BrokerProcess]) -> None:
-    """kafka-server-stop.sh finds our broker (dry run: actually running it would stop every broker here)."""
-    b = new_broker(broker_id=0)
-    b.start()
+def test_daemon_and_stop_script_stop_exactly_the_brokers_of_their_log_dir(
+        tmp_path: Path, zk_chroot: str, new_broker: Callable[..., BrokerProcess]) -> None:
+    """-daemon returns at once, the broker runs detached with its console output in LOG_DIR/kafkaServer.out and a
+    pid file there; kafka-server-stop.sh with that LOG_DIR stops it (clean shutdown) and leaves a broker of another
+    LOG_DIR running; --all --dry-run lists every broker of the machine (Kafka's behaviour, opt-in)."""
+    other = new_broker("other", broker_id=1)
+    other.start()
+    logs = tmp_path / "daemon-logs"
+    env = dict(os.environ, LOG_DIR=str(logs))
+    d = BrokerProcess(tmp_path / "daemon", zk_chroot, broker_id=0)
+    d.write_config()
+    began = time.monotonic()
+    p = subprocess.run([str(ROOT / "bin" / "kafka-server-start.sh"), "-daemon", str(d.config_path)], env=env,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and "started in the background" in p.stdout, p.stdout + p.stderr
+    assert time.monotonic() - began < 20  # it does not wait for the broker
+    d.output_path = logs / "kafkaServer.out"
+    d.pid = int(p.stdout.split("pid ")[1].split(",")[0])
     try:
-        p = subprocess.run([str(ROOT / "bin" / "kafka-server-stop.sh"), "--dry-run"], capture_output=True,
-                           timeout=30)
-        assert p.returncode == 0
-        assert b.proc is not None and str(b.proc.pid) in p.stdout.decode().split(), p.stdout
+        d.wait_started()
+        assert (logs / f"kafkaServer-{d.pid}.pid").read_text().strip() == str(d.pid)
+        topic = create_topic(d.bootstrap)
+        produce_acked(d.bootstrap, topic, [b"from-daemon"])
+        assert_values(d.bootstrap, topic, [b"from-daemon"])
+        every = subprocess.run([str(ROOT / "bin" / "kafka-server-stop.sh"), "--all", "--dry-run"], env=env,
+                               capture_output=True, text=True, timeout=30)
+        assert every.returncode == 0 and {str(d.pid), str(other.pid)} <= set(every.stdout.split()), every.stdout
+        stop = subprocess.run([str(ROOT / "bin" / "kafka-server-stop.sh")], env=env, capture_output=True,
+                              text=True, timeout=90)
+        assert stop.returncode == 0, stop.stdout + stop.stderr
+        assert not d.is_alive() and "shut down completed" in d.output()
+        assert not list(logs.glob("kafkaServer-*.pid"))
+        again = subprocess.run([str(ROOT / "bin" / "kafka-server-stop.sh")], env=env, capture_output=True,
+                               text=True, timeout=30)
+        assert again.returncode == 1 and "No kafka server to stop" in again.stdout
+        assert other.is_alive()
+        produce_acked(other.bootstrap, create_topic(other.bootstrap), [b"untouched"])
     finally:
-        assert b.stop() == 0
+        d.kill()
+        assert other.stop() == 0
+
+
+def test_overrides_and_the_log_files_of_log_dir(tmp_path: Path, zk_chroot: str,
+                                                new_broker: Callable[..., BrokerProcess]) -> None:
+    """--override is repeatable and wins over the file; LOG_DIR gets server.log, controller.log, state-change.log,
+    log-cleaner.log and the pid file; the request log stays empty until its logger switch is turned on."""
+    port = free_port()
+    b = new_broker("a", broker_id=0)
+    b.write_config()
+    logs = tmp_path / "logs"
+    console = tmp_path / "console.out"
+    with open(console, "wb") as out:
+        proc = subprocess.Popen([str(ROOT / "bin" / "kafka-server-start.sh"), str(b.config_path),
+                                 "--override", "broker.id=7", f"--override=listeners=PLAINTEXT://127.0.0.1:{port}"],
+                                env=dict(os.environ, LOG_DIR=str(logs)), stdout=out, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+    try:
+        deadline = time.monotonic() + 60
+        while "[KafkaServer id=7] started" not in console.read_text() and time.monotonic() < deadline:
+            assert proc.poll() is None, console.read_text()
+            time.sleep(0.1)
+        assert f"started (listeners: PLAINTEXT://127.0.0.1:{port})" in console.read_text()
+        bootstrap = f"127.0.0.1:{port}"
+        topic = create_topic(bootstrap)
+        produce_acked(bootstrap, topic, [b"v"])
+        assert_values(bootstrap, topic, [b"v"])
+        assert (logs / f"kafkaServer-{proc.pid}.pid").exists()
+        request_log = logs / "kafka-request.log"
+        assert not request_log.exists() or request_log.read_text() == ""  # off by default
+        # the switch at run time, with Kafka's own kafka-configs (broker-loggers), as an operator would flip it
+        r = run_kafka_tool("kafka.admin.ConfigCommand", ["--bootstrap-server", bootstrap, "--entity-type",
+                                                         "broker-loggers", "--entity-name", "7", "--alter",
+                                                         "--add-config", "kafka.request.logger=DEBUG"])
+        assert r.returncode == 0, r.stdout + r.stderr
+        create_topic(bootstrap)
+        assert "CreateTopics" in request_log.read_text() or "CREATE_TOPICS" in request_log.read_text()
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(60)
+    assert proc.returncode == 0 and "Traceback" not in console.read_text()
+    assert not (logs / f"kafkaServer-{proc.pid}.pid").exists()
+    server_log = (logs / "server.log").read_text()
+    assert "[KafkaServer id=7] started" in server_log and "shut down completed" in server_log
+    controller_log = (logs / "controller.log").read_text()
+    assert "broker.cluster.controller" in controller_log, controller_log[:2000]
+    assert "broker.cluster.controller" not in server_log  # a file of its own, as Kafka's controller.log
+    assert "state.change.logger" in (logs / "state-change.log").read_text()
+    assert "log cleaner" in (logs / "log-cleaner.log").read_text()
+
+    # the switch in the logging configuration (here a copy of it): the request logger at DEBUG from the start
+    ini = tmp_path / "logging.ini"
+    text = (ROOT / "config" / "logging.ini").read_text()
+    assert "[logger_request]\nlevel=WARNING" in text
+    ini.write_text(text.replace("[logger_request]\nlevel=WARNING", "[logger_request]\nlevel=DEBUG"))
+    c = new_broker("c", broker_id=0)
+    c.start(extra_env={"LOG_DIR": str(tmp_path / "logs-c"), "BROKER_LOG_CONFIG": str(ini)})
+    try:
+        create_topic(c.bootstrap)
+    finally:
+        assert c.stop() == 0
+    lines = (tmp_path / "logs-c" / "kafka-request.log").read_text()
+    assert "CreateTopics" in lines or "CREATE_TOPICS" in lines, lines[:2000]
+

@@ -151,6 +151,11 @@ CASES: List[Tuple[str, ApiKey, int, Dict[str, Any], Check, int]] = [
                                                 "member_id": "m", "topics": [{"name": "t", "partitions": [
                                                     {"partition_index": 0, "committed_offset": 5}]}]},
      (Op.READ, RT.GROUP, "g"), GROUP_DENIED),
+    ("txn-offset-commit", ApiKey.TXN_OFFSET_COMMIT, 3, {"transactional_id": "tx", "group_id": "g", "producer_id": 5,
+                                                        "producer_epoch": 0, "generation_id": -1, "member_id": "",
+                                                        "topics": [{"name": "t", "partitions": [
+                                                            {"partition_index": 0, "committed_offset": 5}]}]},
+     (Op.WRITE, RT.TRANSACTIONAL_ID, "tx"), TXN_DENIED),
     ("offset-fetch-v7", ApiKey.OFFSET_FETCH, 7, {"group_id": "g", "topics": None}, (Op.DESCRIBE, RT.GROUP, "g"),
      GROUP_DENIED),
     ("offset-fetch-v8", ApiKey.OFFSET_FETCH, 8, {"groups": [{"group_id": "g", "topics": None}]},
@@ -250,6 +255,9 @@ CASES: List[Tuple[str, ApiKey, int, Dict[str, Any], Check, int]] = [
      (Op.CLUSTER_ACTION, RT.CLUSTER, C), CLUSTER_DENIED),
     ("controlled-shutdown", ApiKey.CONTROLLED_SHUTDOWN, 3, {"broker_id": 1, "broker_epoch": 1},
      (Op.CLUSTER_ACTION, RT.CLUSTER, C), CLUSTER_DENIED),
+    ("write-txn-markers", ApiKey.WRITE_TXN_MARKERS, 1, {"markers": [
+        {"producer_id": 5, "producer_epoch": 0, "transaction_result": True, "coordinator_epoch": 0,
+         "topics": [{"name": "t", "partition_indexes": [0]}]}]}, (Op.CLUSTER_ACTION, RT.CLUSTER, C), CLUSTER_DENIED),
     ("alter-partition", ApiKey.ALTER_PARTITION, 3, {"broker_id": 1, "broker_epoch": 1, "topics": []},
      (Op.CLUSTER_ACTION, RT.CLUSTER, C), CLUSTER_DENIED),
     ("allocate-producer-ids", ApiKey.ALLOCATE_PRODUCER_IDS, 0, {"broker_id": 1, "broker_epoch": 1},

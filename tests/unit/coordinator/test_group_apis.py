@@ -15,9 +15,10 @@ from typing import Any, Dict, List, Optional, Tuple
 import pytest
 
 from broker.api import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group,
-                        list_groups, offset_commit, offset_delete, offset_fetch, sync_group)
+                        list_groups, offset_commit, offset_delete, offset_fetch, sync_group, txn_offset_commit)
 from broker.cluster.metadata_cache import BrokerEndpoint, BrokerMeta, MetadataCache, PartitionMeta, TopicMeta
 from broker.coordinator.group.service import GroupCoordinator
+from broker.coordinator.offsets_topic import LoadedRecord
 from broker.errors import ErrorCode as E
 from broker.protocol import api as proto
 from broker.protocol.api import ApiKey
@@ -25,7 +26,8 @@ from broker.protocol.api import ApiKey
 MODULES = {ApiKey.FIND_COORDINATOR: find_coordinator, ApiKey.JOIN_GROUP: join_group, ApiKey.SYNC_GROUP: sync_group,
            ApiKey.HEARTBEAT: heartbeat, ApiKey.LEAVE_GROUP: leave_group, ApiKey.OFFSET_COMMIT: offset_commit,
            ApiKey.OFFSET_FETCH: offset_fetch, ApiKey.DESCRIBE_GROUPS: describe_groups,
-           ApiKey.LIST_GROUPS: list_groups, ApiKey.DELETE_GROUPS: delete_groups, ApiKey.OFFSET_DELETE: offset_delete}
+           ApiKey.LIST_GROUPS: list_groups, ApiKey.DELETE_GROUPS: delete_groups, ApiKey.OFFSET_DELETE: offset_delete,
+           ApiKey.TXN_OFFSET_COMMIT: txn_offset_commit}
 
 
 def versions(key: ApiKey) -> range:
@@ -40,18 +42,31 @@ def test_handlers_cover_exactly_the_schema_versions() -> None:
 
 class FakeOffsetsTopic:
     def __init__(self) -> None:
-        self.records: List[Tuple[int, bytes, Optional[bytes]]] = []
+        self.records: List[LoadedRecord] = []
 
     async def append(self, partition: int, records: List[Tuple[bytes, Optional[bytes]]]) -> int:
         for k, v in records:
-            self.records.append((len(self.records), k, v))
+            self.records.append(LoadedRecord(len(self.records), k, v))
+        return len(self.records) - 1
+
+    def start_verification(self, partition: int, producer_id: int, producer_epoch: int) -> None:
+        return None
+
+    async def append_transactional(self, partition: int, records: List[Tuple[bytes, Optional[bytes]]],
+                                   producer_id: int, producer_epoch: int, guard: object = None) -> int:
+        for k, v in records:
+            self.records.append(LoadedRecord(len(self.records), k, v, producer_id))
+        return len(self.records) - 1
+
+    def marker(self, producer_id: int, committed: bool) -> int:
+        self.records.append(LoadedRecord(len(self.records), None, None, producer_id, committed))
         return len(self.records) - 1
 
     async def run_io(self, fn, *args):
         return fn(*args)
 
-    async def read_all(self, partition: int) -> List[Tuple[int, bytes, Optional[bytes]]]:
-        return list(self.records)
+    async def read_all_with_markers(self, partition: int) -> Tuple[List[LoadedRecord], int]:
+        return list(self.records), len(self.records)
 
     def is_leader(self, partition: int) -> bool:
         return True
@@ -86,7 +101,7 @@ async def call(broker: Any, key: ApiKey, version: int, body: Dict[str, Any]) -> 
     ctx = SimpleNamespace(api_version=version, client_id=header.client_id, listener_name="PLAINTEXT",
                           connection=SimpleNamespace(client_host="10.0.0.1", listener_name="PLAINTEXT"))
     collaborators: Dict[str, Any] = {"coordinator": broker.group_coordinator}
-    if key in (ApiKey.FIND_COORDINATOR, ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_DELETE):
+    if key in (ApiKey.FIND_COORDINATOR, ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_DELETE, ApiKey.TXN_OFFSET_COMMIT):
         collaborators["metadata"] = broker.metadata
     response = await MODULES[key].handle(ctx, request, **collaborators)
     return proto.decode_response(key, version, b"".join(proto.encode_response(key, version, 7, response)))
@@ -375,7 +390,7 @@ def test_delete_groups(version: int) -> None:
         assert [(x.group_id, x.error_code) for x in r.results] == [
             ("g", E.NON_EMPTY_GROUP), ("simple", 0), ("none", E.GROUP_ID_NOT_FOUND)]
         io = broker.group_coordinator.io
-        assert [v for _, _, v in io.records[-2:]] == [None, None]  # offset + group tombstones
+        assert [r.value for r in io.records[-2:]] == [None, None]  # offset + group tombstones
     run(scenario)
 
 
@@ -411,4 +426,54 @@ def test_reload_from_offsets_topic_serves_committed_offsets() -> None:
         hb = await call(broker, ApiKey.HEARTBEAT, 4, {"group_id": "g", "generation_id": gen, "member_id": member,
                                                       "group_instance_id": None})
         assert hb.error_code == 0
+    run(scenario)
+
+
+def _txn_commit_body(version: int, group: str, offsets: Dict[int, int], member: str = "", gen: int = -1) -> dict:
+    body: Dict[str, Any] = {"transactional_id": "tx", "group_id": group, "producer_id": 77, "producer_epoch": 0,
+                            "topics": [{"name": "t", "partitions": [
+                                {"partition_index": p, "committed_offset": o, "committed_leader_epoch": -1,
+                                 "committed_metadata": ""} for p, o in offsets.items()]}]}
+    if version >= 3:
+        body.update(generation_id=gen, member_id=member, group_instance_id=None)
+    return body
+
+
+@pytest.mark.parametrize("version", versions(ApiKey.TXN_OFFSET_COMMIT))
+def test_txn_offset_commit_pending_until_marker(version: int) -> None:
+    async def scenario(broker: Any) -> None:
+        gc = broker.group_coordinator
+        r = await call(broker, ApiKey.TXN_OFFSET_COMMIT, version, _txn_commit_body(version, "tg", {0: 11, 9: 1}))
+        assert [(p.partition_index, p.error_code) for p in r.topics[0].partitions] == [
+            (0, 0), (9, E.UNKNOWN_TOPIC_OR_PARTITION)]
+        assert gc.io.records[-1].producer_id == 77  # written as the producer's transactional batch
+        fetch = {"group_id": "tg", "topics": [{"name": "t", "partition_indexes": [0]}], "require_stable": True}
+        r = await call(broker, ApiKey.OFFSET_FETCH, 7, fetch)
+        assert r.topics[0].partitions[0].error_code == E.UNSTABLE_OFFSET_COMMIT
+        gc.on_txn_marker("__consumer_offsets", 0, 77, True, gc.io.marker(77, True))
+        r = await call(broker, ApiKey.OFFSET_FETCH, 7, fetch)
+        assert (r.topics[0].partitions[0].error_code, r.topics[0].partitions[0].committed_offset) == (0, 11)
+        # an empty group id is refused as Kafka's validateGroupStatus does for this API
+        r = await call(broker, ApiKey.TXN_OFFSET_COMMIT, version, _txn_commit_body(version, "", {0: 1}))
+        assert r.topics[0].partitions[0].error_code == E.INVALID_GROUP_ID
+    run(scenario)
+
+
+def test_txn_offset_commit_state_survives_reload() -> None:
+    async def scenario(broker: Any) -> None:
+        gc = broker.group_coordinator
+        await call(broker, ApiKey.TXN_OFFSET_COMMIT, 3, _txn_commit_body(3, "tg", {0: 5}))
+        gc.io.marker(77, False)                      # aborted
+        await call(broker, ApiKey.TXN_OFFSET_COMMIT, 3, _txn_commit_body(3, "tg", {0: 6}))
+        gc.io.marker(77, True)                       # committed
+        await call(broker, ApiKey.TXN_OFFSET_COMMIT, 3, _txn_commit_body(3, "tg", {0: 7}))  # still open
+        await gc.on_resign("__consumer_offsets", 0)
+        await gc.on_become_leader("__consumer_offsets", 0)
+        await gc.wait_loaded()
+        fetch = {"group_id": "tg", "topics": [{"name": "t", "partition_indexes": [0]}], "require_stable": False}
+        r = await call(broker, ApiKey.OFFSET_FETCH, 7, fetch)
+        assert r.topics[0].partitions[0].committed_offset == 6
+        gc.on_txn_marker("__consumer_offsets", 0, 77, True, gc.io.marker(77, True))
+        r = await call(broker, ApiKey.OFFSET_FETCH, 7, fetch)
+        assert r.topics[0].partitions[0].committed_offset == 7
     run(scenario)

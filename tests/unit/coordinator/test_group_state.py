@@ -46,8 +46,9 @@ class Driver:
             if self.fail_writes:
                 after = out.on_write_failed(self.now, self.fail_writes) if out.on_write_failed else None
             else:
+                batch_offset = len(self.log)
                 self.log.extend(out.records)
-                after = out.on_written(self.now) if out.on_written else None
+                after = out.on_written(self.now, batch_offset) if out.on_written else None
             if after is not None:
                 r = self.finish(after)
                 return r if r is not None else out.response

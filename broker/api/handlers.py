@@ -26,6 +26,7 @@ from broker.api import (allocate_producer_ids, alter_partition, alter_partition_
                         controlled_shutdown, elect_leaders, leader_and_isr, list_partition_reassignments,
                         stop_replica, update_features, update_metadata, write_txn_markers)
 from broker.api import sasl_apis
+from broker.api import consumer_group_describe, consumer_group_heartbeat, envelope  # as a 3.9 ZooKeeper-mode broker
 from broker.api import (add_offsets_to_txn, add_partitions_to_txn, describe_transactions,  # transactions
                         end_txn, list_transactions)
 from broker.api import access, acls  # authorization
@@ -131,6 +132,10 @@ def build_registry(s: ApiServices) -> ApiRegistry:
     mod(ApiKey.DELETE_GROUPS, delete_groups, coordinator=gc)
     mod(ApiKey.OFFSET_DELETE, offset_delete, coordinator=gc, metadata=md)
     mod(ApiKey.TXN_OFFSET_COMMIT, txn_offset_commit, coordinator=gc, metadata=md)
+    # KIP-848 and KIP-590 forwarding need KRaft: advertised and refused the way Kafka 3.9 in ZooKeeper mode does
+    mod(ApiKey.CONSUMER_GROUP_HEARTBEAT, consumer_group_heartbeat)
+    mod(ApiKey.CONSUMER_GROUP_DESCRIBE, consumer_group_describe)
+    mod(ApiKey.ENVELOPE, envelope)
     # transaction coordinator
     if s.txn_coordinator is not None:
         tc = s.txn_coordinator

@@ -102,6 +102,27 @@ def test_advertised_set_is_exactly_the_served_set(client: RawClient) -> None:
     for key, (lo, hi) in adv.items():
         assert (lo, hi) == tuple(proto.API_VERSIONS_RANGE[ApiKey(key)]), ApiKey(key).name
     assert adv[ApiKey.PRODUCE][0] == 0  # librdkafka needs Produce min version 0 advertised
+    # every API of a Kafka 3.9 ZooKeeper-mode broker (the zkBroker specs; a real 3.9.1 broker advertises these 62)
+    assert set(adv) == set(ApiKey), sorted(ApiKey(k).name for k in set(ApiKey) - set(adv))
+
+
+def test_kraft_only_apis_are_refused_as_kafka_3_9_in_zookeeper_mode(running: BrokerProcess) -> None:
+    """Answers captured from a real Kafka 3.9.1 ZooKeeper-mode broker: KIP-848 APIs UNSUPPORTED_VERSION with empty
+    fields, an Envelope closes the connection (forwarding is only on during a KRaft migration)."""
+    c = RawClient(running.bootstrap)
+    try:
+        r = c.call(ApiKey.CONSUMER_GROUP_HEARTBEAT, 0, {"group_id": "g", "member_id": "", "member_epoch": 0,
+                                                       "rebalance_timeout_ms": 10000, "subscribed_topic_names": ["t"],
+                                                       "topic_partitions": []})
+        assert (r.error_code, r.error_message, r.member_id, r.member_epoch, r.assignment) == (35, None, None, 0, None)
+        r = c.call(ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {"group_ids": ["g", "h"], "include_authorized_operations": True})
+        assert [(g.group_id, g.error_code, g.group_state, g.authorized_operations) for g in r.groups] == [
+            ("g", 35, "", -2147483648), ("h", 35, "", -2147483648)]
+        with pytest.raises(ConnectionError):
+            c.call(ApiKey.ENVELOPE, 0, {"request_data": b"\x00", "request_principal": b"",
+                                        "client_host_address": b"\x7f\x00\x00\x01"})
+    finally:
+        c.close()
 
 
 def _versions(key: ApiKey) -> range:

@@ -188,3 +188,36 @@ def test_a_partition_not_added_to_the_transaction_is_refused_kip_890(broker: Bro
     assert r.error_code == 0
     got = consume_from_start(broker.bootstrap, [(topic, 0)], 1, 20, {"isolation.level": "read_committed"})
     assert [m.value() for m in got] == [b"unverified"]
+
+
+@pytest.mark.parametrize("version", range(0, 5))
+def test_txn_offset_commit_every_version(broker: BrokerProcess, version: int) -> None:
+    """TxnOffsetCommit vN inside a transaction: accepted, pending (UNSTABLE for require_stable), then committed."""
+    topic = f"toc-{version}-{uuid.uuid4().hex[:6]}"
+    _topics(broker, topic, partitions=3)
+    txn_id, group = f"toc-{uuid.uuid4().hex[:6]}", f"toc-g-{uuid.uuid4().hex[:6]}"
+    pid, epoch = _init_transactional(broker, txn_id)
+    r = call(broker, ApiKey.ADD_OFFSETS_TO_TXN, 3, {"transactional_id": txn_id, "producer_id": pid,
+                                                    "producer_epoch": epoch, "group_id": group})
+    assert r.error_code == 0, r
+    body: Dict[str, Any] = {"transactional_id": txn_id, "group_id": group, "producer_id": pid, "producer_epoch": epoch,
+                            "topics": [{"name": topic, "partitions": [
+                                {"partition_index": p, "committed_offset": 10 + p, "committed_leader_epoch": -1,
+                                 "committed_metadata": f"m{p}"} for p in range(3)]}]}
+    if version >= 3:
+        body.update(generation_id=-1, member_id="", group_instance_id=None)
+    r = call(broker, ApiKey.TXN_OFFSET_COMMIT, version, body)
+    assert [p.error_code for p in r.topics[0].partitions] == [0, 0, 0], r
+    assert set(_offset_fetch_stable(broker, group, topic)) == {ErrorCode.UNSTABLE_OFFSET_COMMIT}
+    r = call(broker, ApiKey.END_TXN, 3, {"transactional_id": txn_id, "producer_id": pid, "producer_epoch": epoch,
+                                         "committed": True})
+    assert r.error_code == 0, r
+    deadline = time.monotonic() + 20
+    while True:  # the markers are written after EndTxn answers
+        r = call(broker, ApiKey.OFFSET_FETCH, 7, {"group_id": group, "require_stable": True,
+                                                  "topics": [{"name": topic, "partition_indexes": [0, 1, 2]}]})
+        rows = [(p.error_code, p.committed_offset, p.metadata) for p in r.topics[0].partitions]
+        if rows == [(0, 10, "m0"), (0, 11, "m1"), (0, 12, "m2")] or time.monotonic() > deadline:
+            break
+        time.sleep(0.1)
+    assert rows == [(0, 10, "m0"), (0, 11, "m1"), (0, 12, "m2")]

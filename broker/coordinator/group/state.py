@@ -782,22 +782,10 @@ class GroupCoordinatorState:
             return out
         if member_id in group.members and group.state in (STABLE, PREPARING_REBALANCE):
             self._schedule_heartbeat(now, group, group.members[member_id], out)
-        result: Dict[TopicPartition, int] = {}
-        accepted: Dict[TopicPartition, OffsetAndMetadata] = {}
-        for tp, om in offsets.items():
-            if om.metadata is not None and len(om.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
-                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                accepted[tp] = om
-                result[tp] = 0
+        result, accepted = self._offset_records(group, offsets, out)
         if not accepted:
-            out.response = result
-            self._maybe_drop(group)
             return out
-        for tp, om in accepted.items():
-            out.records.append((rec.offset_commit_key(group_id, tp[0], tp[1]),
-                                rec.offset_commit_value(om.offset, om.leader_epoch, om.metadata or "",
-                                                        om.commit_timestamp, om.expire_timestamp)))
+        for tp in accepted:
             group.pending_commits[tp] = group.pending_commits.get(tp, 0) + 1
 
         def done_pending() -> None:
@@ -825,6 +813,27 @@ class GroupCoordinatorState:
 
         out.on_written, out.on_write_failed = written, failed
         return out
+
+    def _offset_records(self, group: Group, offsets: Dict[TopicPartition, OffsetAndMetadata], out: Outcome
+                        ) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, OffsetAndMetadata]]:
+        """(result per partition, the accepted offsets), their records added to ``out``; metadata over
+        offset.metadata.max.bytes is refused per partition. Nothing accepted: ``out.response`` is the result."""
+        result: Dict[TopicPartition, int] = {}
+        accepted: Dict[TopicPartition, OffsetAndMetadata] = {}
+        for tp, om in offsets.items():
+            if om.metadata is not None and len(om.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
+                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
+            else:
+                accepted[tp] = om
+                result[tp] = 0
+        if not accepted:
+            out.response = result
+            self._maybe_drop(group)
+        for tp, om in accepted.items():
+            out.records.append((rec.offset_commit_key(group.group_id, tp[0], tp[1]),
+                                rec.offset_commit_value(om.offset, om.leader_epoch, om.metadata or "",
+                                                        om.commit_timestamp, om.expire_timestamp)))
+        return result, accepted
 
     def _validate_commit(self, group: Group, member_id: str, instance_id: Optional[str], generation_id: int) -> int:
         if group.state == DEAD:
@@ -869,23 +878,11 @@ class GroupCoordinatorState:
             out.response = {tp: error for tp in offsets}
             self._maybe_drop(group)
             return out
-        result: Dict[TopicPartition, int] = {}
-        accepted: Dict[TopicPartition, OffsetAndMetadata] = {}
-        for tp, om in offsets.items():
-            if om.metadata is not None and len(om.metadata.encode("utf-8")) > self.config.offset_metadata_max_bytes:
-                result[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
-            else:
-                accepted[tp] = om
-                result[tp] = 0
+        result, accepted = self._offset_records(group, offsets, out)
         if not accepted:
-            out.response = result
-            self._maybe_drop(group)
             return out
         pending = group.pending_txn_commits.setdefault(producer_id, {})
         for tp, om in accepted.items():
-            out.records.append((rec.offset_commit_key(group_id, tp[0], tp[1]),
-                                rec.offset_commit_value(om.offset, om.leader_epoch, om.metadata or "",
-                                                        om.commit_timestamp, om.expire_timestamp)))
             pending[tp] = (None, om)
 
         def written(t: int, batch_offset: int) -> Outcome:

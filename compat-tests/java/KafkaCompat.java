@@ -18,6 +18,20 @@
  *     cluster-group             one group consumer with commitSync after each poll while records arrive; prints the
  *                               group's coordinator in {"step":"ready"} so the caller can kill it; then counts what
  *                               it consumed (every record at least once, duplicates only around the failover)
+ *     txn-basic                 transactional KafkaProducer: initTransactions, one transaction of 30 records over 3
+ *                               partitions, commitTransaction; read back with read_committed and read_uncommitted
+ *     txn-abort                 five transactions, the 2nd and 4th aborted: read_committed sees the committed records
+ *                               only, in order, read_uncommitted sees every record
+ *     txn-fence                 a second producer with the same transactional.id fences the first while its
+ *                               transaction is open: the first's commitTransaction throws, its records are aborted
+ *     txn-ctp                   consume-transform-produce: a read_committed group consumer feeds a transactional
+ *                               producer that commits its offsets with sendOffsetsToTransaction(offsets,
+ *                               groupMetadata); the 3rd transaction is aborted and replayed from the committed offsets
+ *     txn-timeout[:<ms>]        a transaction left open past its transaction.timeout.ms (default 3000): the coordinator
+ *                               aborts it (DescribeTransactions shows the bumped epoch); the producer's next send
+ *                               fails, abortTransaction recovers it (KIP-588) and its next transaction commits; then
+ *                               a new producer with the same transactional.id commits too. The topic has RF = the
+ *                               number of brokers (at most 3), so it also runs on a cluster
  *   Each scenario uses its own topic: <topic-prefix>-<scenario with ':' replaced by '-'>.
  *
  * Output: one JSON object per line on stdout, always with "scenario" and "step". The pytest side asserts on them;
@@ -104,6 +118,21 @@ public final class KafkaCompat {
                         break;
                     case "cluster-group":
                         clusterGroup(out, bootstrap, topic);
+                        break;
+                    case "txn-basic":
+                        txnBasic(out, bootstrap, topic);
+                        break;
+                    case "txn-abort":
+                        txnAbort(out, bootstrap, topic);
+                        break;
+                    case "txn-fence":
+                        txnFence(out, bootstrap, topic);
+                        break;
+                    case "txn-ctp":
+                        txnConsumeTransformProduce(out, bootstrap, topic);
+                        break;
+                    case "txn-timeout":
+                        txnTimeout(out, bootstrap, topic, parts.length > 1 ? Integer.parseInt(parts[1]) : 3000);
                         break;
                     default:
                         throw new IllegalArgumentException("unknown scenario " + scenario);
@@ -661,6 +690,323 @@ public final class KafkaCompat {
         }
         producer.join(60_000);
         out.emit("consumed", "distinct", seen.size(), "duplicates", duplicates, "commit_errors", commitErrors);
+    }
+
+    // ---------------------------------------------------------------- transactions
+
+    static Properties txnProducerProps(String bootstrap, String transactionalId) {
+        Properties p = producerProps(bootstrap, "lz4");
+        p.put(ProducerConfig.TRANSACTIONAL_ID_CONFIG, transactionalId);
+        p.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, "60000");
+        return p;
+    }
+
+    static void createTopic(String bootstrap, String topic, int partitions) throws Exception {
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get(TIMEOUT_S, TimeUnit.SECONDS);
+        }
+    }
+
+    /**
+     * Everything below the end offset (for read_committed: the last stable offset) of each partition, read with
+     * assign + seekToBeginning at the given isolation level: partition -> values in offset order. Also emits the
+     * end offsets and the positions reached, which for read_committed include the transaction markers.
+     */
+    static Map<Integer, List<String>> readAll(Out out, String step, String bootstrap, String topic, int partitions,
+                                              String isolation) {
+        Properties cp = consumerProps(bootstrap);
+        cp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, isolation);
+        Map<Integer, List<String>> got = new TreeMap<>();
+        Map<String, Object> ends = new TreeMap<>();
+        Map<String, Object> positions = new TreeMap<>();
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(cp)) {
+            List<TopicPartition> tps = new ArrayList<>();
+            for (int i = 0; i < partitions; i++) {
+                tps.add(new TopicPartition(topic, i));
+                got.put(i, new ArrayList<>());
+            }
+            c.assign(tps);
+            c.seekToBeginning(tps);
+            Map<TopicPartition, Long> end = c.endOffsets(tps);
+            long deadline = System.currentTimeMillis() + 30_000;
+            while (System.currentTimeMillis() < deadline) {
+                boolean done = true;
+                for (TopicPartition tp : tps) {
+                    done &= c.position(tp) >= end.get(tp);
+                }
+                if (done) {
+                    break;
+                }
+                for (ConsumerRecord<byte[], byte[]> r : c.poll(java.time.Duration.ofMillis(200))) {
+                    got.get(r.partition()).add(str(r.value()));
+                }
+            }
+            for (TopicPartition tp : tps) {
+                ends.put(String.valueOf(tp.partition()), end.get(tp));
+                positions.put(String.valueOf(tp.partition()), c.position(tp));
+            }
+        }
+        out.emit(step, "isolation", isolation, "values", got, "end_offsets", ends, "positions", positions);
+        return got;
+    }
+
+    static void txnBasic(Out out, String bootstrap, String topic) throws Exception {
+        createTopic(bootstrap, topic, 3);
+        Map<String, Object> sent = new TreeMap<>();
+        try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(txnProducerProps(bootstrap, topic + "-tid"))) {
+            long t0 = System.nanoTime();
+            p.initTransactions();
+            out.emit("initTransactions", "elapsed_ms", (System.nanoTime() - t0) / 1_000_000);
+            p.beginTransaction();
+            List<Future<RecordMetadata>> fs = new ArrayList<>();
+            for (int i = 0; i < 30; i++) {
+                fs.add(p.send(new ProducerRecord<>(topic, i % 3, null, bytes("c-" + i))));
+            }
+            p.flush();
+            for (int i = 0; i < 30; i++) {
+                RecordMetadata md = fs.get(i).get(TIMEOUT_S, TimeUnit.SECONDS);
+                @SuppressWarnings("unchecked")
+                List<Object> part = (List<Object>) sent.computeIfAbsent(String.valueOf(md.partition()),
+                    k -> new ArrayList<>());
+                part.add(map("value", "c-" + i, "offset", md.offset()));
+            }
+            p.commitTransaction();
+        }
+        out.emit("committed", "sent", sent);
+        readAll(out, "readCommitted", bootstrap, topic, 3, "read_committed");
+        readAll(out, "readUncommitted", bootstrap, topic, 3, "read_uncommitted");
+    }
+
+    static void txnAbort(Out out, String bootstrap, String topic) throws Exception {
+        createTopic(bootstrap, topic, 3);
+        List<Object> rounds = new ArrayList<>();
+        try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(txnProducerProps(bootstrap, topic + "-tid"))) {
+            p.initTransactions();
+            for (int round = 0; round < 5; round++) {
+                boolean commit = round % 2 == 0;
+                p.beginTransaction();
+                for (int i = 0; i < 9; i++) {
+                    p.send(new ProducerRecord<>(topic, i % 3, null, bytes("r" + round + "-" + i)));
+                }
+                p.flush();
+                if (commit) {
+                    p.commitTransaction();
+                } else {
+                    p.abortTransaction();
+                }
+                rounds.add(map("round", round, "committed", commit));
+            }
+        }
+        out.emit("transactions", "rounds", rounds);
+        readAll(out, "readCommitted", bootstrap, topic, 3, "read_committed");
+        readAll(out, "readUncommitted", bootstrap, topic, 3, "read_uncommitted");
+    }
+
+    static void txnFence(Out out, String bootstrap, String topic) throws Exception {
+        createTopic(bootstrap, topic, 3);
+        String tid = topic + "-tid";
+        KafkaProducer<byte[], byte[]> first = new KafkaProducer<>(txnProducerProps(bootstrap, tid));
+        try {
+            first.initTransactions();
+            first.beginTransaction();
+            for (int i = 0; i < 6; i++) {
+                first.send(new ProducerRecord<>(topic, i % 3, null, bytes("zombie-" + i)));
+            }
+            first.flush();
+            out.emit("firstOpen");
+            try (KafkaProducer<byte[], byte[]> second = new KafkaProducer<>(txnProducerProps(bootstrap, tid))) {
+                second.initTransactions();
+                out.emit("secondInit");
+                String thrown = null;
+                String detail = null;
+                try {
+                    first.commitTransaction();
+                } catch (Exception e) {
+                    thrown = e.getClass().getSimpleName();
+                    detail = describe(e);
+                }
+                out.emit("firstCommit", "exception", thrown, "detail", detail);
+                // a fenced producer can only be closed: any further transactional call fails the same way
+                String again = null;
+                try {
+                    first.beginTransaction();
+                } catch (Exception e) {
+                    again = e.getClass().getSimpleName();
+                }
+                out.emit("firstBeginAgain", "exception", again);
+                second.beginTransaction();
+                for (int i = 0; i < 3; i++) {
+                    second.send(new ProducerRecord<>(topic, i, null, bytes("live-" + i)));
+                }
+                second.commitTransaction();
+                out.emit("secondCommit");
+            }
+        } finally {
+            first.close(java.time.Duration.ofSeconds(5));
+        }
+        readAll(out, "readCommitted", bootstrap, topic, 3, "read_committed");
+        readAll(out, "readUncommitted", bootstrap, topic, 3, "read_uncommitted");
+    }
+
+    static void txnConsumeTransformProduce(Out out, String bootstrap, String topic) throws Exception {
+        String input = topic + "-in";
+        String output = topic + "-out";
+        String groupId = topic + "-g";
+        int n = 300;
+        createTopic(bootstrap, input, 3);
+        createTopic(bootstrap, output, 3);
+        // keyed input: the same default partitioner puts each output record in its input record's partition
+        produceKeyed(bootstrap, input, n);
+        Properties gp = groupConsumerProps(bootstrap, groupId);
+        gp.put(ConsumerConfig.ISOLATION_LEVEL_CONFIG, "read_committed");
+        gp.put(ConsumerConfig.MAX_POLL_RECORDS_CONFIG, "40");
+        int processed = 0;
+        int transactions = 0;
+        int abortedCopies = 0;
+        int rewinds = 0;
+        try (KafkaConsumer<byte[], byte[]> c = new KafkaConsumer<>(gp);
+             KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(txnProducerProps(bootstrap, topic + "-tid"))) {
+            p.initTransactions();
+            c.subscribe(List.of(input));
+            long deadline = System.currentTimeMillis() + 120_000;
+            while (processed < n && System.currentTimeMillis() < deadline) {
+                ConsumerRecords<byte[], byte[]> recs = c.poll(java.time.Duration.ofMillis(500));
+                if (recs.isEmpty()) {
+                    continue;
+                }
+                p.beginTransaction();
+                Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> offsets = new HashMap<>();
+                for (ConsumerRecord<byte[], byte[]> r : recs) {
+                    p.send(new ProducerRecord<>(output, r.key(), bytes("out-" + str(r.value()))));
+                    offsets.put(new TopicPartition(r.topic(), r.partition()),
+                        new org.apache.kafka.clients.consumer.OffsetAndMetadata(r.offset() + 1));
+                }
+                p.sendOffsetsToTransaction(offsets, c.groupMetadata());
+                if (transactions == 2) {
+                    // abort one transaction, then rewind to the committed offsets and process it again
+                    p.abortTransaction();
+                    abortedCopies += recs.count();
+                    Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> committed =
+                        c.committed(c.assignment(), java.time.Duration.ofSeconds(TIMEOUT_S));
+                    for (TopicPartition tp : c.assignment()) {
+                        org.apache.kafka.clients.consumer.OffsetAndMetadata om = committed.get(tp);
+                        c.seek(tp, om == null ? 0 : om.offset());
+                        rewinds++;
+                    }
+                } else {
+                    p.commitTransaction();
+                    processed += recs.count();
+                }
+                transactions++;
+            }
+        }
+        out.emit("processed", "processed", processed, "transactions", transactions, "aborted_copies", abortedCopies,
+            "rewinds", rewinds);
+        readAll(out, "input", bootstrap, input, 3, "read_uncommitted");
+        readAll(out, "readCommitted", bootstrap, output, 3, "read_committed");
+        readAll(out, "readUncommitted", bootstrap, output, 3, "read_uncommitted");
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            Map<String, Object> committed = new TreeMap<>();
+            admin.listConsumerGroupOffsets(groupId).partitionsToOffsetAndMetadata().get(TIMEOUT_S, TimeUnit.SECONDS)
+                .forEach((tp, om) -> committed.put(String.valueOf(tp.partition()), om == null ? null : om.offset()));
+            out.emit("groupOffsets", "committed", committed);
+        }
+    }
+
+    static String exceptionName(Throwable e) {
+        Throwable t = e instanceof ExecutionException && e.getCause() != null ? e.getCause() : e;
+        return t.getClass().getSimpleName();
+    }
+
+    static Map<String, Object> describeTxn(Admin admin, String tid) throws Exception {
+        org.apache.kafka.clients.admin.TransactionDescription d = admin.describeTransactions(List.of(tid))
+            .description(tid).get(TIMEOUT_S, TimeUnit.SECONDS);
+        return map("state", d.state().toString(), "producerId", d.producerId(), "producerEpoch", d.producerEpoch(),
+            "coordinator", d.coordinatorId(), "partitions", d.topicPartitions().size());
+    }
+
+    static void txnTimeout(Out out, String bootstrap, String topic, int timeoutMs) throws Exception {
+        String tid = topic + "-tid";
+        try (Admin admin = Admin.create(adminProps(bootstrap))) {
+            int rf = Math.min(3, admin.describeCluster().nodes().get(TIMEOUT_S, TimeUnit.SECONDS).size());
+            NewTopic nt = new NewTopic(topic, 3, (short) rf);
+            if (rf > 1) {
+                nt.configs(Map.of("min.insync.replicas", "2"));
+            }
+            admin.createTopics(List.of(nt)).all().get(TIMEOUT_S, TimeUnit.SECONDS);
+            Properties pp = txnProducerProps(bootstrap, tid);
+            pp.put(ProducerConfig.TRANSACTION_TIMEOUT_CONFIG, String.valueOf(timeoutMs));
+            try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(pp)) {
+                p.initTransactions();
+                p.beginTransaction();
+                for (int i = 0; i < 3; i++) {
+                    p.send(new ProducerRecord<>(topic, i, null, bytes("expired-" + i)));
+                }
+                p.flush();
+                out.emit("open", "describe", describeTxn(admin, tid));
+                // the coordinator aborts the transaction once it is older than its timeout
+                Map<String, Object> d = describeTxn(admin, tid);
+                long deadline = System.currentTimeMillis() + timeoutMs + 30_000L;
+                while (!"CompleteAbort".equals(d.get("state")) && System.currentTimeMillis() < deadline) {
+                    Thread.sleep(200);
+                    d = describeTxn(admin, tid);
+                }
+                out.emit("timedOut", "describe", d);
+                // the producer does not know yet: a send to a partition of its (now aborted) transaction
+                String sendError = null;
+                try {
+                    p.send(new ProducerRecord<>(topic, 0, null, bytes("late-0"))).get(TIMEOUT_S, TimeUnit.SECONDS);
+                } catch (Exception e) {
+                    sendError = exceptionName(e);
+                }
+                String commitError = null;
+                try {
+                    p.commitTransaction();
+                } catch (Exception e) {
+                    commitError = exceptionName(e);
+                }
+                out.emit("afterTimeout", "sendError", sendError, "commitError", commitError);
+                String abortError = null;
+                try {
+                    p.abortTransaction();
+                } catch (Exception e) {
+                    abortError = describe(e);
+                }
+                out.emit("abort", "error", abortError, "describe", describeTxn(admin, tid));
+                if (abortError == null) {
+                    out.step("recovered", () -> {
+                        p.beginTransaction();
+                        for (int i = 0; i < 3; i++) {
+                            p.send(new ProducerRecord<>(topic, i, null, bytes("recovered-" + i)));
+                        }
+                        p.commitTransaction();
+                        out.emit("recovered", "describe", describeTxn(admin, tid));
+                    });
+                }
+            }
+            out.step("newProducer", () -> {
+                try (KafkaProducer<byte[], byte[]> q = new KafkaProducer<>(txnProducerProps(bootstrap, tid))) {
+                    q.initTransactions();
+                    q.beginTransaction();
+                    for (int i = 0; i < 3; i++) {
+                        q.send(new ProducerRecord<>(topic, i, null, bytes("new-" + i)));
+                    }
+                    q.commitTransaction();
+                    out.emit("newProducer", "describe", describeTxn(admin, tid));
+                }
+            });
+        }
+        readAll(out, "readCommitted", bootstrap, topic, 3, "read_committed");
+        readAll(out, "readUncommitted", bootstrap, topic, 3, "read_uncommitted");
+    }
+
+    static void produceKeyed(String bootstrap, String topic, int n) throws Exception {
+        try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(producerProps(bootstrap, "lz4"))) {
+            for (int i = 0; i < n; i++) {
+                p.send(new ProducerRecord<>(topic, bytes("k" + (i % 7)), bytes("in-" + i)));
+            }
+            p.flush();
+        }
     }
 
     static int intOf(byte[] v) {

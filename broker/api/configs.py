@@ -10,8 +10,8 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from broker.api.authz import Authz
 from broker.config.defs import BROKER_CONFIGS
-from broker.config.topic_defs import TOPIC_CONFIGS, describe_broker_config, describe_topic_config, \
-    validate_topic_configs
+from broker.config.topic_defs import TOPIC_CONFIGS, describe_broker_config, describe_broker_default_config, \
+    describe_topic_config, validate_topic_configs
 from broker.config.types import ConfigError, ConfigSource, ConfigType, Dynamic, InvalidConfigError
 from broker.errors import ErrorCode
 from broker.security.acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
@@ -97,9 +97,8 @@ async def describe(ctx: "RequestContext", request: Any, *, config: "DynamicBroke
             if err:
                 res.update(error_code=err, error_message=msg)
             else:
-                entries = describe_broker_config(config.current)
-                if entity == DEFAULT_ENTITY:
-                    entries = [e for e in entries if e.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG]
+                entries = describe_broker_default_config(config.current) if entity == DEFAULT_ENTITY else \
+                    describe_broker_config(config.current)
         elif r.resource_type == BROKER_LOGGER:
             err, msg, _ = _broker_entity(config.broker_id, r.resource_name)
             if err or r.resource_name == "":

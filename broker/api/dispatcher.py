@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Union
 from broker.api import sasl_authenticator as sasl
 from broker.api.registry import CLOSE_CONNECTION, ApiRegistry
 from broker.api.throttling import RequestThrottler
+from broker.metrics.stats import RequestMetrics
 from broker.protocol import api as proto
 from broker.util import request_time
 from broker.util.file_slice import FileSlice
@@ -31,7 +32,8 @@ class ConnectionContext:
     """What a handler may know about the peer (never the transport itself)."""
 
     __slots__ = ("connection_id", "client_host", "client_port", "listener_name", "security_protocol", "principal",
-                 "throttle_time_ms", "sasl_mechanism", "token_authenticated", "client_certificate", "authenticator")
+                 "throttle_time_ms", "sasl_mechanism", "token_authenticated", "client_certificate", "authenticator",
+                 "received_ns")
 
     def __init__(self, connection_id: str, client_host: str, client_port: int, listener_name: str,
                  security_protocol: str = "PLAINTEXT") -> None:
@@ -52,6 +54,8 @@ class ConnectionContext:
         self.client_certificate: Optional[bytes] = None
         #: SASL state on a SASL listener (None elsewhere)
         self.authenticator: Optional["SaslServerAuthenticator"] = None
+        #: monotonic ns when the request being handled was read off the socket (request queue time starts there)
+        self.received_ns = 0
 
 
 class RequestContext:
@@ -78,9 +82,12 @@ class RequestDispatcher:
     #: returned by :meth:`handle` when the connection must be closed
     CLOSE = CLOSE_CONNECTION
 
-    def __init__(self, registry: ApiRegistry, throttler: Optional[RequestThrottler] = None) -> None:
+    def __init__(self, registry: ApiRegistry, throttler: Optional[RequestThrottler] = None,
+                 metrics: Optional[RequestMetrics] = None) -> None:
         self._registry = registry
         self._throttler = throttler
+        #: RequestMetrics of the Prometheus endpoint (None: endpoint off, nothing recorded)
+        self._metrics = metrics
 
     async def handle(self, connection: ConnectionContext, frame: memoryview) -> Union[Parts, None, object]:
         auth = connection.authenticator
@@ -140,8 +147,19 @@ class RequestDispatcher:
                           connection.connection_id)
             return self.CLOSE
         if response is None or response is self.CLOSE:
+            if self._metrics is not None and response is None:
+                self._record(connection, ctx, request)
             return response
-        return proto.encode_response(api_key, version, header.correlation_id, response)
+        parts = proto.encode_response(api_key, version, header.correlation_id, response)
+        if self._metrics is not None:
+            self._record(connection, ctx, request)
+        return parts
+
+    def _record(self, connection: ConnectionContext, ctx: RequestContext, request: Any) -> None:
+        """RequestMetrics of one answered request: queue time (arrival to handler) and total time."""
+        arrived = connection.received_ns or ctx.received_ns
+        self._metrics.record(ctx.api_key, ctx.api_version, ctx.received_ns - arrived,  # type: ignore[union-attr]
+                             time.monotonic_ns() - arrived, request)
 
     def _sasl_outcome(self, outcome: object) -> object:
         if isinstance(outcome, sasl.Respond):

@@ -326,6 +326,13 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("max.connection.creation.rate", T.INT, INT_MAX, M, "New connections per second per listener.",
               at_least(0), CW),
     ConfigDef("metric.reporters", T.LIST, [], L, "Metric reporter classes.", dynamic=CW, ignored=True),
+    # --- project-only keys (Kafka has none of these): the vendor prefix "broker." followed by a word Kafka's own
+    # broker.* keys (broker.id, broker.rack, ...) never use
+    ConfigDef("broker.metrics.prometheus.port", T.INT, None, M,
+              "Project-only: port of the Prometheus metrics endpoint (docs/metrics.md); null = no endpoint, "
+              "0 = any free port.", between(0, 65535)),
+    ConfigDef("broker.metrics.prometheus.host", T.STRING, "", L,
+              "Project-only: address the Prometheus metrics endpoint binds; empty = every interface."),
 ]
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {}

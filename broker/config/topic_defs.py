@@ -177,6 +177,10 @@ def describe_topic_config(broker_config: "KafkaConfig", overrides: Mapping[str, 
         d = TOPIC_CONFIGS[name]
         keys = [k for k, _ in TOPIC_SYNONYMS.get(name, [])]
         synonyms = _synonyms_for(broker_config, keys, False)
+        # Kafka lists the broker synonyms from the primary broker key on (ConfigHelper.configSynonyms drops those
+        # ahead of it): with only log.retention.hours set anywhere, retention.ms has no broker synonym at all
+        while synonyms and synonyms[0].name != keys[0]:
+            synonyms.pop(0)
         if name in overrides:
             synonyms.insert(0, ConfigSynonym(name, effective[name], ConfigSource.DYNAMIC_TOPIC_CONFIG))
         source = synonyms[0].source if synonyms else ConfigSource.DEFAULT_CONFIG
@@ -217,5 +221,20 @@ def describe_broker_config(broker_config: "KafkaConfig") -> list[ConfigEntry]:
     return entries
 
 
+def describe_broker_default_config(broker_config: "KafkaConfig") -> list[ConfigEntry]:
+    """DescribeConfigs entries of the cluster-default broker resource (name ""), as Kafka gives them: the keys set
+    at that level, each with its value there and only its DYNAMIC_DEFAULT_BROKER_CONFIG synonyms (a per-broker
+    override of the same key does not hide it)."""
+    out = []
+    for e in describe_broker_config(broker_config):
+        synonyms = tuple(s for s in e.synonyms if s.source == ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
+        if synonyms and synonyms[0].name == e.name:
+            out.append(ConfigEntry(e.name, None if e.is_sensitive else synonyms[0].value,
+                                   ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, e.is_sensitive, e.read_only,
+                                   e.config_type, synonyms, e.documentation))
+    return out
+
+
 __all__ = ["TOPIC_CONFIGS", "TopicConfigDef", "validate_topic_configs", "effective_topic_config",
-           "describe_topic_config", "describe_broker_config", "topic_defaults", "InvalidConfigError", "LONG_MAX"]
+           "describe_topic_config", "describe_broker_config", "describe_broker_default_config", "topic_defaults",
+           "InvalidConfigError", "LONG_MAX"]

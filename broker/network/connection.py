@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import time
 from collections import deque
 from typing import TYPE_CHECKING, Any, Callable, Deque, Optional
 
@@ -77,6 +78,8 @@ class KafkaConnection(asyncio.Protocol):
             return
         if not frames:
             return
+        if self.context is not None:
+            self.context.received_ns = time.monotonic_ns()  # request queue time (RequestMetrics) starts here
         self._queue.extend(frames)
         self._mute()
         if self._task is None:
@@ -133,6 +136,7 @@ class KafkaConnection(asyncio.Protocol):
                 if throttle_ms > 0:  # KIP-219: stay muted for the throttle time after answering
                     self.context.throttle_time_ms = 0
                     await asyncio.sleep(throttle_ms / 1000.0)
+                self.context.received_ns = time.monotonic_ns()  # a pipelined request counts as read only now
             self._unmute()
         except Exception:  # a bug in a handler must not kill the broker
             log.exception("Unexpected error on connection %s; closing it",

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from broker.errors import ErrorCode, error_for_code
+from broker.metrics.stats import BrokerTopicStats
 from broker.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from broker.replica.config import ReplicaConfig
 from broker.replica.delayed import (DelayedDeleteRecords, DelayedProduce, DeleteRecordsStatus, OperationPurgatory,
@@ -209,6 +210,11 @@ class ReplicaManager:
         #: called after a transaction marker appended as leader was replicated (add_txn_marker_listener)
         self.txn_marker_listeners: List[Callable[[str, int, int, bool], Any]] = []
         self.is_shutting_down = False
+        #: BrokerTopicMetrics (bytes/messages in, bytes out) when the metrics endpoint is on, else None
+        self.topic_stats: Optional[BrokerTopicStats] = None
+        #: ISR changes of partitions led here, committed by the controller (IsrShrinksPerSec / IsrExpandsPerSec)
+        self.isr_shrinks = 0
+        self.isr_expands = 0
         self._state_lock: Optional[asyncio.Lock] = None
         self._tasks: List["asyncio.Task[None]"] = []
         self._workers = IoWorkers(io_threads)
@@ -356,10 +362,19 @@ class ReplicaManager:
         return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
     def _new_partition(self, topic: str, partition: int) -> Partition:
-        return Partition(topic, partition, self.broker_id, replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
-                         clock=self._clock, alter_partition_manager=self.alter_partition_manager,
-                         is_broker_alive=self._is_broker_alive, on_delayed_check=self.try_complete_delayed,
-                         alter_partition_retry_backoff_ms=self.config.alter_partition_retry_backoff_ms)
+        p = Partition(topic, partition, self.broker_id, replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
+                      clock=self._clock, alter_partition_manager=self.alter_partition_manager,
+                      is_broker_alive=self._is_broker_alive, on_delayed_check=self.try_complete_delayed,
+                      alter_partition_retry_backoff_ms=self.config.alter_partition_retry_backoff_ms)
+        p.isr_change_listener = self._on_isr_change
+        return p
+
+    def _on_isr_change(self, kind: str) -> None:
+        """A leader's ISR change was committed (Kafka's DefaultAlterPartitionListener.markIsrShrink/Expand)."""
+        if kind == "shrink":
+            self.isr_shrinks += 1
+        elif kind == "expand":
+            self.isr_expands += 1
 
     def _ensure_log(self, topic: str, partition: int, log_config: Any, topic_id: Optional[uuid.UUID]
                     ) -> Tuple[Any, Optional[uuid.UUID]]:
@@ -795,9 +810,12 @@ class ReplicaManager:
                                                           guards.get(p.tp), key=p.tp)
                                               for p, buf, epoch in work))
             now = self._clock()
-            for (p, _, _), res in zip(work, done):
+            stats = self.topic_stats
+            for (p, buf, _), res in zip(work, done):
                 results[p.tp] = res
                 if res.error_code == 0:
+                    if stats is not None:  # BytesInPerSec / MessagesInPerSec, as Kafka's appendToLocalLog marks them
+                        stats.record_append(p.topic, len(buf), res.last_offset - res.base_offset + 1)
                     # Followers parked on this partition fetch the new records at once.
                     self.purgatory.check_and_complete(p.tp)
                     if p.maybe_increment_leader_hw(now):
@@ -925,6 +943,11 @@ class ReplicaManager:
             if done:
                 if waiter is not None:
                     waiter.cancel()
+                stats = self.topic_stats
+                if stats is not None and not is_follower:  # BytesOutPerSec counts consumers' reads only
+                    for tp, r in ordered.items():
+                        if r.size:
+                            stats.record_bytes_out(tp[0], r.size)
                 if is_follower:
                     # Kafka records every throttled partition's bytes sent to followers (in sync or not).
                     leader_quota = self.quotas.leader

@@ -204,6 +204,8 @@ class Partition:
         self.transition: Optional["asyncio.Future[None]"] = None
         self._tasks: Set["asyncio.Task[Any]"] = set()
         self.deleted = False
+        #: told "shrink" or "expand" when the controller commits an ISR change this leader asked for
+        self.isr_change_listener: Optional[Callable[[str], None]] = None
 
     # ------------------------------------------------------------------ views
     @property
@@ -580,6 +582,8 @@ class Partition:
             return False
         self.isr_state = IsrState.committed(lai.isr, lai.leader_recovery_state)
         self.partition_epoch = lai.partition_epoch
+        if self.isr_change_listener is not None:
+            self.isr_change_listener(pending.kind)
         log.info("ISR of %s-%d updated to %s%s and partition epoch to %d", self.topic, self.partition,
                  list(lai.isr), " (under-min-isr)" if self.is_under_min_isr else "", lai.partition_epoch)
         return self.maybe_increment_leader_hw()

@@ -23,6 +23,7 @@ import time as _time
 from typing import Callable, Iterator, NamedTuple, Optional, Sequence
 
 from broker.accel import record_batch
+from broker.metrics.stats import LOG_FLUSH_STATS
 from broker.protocol.records.batch_info import BatchInfo
 from broker.util.file_slice import FileSlice
 
@@ -391,10 +392,13 @@ class LogSegment:
         self.time_index.resize(size)
 
     def flush(self) -> None:
+        """fsync the segment and its indexes, timed as Kafka's LogFlushStats.LogFlushRateAndTimeMs."""
+        start = _time.monotonic_ns()
         os.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
+        LOG_FLUSH_STATS.update((_time.monotonic_ns() - start) / 1e6)
 
     def close(self) -> None:
         if self.max_timestamp_so_far >= 0:

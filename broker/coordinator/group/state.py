@@ -870,6 +870,8 @@ class GroupCoordinatorState:
         error = 0
         if group.state == DEAD:
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
+        elif generation_id < 0 and group.state == EMPTY:
+            pass  # as Kafka's validateOffsetCommit: no generation to an empty group commits whatever the member id
         elif generation_id >= 0 or member_id != "" or group_instance_id is not None:
             error = group.validate_current_member(member_id, group_instance_id)
             if not error and generation_id != group.generation_id:

@@ -66,11 +66,35 @@ def test_describe_topic_override_then_broker_synonyms() -> None:
     assert e.source == ConfigSource.DYNAMIC_TOPIC_CONFIG
     assert e.config_type == ConfigType.LONG
     assert not e.read_only and not e.is_sensitive
+    # Kafka drops the broker synonyms ahead of the primary key log.retention.ms (ConfigHelper.configSynonyms):
+    # with only log.retention.hours set, the override is the only synonym (what Kafka 3.9.1 answers, see
+    # tests/integration/tools/test_kafka_tools_judge.py)
     assert [(s.name, s.value, s.source) for s in e.synonyms] == [
         ("retention.ms", "1000", ConfigSource.DYNAMIC_TOPIC_CONFIG),
+    ]
+    b = broker(**{"log.retention.hours": "24", "log.retention.ms": "5000"})
+    e = by_name(describe_topic_config(b, {}))["retention.ms"]
+    assert [(s.name, s.value, s.source) for s in e.synonyms] == [
+        ("log.retention.ms", "5000", ConfigSource.STATIC_BROKER_CONFIG),
         ("log.retention.hours", "24", ConfigSource.STATIC_BROKER_CONFIG),
         ("log.retention.hours", "168", ConfigSource.DEFAULT_CONFIG),
     ]
+    assert by_name(describe_topic_config(broker(**{"log.retention.hours": "24"}), {}))["retention.ms"].source == \
+        ConfigSource.DEFAULT_CONFIG
+
+
+def test_describe_cluster_default_broker_resource() -> None:
+    """The "" broker resource lists what is set at the cluster-default level, even where a per-broker override
+    wins, with only its DYNAMIC_DEFAULT_BROKER_CONFIG synonyms (Kafka's ConfigHelper.createBrokerConfigEntry)."""
+    from broker.config.topic_defs import describe_broker_default_config
+
+    b = broker().with_dynamic(cluster_default={"log.cleaner.threads": "2"}, per_broker={"log.cleaner.threads": "3",
+                                                                                        "num.io.threads": "9"})
+    entries = describe_broker_default_config(b)
+    assert [(e.name, e.value, e.source) for e in entries] == [
+        ("log.cleaner.threads", "2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
+    assert [(s.name, s.value, s.source) for s in entries[0].synonyms] == [
+        ("log.cleaner.threads", "2", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)]
 
 
 def test_describe_topic_default_and_dynamic_broker_sources() -> None:

@@ -95,6 +95,16 @@ def test_unknown_group_is_created_even_with_a_generation() -> None:
     assert "fresh2" in d.state.groups
 
 
+def test_no_generation_to_an_empty_group_commits_whatever_the_member_id() -> None:
+    """Kafka 3.9 (validateOffsetCommit, seen in the matrix against a real broker): generation -1 to an Empty group
+    is accepted before any member check; with a generation the unknown member is refused."""
+    d = Driver()
+    assert txn_commit(d, "empty", {TP: 3}, member="ghost", gen=-1) == {TP: 0}
+    assert txn_commit(d, "empty", {TP: 4}, member="", gen=7) == {TP: E.UNKNOWN_MEMBER_ID}
+    d.stable_group("busy", 1)
+    assert txn_commit(d, "busy", {TP: 5}, member="ghost", gen=-1) == {TP: E.UNKNOWN_MEMBER_ID}
+
+
 def test_metadata_too_large_is_refused_per_partition() -> None:
     d = Driver(offset_metadata_max_bytes=4)
     out = d.state.txn_commit_offsets(d.now, "g", PID, EPOCH, "", None, -1,

@@ -1,0 +1,175 @@
+"""BrokerCollector: builds every family of :mod:`broker.metrics.names` when Prometheus scrapes.
+
+Counters and histograms come from the hot-path statistics (:mod:`broker.metrics.stats`); gauges (partition
+counts, under-replicated partitions, log sizes, controller state, consumer-group lag) are computed here, from
+the broker's own objects, at scrape time only.
+
+Threading: ``collect`` runs on the endpoint's HTTP thread, never on the event loop. It only reads: each
+dict it walks is copied first (one step under the GIL), and the only lock it takes is a log's own short lock
+(``Log.size_bytes``) and the flush histogram's, so a scrape never holds up the loop.
+"""
+from __future__ import annotations
+
+from typing import Any, Dict, Iterator, List, Optional, Protocol, Tuple
+
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
+from prometheus_client.registry import Collector
+
+from broker.cluster.controller.context import PartitionState
+from broker.metrics import names as n
+from broker.metrics.stats import LOG_FLUSH_STATS, BrokerTopicStats, Histogram, RequestMetrics
+from broker.protocol.api_keys import ApiKey
+
+TopicPartition = Tuple[str, int]
+
+
+class MetricsSources(Protocol):
+    """Where gauges are read from (BrokerServer has these attributes; None until built)."""
+
+    replica_manager: Optional[Any]
+    controller: Optional[Any]
+    group_coordinator: Optional[Any]
+
+
+def kafka_request_name(key: Any) -> str:
+    """Kafka's ApiKeys name ("Produce", "LeaderAndIsr"), the ``request`` tag of RequestMetrics; a str passes."""
+    if isinstance(key, str):
+        return key
+    try:
+        return "".join(word.capitalize() for word in ApiKey(key).name.split("_"))
+    except ValueError:
+        return str(key)
+
+
+def _summary(spec: n.MetricSpec, rows: List[Tuple[Dict[str, str], Histogram]]) -> Metric:
+    """A summary family: quantiles of the recent samples, count and sum since start."""
+    family = Metric(spec.name, spec.help, n.SUMMARY)
+    for labels, histogram in rows:
+        snap = histogram.snapshot()
+        for label, value in snap.quantiles:
+            family.add_sample(spec.name, dict(labels, quantile=label), value)
+        family.add_sample(spec.name + "_count", dict(labels), float(snap.count))
+        family.add_sample(spec.name + "_sum", dict(labels), snap.sum)
+    return family
+
+
+class BrokerCollector(Collector):
+    """The prometheus_client collector of one broker."""
+
+    def __init__(self, sources: MetricsSources, requests: RequestMetrics, topics: BrokerTopicStats,
+                 flush_stats: Histogram = LOG_FLUSH_STATS) -> None:
+        self.sources = sources
+        self.requests = requests
+        self.topics = topics
+        self.flush_stats = flush_stats
+
+    def describe(self) -> List[Metric]:
+        """No samples at registration time (the families are always the same)."""
+        return []
+
+    def collect(self) -> Iterator[Metric]:
+        partitions = self._partitions()
+        yield from self._topic_metrics(partitions)
+        yield from self._request_metrics()
+        yield from self._replica_manager(partitions)
+        yield from self._controller()
+        yield _summary(n.BY_NAME["kafka_log_logflushstats_logflushrateandtimems"], [({}, self.flush_stats)])
+        yield self._log_sizes(partitions)
+        yield self._consumer_group_lag(partitions)
+
+    # ------------------------------------------------------------------ sources
+    def _partitions(self) -> Dict[TopicPartition, Any]:
+        """This broker's partitions that have a log, copied once per scrape."""
+        rm = self.sources.replica_manager
+        if rm is None:
+            return {}
+        return {tp: p for tp, p in list(rm.partitions.items()) if p.log is not None and not p.deleted}
+
+    # ------------------------------------------------------------------ families
+    def _topic_metrics(self, partitions: Dict[TopicPartition, Any]) -> Iterator[Metric]:
+        hosted = {tp[0] for tp in partitions}
+        per_topic = [(t, c) for t, c in self.topics.topics() if t in hosted]  # a deleted topic's series goes
+        total = self.topics.all_topics
+        for name, attr in (("kafka_server_brokertopicmetrics_messagesin", "messages_in"),
+                           ("kafka_server_brokertopicmetrics_bytesin", "bytes_in"),
+                           ("kafka_server_brokertopicmetrics_bytesout", "bytes_out")):
+            spec = n.BY_NAME[name]
+            family = CounterMetricFamily(spec.name, spec.help, labels=spec.labels)
+            family.add_metric([], float(getattr(total, attr)))  # all topics: no label, as Kafka's bean has none
+            for topic, counters in per_topic:
+                family.add_metric([topic], float(getattr(counters, attr)))
+            yield family
+
+    def _request_metrics(self) -> Iterator[Metric]:
+        entries = sorted((kafka_request_name(key), stats) for key, stats in self.requests.entries())
+        spec = n.BY_NAME["kafka_network_requestmetrics_requests"]
+        family = CounterMetricFamily(spec.name, spec.help, labels=spec.labels)
+        for name, stats in entries:
+            for version, count in stats.versions():
+                family.add_metric([name, str(version)], float(count))
+        yield family
+        yield _summary(n.BY_NAME["kafka_network_requestmetrics_totaltimems"],
+                       [({"request": name}, stats.total_time_ms) for name, stats in entries])
+        yield _summary(n.BY_NAME["kafka_network_requestmetrics_requestqueuetimems"],
+                       [({"request": name}, stats.queue_time_ms) for name, stats in entries])
+
+    def _replica_manager(self, partitions: Dict[TopicPartition, Any]) -> Iterator[Metric]:
+        rm = self.sources.replica_manager
+        values = {
+            "kafka_server_replicamanager_underreplicatedpartitions":
+                sum(1 for p in partitions.values() if p.is_under_replicated),
+            "kafka_server_replicamanager_partitioncount": len(partitions),
+            "kafka_server_replicamanager_leadercount": sum(1 for p in partitions.values() if p.is_leader),
+        }
+        for name, value in values.items():
+            spec = n.BY_NAME[name]
+            yield GaugeMetricFamily(spec.name, spec.help, value=float(value))
+        for name, attr in (("kafka_server_replicamanager_isrshrinks", "isr_shrinks"),
+                           ("kafka_server_replicamanager_isrexpands", "isr_expands")):
+            spec = n.BY_NAME[name]
+            yield CounterMetricFamily(spec.name, spec.help, value=float(getattr(rm, attr, 0) if rm else 0))
+
+    def _controller(self) -> Iterator[Metric]:
+        controller = self.sources.controller
+        active = controller is not None and controller.is_active
+        offline = 0
+        if active:
+            ctx = controller.ctx  # type: ignore[union-attr]
+            offline = sum(1 for tp, state in list(ctx.partition_states.items())
+                          if state == PartitionState.OFFLINE and not ctx.is_topic_queued_for_deletion(tp[0]))
+        spec = n.BY_NAME["kafka_controller_kafkacontroller_activecontrollercount"]
+        yield GaugeMetricFamily(spec.name, spec.help, value=1.0 if active else 0.0)
+        spec = n.BY_NAME["kafka_controller_kafkacontroller_offlinepartitionscount"]
+        yield GaugeMetricFamily(spec.name, spec.help, value=float(offline))
+
+    def _log_sizes(self, partitions: Dict[TopicPartition, Any]) -> Metric:
+        spec = n.BY_NAME["kafka_log_log_size"]
+        family = GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+        for (topic, partition), p in sorted(partitions.items()):
+            try:
+                size = p.log.size_bytes
+            except (ValueError, OSError):  # closed under us (deleted or moved): no series this scrape
+                continue
+            family.add_metric([topic, str(partition)], float(size))
+        return family
+
+    def _consumer_group_lag(self, partitions: Dict[TopicPartition, Any]) -> Metric:
+        spec = n.BY_NAME["broker_consumer_group_lag"]
+        family = GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+        gc = self.sources.group_coordinator
+        if gc is None:
+            return family
+        rows = []
+        for shard in list(gc.shards.values()):
+            for group_id, group in list(shard.groups.items()):
+                for tp, committed in list(group.offsets.items()):
+                    p = partitions.get(tp)
+                    if p is None:
+                        continue
+                    rows.append((group_id, tp[0], tp[1], max(0, p.log.high_watermark - committed.offset)))
+        for group_id, topic, partition, lag in sorted(rows):
+            family.add_metric([group_id, topic, str(partition)], float(lag))
+        return family
+
+
+__all__ = ["BrokerCollector", "MetricsSources", "kafka_request_name"]

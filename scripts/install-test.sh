@@ -63,3 +63,22 @@ if ! command -v javac > /dev/null; then
 fi
 .venv/bin/python compat-tests/java/jars.py > /dev/null
 # <<< compat-tests Java client
+
+# >>> librdkafka test suite (owned by tests/harness/librdkafka_tests.py; edit only inside this block)
+# 5. librdkafka 2.15.1's own test suite (tests/test-runner, C and C++ tests, and its Java helpers compiled against
+#    .cache/kafka-3.9.1/libs from step 3), run by compat-tests/test_librdkafka_txn.py. The sources come from npm's
+#    @confluentinc/kafka-javascript package (it bundles librdkafka with its tests/); built once into
+#    .cache/librdkafka-2.15.1/ (a few minutes), a no-op afterwards. Needs npm, a C/C++ toolchain and RapidJSON.
+RDK_APT=""
+command -v npm > /dev/null || RDK_APT="$RDK_APT npm"
+command -v g++ > /dev/null || RDK_APT="$RDK_APT g++"
+command -v make > /dev/null || RDK_APT="$RDK_APT make"
+[ -f /usr/include/rapidjson/schema.h ] || RDK_APT="$RDK_APT rapidjson-dev"
+if [ -n "$RDK_APT" ]; then
+  say "installing what librdkafka's test suite needs:$RDK_APT"
+  $SUDO apt-get update -qq
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $RDK_APT > /dev/null
+fi
+.venv/bin/python -m tests.harness.librdkafka_tests build > /dev/null
+# <<< librdkafka test suite

@@ -59,3 +59,27 @@ def test_security_bench_quick_ours() -> None:
     for row in ("SASL_SSL   produce MB/s", "SSL        consume MB/s", "SASL_SSL SCRAM-SHA-512 logins/s",
                 "quota 100 MB/s achieved/target", "vs PLAINTEXT"):
         assert row in out, out
+
+
+def test_txn_bench_quick_ours() -> None:
+    """The transactions benchmark's every row gets a figure on our broker (Kafka's column is the same code run on
+    Kafka's broker; the full run with both is in the module docstring of tools/bench/txn_bench.py)."""
+    out = _run("-m", "tools.bench.txn_bench", "--quick", "--only", "ours", "--records", "1000", "--commits", "10",
+               timeout=600)
+    assert "did not complete" not in out, out
+    rows = ("transactional produce records/s", "idempotent produce records/s", "transactional produce CPU us/record",
+            "commit_transaction p99 ms", "read_committed consume records/s", "read_uncommitted consume MB/s")
+    for row in rows:
+        line = next((ln for ln in out.splitlines() if ln.startswith(row)), None)
+        assert line is not None and line.split()[len(row.split())] != "nan", out
+    assert "ours: transactional/idempotent produce" in out and "800 of 1000 records committed" in out, out
+
+
+def test_spark_bench_quick_ours() -> None:
+    """The Spark benchmark (spark.read records/s, streaming latency) runs on our broker with the real connector
+    (Kafka's side is the same code with Kafka's broker; the full run with both is the README's command)."""
+    out = _run("-m", "tools.bench.spark_bench", "--quick", "--only", "ours", timeout=600)
+    for row in ("spark.read records/s (best)", "streaming latency window end -> row p50 ms",
+                "streaming latency window end -> row p99 ms"):
+        line = next((x for x in out.splitlines() if x.startswith(row)), "")
+        assert line and line.split()[-3] != "nan", out

@@ -24,6 +24,9 @@ if [ "$(cat .venv/.requirements-test.sha256 2>/dev/null || true)" != "$REQ_SUM" 
   echo "$REQ_SUM" > .venv/.requirements-test.sha256
 fi
 
+# 1b. the Spark pipeline's pyspark and connector jars (its tests run it)
+bash scripts/install-pipeline.sh
+
 # 2. kcat (the compat tests run it)
 if ! command -v kcat > /dev/null; then
   say "installing kcat (apt-get; Debian's kcat carries librdkafka 2.0.2, used by the compat tests)"

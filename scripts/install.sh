@@ -50,28 +50,3 @@ if [ -f setup.py ]; then
 else
   say "warning: no setup.py yet; Cython extensions not built"
 fi
-
-# >>> pipeline: Spark's Kafka connector (owned by pipeline/; edit only inside this block)
-# 5. org.apache.spark:spark-sql-kafka-0-10_2.13 at the version of the pyspark pinned in requirements.txt, with its
-#    runtime dependencies (spark-token-provider-kafka-0-10, kafka-clients, commons-pool2), from Maven Central into
-#    .cache/spark-kafka-<version>/jars/ (pipeline/maven/pom.xml); pipeline/connector.py hands them to spark.jars.
-SPARK_VERSION="$(sed -n 's/^pyspark==\([0-9][0-9.]*\).*/\1/p' requirements.txt)"
-if [ -z "$SPARK_VERSION" ]; then
-  say "requirements.txt does not pin pyspark==<version>"
-  exit 1
-fi
-SPARK_KAFKA_JARS=".cache/spark-kafka-$SPARK_VERSION/jars"
-if [ ! -f "$SPARK_KAFKA_JARS/.complete" ]; then
-  if ! command -v mvn > /dev/null; then
-    say "mvn not found: installing maven"
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq maven > /dev/null
-  fi
-  say "resolving org.apache.spark:spark-sql-kafka-0-10_2.13:$SPARK_VERSION from Maven Central into $SPARK_KAFKA_JARS"
-  rm -rf "$SPARK_KAFKA_JARS"
-  mvn -q -B -Dstyle.color=never -s pipeline/maven/settings.xml -f pipeline/maven/pom.xml \
-      -Dmaven.repo.local="$ROOT/.cache/m2" -Dspark.version="$SPARK_VERSION" \
-      dependency:copy-dependencies -DoutputDirectory="$ROOT/$SPARK_KAFKA_JARS" > /dev/null
-  touch "$SPARK_KAFKA_JARS/.complete"
-fi
-# <<< pipeline: Spark's Kafka connector

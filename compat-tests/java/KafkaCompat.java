@@ -883,7 +883,9 @@ public final class KafkaCompat {
                 }
                 p.sendOffsetsToTransaction(offsets, c.groupMetadata());
                 if (transactions == 2) {
-                    // abort one transaction, then rewind to the committed offsets and process it again
+                    // abort one transaction, then rewind to the committed offsets and process it again; flush first:
+                    // abortTransaction drops batches not yet sent, and the test counts the aborted copies in the log
+                    p.flush();
                     p.abortTransaction();
                     abortedCopies += recs.count();
                     Map<TopicPartition, org.apache.kafka.clients.consumer.OffsetAndMetadata> committed =

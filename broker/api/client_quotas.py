@@ -23,7 +23,8 @@ async def describe(ctx: "RequestContext", request: Any, *, admin: "ClientQuotaAd
         found = await admin.describe(components, bool(request.strict))
     except QuotaRequestError as exc:
         return {"throttle_time_ms": 0, "error_code": exc.code, "error_message": str(exc), "entries": None}
-    return {"throttle_time_ms": 0, "error_code": 0, "error_message": None, "entries": [
+    # Kafka 3.9.1 answers a successful describe with an empty message, not null
+    return {"throttle_time_ms": 0, "error_code": 0, "error_message": "", "entries": [
         {"entity": _entity(entity), "values": [{"key": k, "value": v} for k, v in sorted(values.items())]}
         for entity, values in found]}
 

@@ -13,7 +13,7 @@ from broker.config.defs import BROKER_CONFIGS
 from broker.config.topic_defs import TOPIC_CONFIGS, describe_broker_config, describe_broker_default_config, \
     describe_topic_config, validate_topic_configs
 from broker.config.types import ConfigError, ConfigSource, ConfigType, Dynamic, InvalidConfigError
-from broker.errors import ErrorCode
+from broker.errors import KAFKA_INVALID_REQUEST_MESSAGE, ErrorCode
 from broker.security.acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 
 if TYPE_CHECKING:
@@ -52,7 +52,8 @@ def _refusal(authz: Authz, ctx: "RequestContext", operation: AclOperation, resou
 def _entry_dict(e: Any, version: int, include_synonyms: bool, include_docs: bool) -> dict:
     return {
         "name": e.name, "value": None if e.is_sensitive else e.value, "read_only": e.read_only,
-        "is_default": e.source == ConfigSource.DEFAULT_CONFIG, "config_source": int(e.source),
+        # Kafka 3.9 never sets v0's is_default (its ConfigHelper leaves the generated default, false)
+        "is_default": False, "config_source": int(e.source),
         "is_sensitive": e.is_sensitive,
         "synonyms": [{"name": s.name, "value": None if e.is_sensitive else s.value, "source": int(s.source)}
                      for s in e.synonyms] if include_synonyms else [],
@@ -60,12 +61,23 @@ def _entry_dict(e: Any, version: int, include_synonyms: bool, include_docs: bool
     }
 
 
-def _broker_entity(broker_id: int, name: str) -> Tuple[int, Optional[str], Optional[str]]:
-    """(error, message, zk entity name) for a BROKER resource name."""
+def _is_java_int(text: str) -> bool:
+    """Whether Java's Integer.parseInt accepts ``text`` (an optional sign, then ASCII digits, in int32 range)."""
+    digits = text[1:] if text[:1] in ("+", "-") else text
+    return digits.isascii() and digits.isdigit() and -2**31 <= int(text) < 2**31
+
+
+def _broker_entity(broker_id: int, name: str, altering: bool = False) -> Tuple[int, Optional[str], Optional[str]]:
+    """(error, message, zk entity name) for a BROKER resource name (Kafka words the refusal differently for
+    DescribeConfigs and for the alter requests)."""
     if name == "":
         return 0, None, DEFAULT_ENTITY
     if name == str(broker_id):
         return 0, None, name
+    if not _is_java_int(name):
+        return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}", None
+    if altering:
+        return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker_id}, but received {name}", None
     return (ErrorCode.INVALID_REQUEST,
             f"Unexpected broker id, expected {broker_id} or empty string, but received {name}", None)
 
@@ -77,7 +89,8 @@ async def describe(ctx: "RequestContext", request: Any, *, config: "DynamicBroke
     include_docs = bool(getattr(request, "include_documentation", False))
     results = []
     for r in request.resources:
-        res = {"error_code": 0, "error_message": None, "resource_type": r.resource_type,
+        # Kafka's successful results carry an empty message, not null
+        res = {"error_code": 0, "error_message": "", "resource_type": r.resource_type,
                "resource_name": r.resource_name, "configs": []}
         if authz.enabled and (denied := _refusal(authz, ctx, AclOperation.DESCRIBE_CONFIGS, r.resource_type,
                                                  r.resource_name)):
@@ -86,9 +99,8 @@ async def describe(ctx: "RequestContext", request: Any, *, config: "DynamicBroke
             continue
         entries: List[Any] = []
         if r.resource_type == TOPIC:
-            if metadata.topic(r.resource_name) is None:
-                res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                           error_message=f"Topic {r.resource_name} does not exist.")
+            if metadata.topic(r.resource_name) is None:  # Kafka 3.9.1 sends an empty message here
+                res.update(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, error_message="")
             else:
                 overrides = await admin.topic_overrides(r.resource_name)
                 entries = describe_topic_config(config.current, overrides)
@@ -106,8 +118,7 @@ async def describe(ctx: "RequestContext", request: Any, *, config: "DynamicBroke
             else:
                 entries = _logger_entries()
         else:
-            res.update(error_code=ErrorCode.INVALID_REQUEST,
-                       error_message=f"Unsupported resource type {r.resource_type}")
+            res.update(error_code=ErrorCode.INVALID_REQUEST, error_message=KAFKA_INVALID_REQUEST_MESSAGE)
         keys = r.configuration_keys
         if keys is not None and len(keys) > 0:
             wanted = set(keys)
@@ -123,9 +134,14 @@ def _logger_entries() -> list:
     out = []
     for n in names:
         lg = logging.getLogger() if n == "root" else logging.getLogger(n)
-        out.append(ConfigEntry(n, logging.getLevelName(lg.getEffectiveLevel()),
-                               ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, False, False, ConfigType.STRING, [], None))
+        level = logging.getLevelName(lg.getEffectiveLevel())
+        # as Kafka's log4j entries: log4j level names, type UNKNOWN, an empty documentation string
+        out.append(ConfigEntry(n, _LOG4J_LEVELS.get(level, level), ConfigSource.DYNAMIC_BROKER_LOGGER_CONFIG, False,
+                               False, ConfigType.UNKNOWN, [], ""))
     return out
+
+
+_LOG4J_LEVELS = {"WARNING": "WARN", "CRITICAL": "FATAL", "NOTSET": "OFF"}
 
 
 # --- altering ---------------------------------------------------------------------------
@@ -155,13 +171,20 @@ def _apply_ops(current: Dict[str, str], ops: List[Any], list_keys: set) -> Dict[
     return new
 
 
+def invalid_value_message(name: str, exc: Exception) -> str:
+    """Kafka's ZkAdminManager wording for a topic value LogConfig refuses (not for unknown names)."""
+    return f"Invalid config value for resource ConfigResource(type=TOPIC, name='{name}'): {exc}"
+
+
 async def _alter_topic(metadata: "MetadataCache", admin: "AdminManager", name: str, new: Dict[str, str],
                        validate_only: bool) -> Tuple[int, Optional[str]]:
     if metadata.topic(name) is None:
-        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {name} does not exist."
+        return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
     try:
         validate_topic_configs(new)
     except InvalidConfigError as exc:
+        if isinstance(exc.__cause__, ConfigError):
+            return ErrorCode.INVALID_CONFIG, invalid_value_message(name, exc)
         return ErrorCode.INVALID_CONFIG, str(exc)
     if not validate_only:
         await admin.set_topic_overrides(name, new)
@@ -171,7 +194,7 @@ async def _alter_topic(metadata: "MetadataCache", admin: "AdminManager", name: s
 async def _alter_broker(config: "DynamicBrokerConfig", admin: "AdminManager", name: str, new: Dict[str, str],
                         validate_only: bool,
                         current: Dict[str, str]) -> Tuple[int, Optional[str]]:
-    err, msg, entity = _broker_entity(config.broker_id, name)
+    err, msg, entity = _broker_entity(config.broker_id, name, altering=True)
     if err:
         return err, msg
     changed = {k for k in set(new) | set(current) if new.get(k) != current.get(k)}
@@ -181,14 +204,15 @@ async def _alter_broker(config: "DynamicBrokerConfig", admin: "AdminManager", na
     static_only = sorted(k for k in changed if BROKER_CONFIGS[k].dynamic == Dynamic.READ_ONLY or
                          (entity == DEFAULT_ENTITY and BROKER_CONFIGS[k].dynamic == Dynamic.PER_BROKER))
     if static_only:
-        return ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: {set(static_only)}"
+        # Kafka's wording, a Scala Set
+        return ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(static_only)})"
     try:
         if entity == DEFAULT_ENTITY:
             candidate = config.current.with_dynamic(cluster_default=new)
         else:
             candidate = config.current.with_dynamic(per_broker=new)
-    except ConfigError as exc:
-        return ErrorCode.INVALID_CONFIG, str(exc)
+    except ConfigError as exc:  # Kafka's DynamicBrokerConfig refuses a bad value as an invalid request
+        return ErrorCode.INVALID_REQUEST, str(exc)
     if not validate_only:
         await admin.set_broker_overrides(entity, new)
         config.update(candidate)
@@ -230,11 +254,14 @@ async def incremental_alter(ctx: "RequestContext", request: Any, *, config: "Dyn
         try:
             denied = (_refusal(authz, ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
                       if authz.enabled else 0)
+            names = [c.name for c in r.configs]
             if denied:
                 code, msg = denied, None
+            elif len(set(names)) != len(names):  # Kafka's ConfigAdminManager.preprocess
+                code, msg = ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
             elif r.resource_type == TOPIC:
                 if metadata.topic(r.resource_name) is None:
-                    code, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"Topic {r.resource_name} does not exist."
+                    code, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{r.resource_name}' does not exist."
                 else:
                     current = await admin.topic_overrides(r.resource_name)
                     lists = {k for k, d in TOPIC_CONFIGS.items() if d.type == ConfigType.LIST}

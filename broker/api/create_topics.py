@@ -65,9 +65,8 @@ async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager", 
         if seen[t.name] > 1:
             return configs_refused({
                 "name": t.name, "topic_id": ZERO_UUID, "error_code": ErrorCode.INVALID_REQUEST,
-                "error_message": f"Create topics request from client `{ctx.client_id}` contains "
-                                 f"multiple entries for the following topics: {t.name}",
-                "num_partitions": -1, "replication_factor": -1, "configs": None})
+                "error_message": "Found multiple entries for this topic.",  # Kafka 3.9.1's wording
+                "num_partitions": -1, "replication_factor": -1, "configs": []})
         if creatable is not None and t.name not in creatable:
             return configs_refused({"name": t.name, "topic_id": ZERO_UUID,
                                     "error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
@@ -85,7 +84,9 @@ async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager", 
             quota.try_record(r.num_partitions if r.num_partitions > 0 else len(assignments))
         entry = {"name": t.name, "topic_id": r.topic_id or ZERO_UUID, "error_code": r.error_code,
                  "error_message": r.error_message if version >= 1 else None,
-                 "num_partitions": -1, "replication_factor": -1, "configs": None}
+                 "num_partitions": -1, "replication_factor": -1,
+                 # Kafka's result keeps its default (empty) config list when the creation fails
+                 "configs": [] if r.error_code else None}
         if r.error_code == 0 and describable is not None and t.name not in describable:
             return configs_refused(entry)
         if r.error_code == 0 and version >= 5:

@@ -58,7 +58,7 @@ async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager", 
             name = metadata.topic_name(tid)
             if name is None:
                 responses.append({"name": None, "topic_id": tid, "error_code": ErrorCode.UNKNOWN_TOPIC_ID,
-                                  "error_message": "This server does not host this topic ID."})
+                                  "error_message": None})  # Kafka 3.9.1 sends no message
                 continue
         if name is None:
             responses.append({"name": None, "topic_id": tid or ZERO_UUID, "error_code": ErrorCode.INVALID_REQUEST,

@@ -116,7 +116,7 @@ class RequestDispatcher:
             return self.CLOSE
         if not entry.min_version <= version <= entry.max_version:
             if api_key == proto.ApiKey.API_VERSIONS:
-                # KIP-511: answer with a v0 response carrying UNSUPPORTED_VERSION and our ranges.
+                # KIP-511: answer with a v0 response carrying UNSUPPORTED_VERSION and ApiVersions' own range.
                 return proto.encode_response(api_key, 0, header.correlation_id,
                                              self._registry.api_versions_body(error_code=35))
             log.warning("Closing %s: unsupported version %d of API %s (client %s)", connection.connection_id,

@@ -75,10 +75,12 @@ def _down_convert(results: Dict[TopicPartition, Any], fetch_offsets: Dict[TopicP
 
 
 def _partition_entry(index: int, error: int, res: Any = None) -> dict:
-    if res is None:
-        return {"partition_index": index, "error_code": error, "high_watermark": -1, "last_stable_offset": -1,
-                "log_start_offset": -1, "aborted_transactions": None, "preferred_read_replica": -1,
-                "records": b""}
+    if res is None or (res.error_code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION and not error):
+        # Kafka's FetchResponse.partitionResponse(error) for partitions its metadata does not know: the
+        # generated defaults, an empty (not null) aborted transaction list among them
+        return {"partition_index": index, "error_code": error or res.error_code, "high_watermark": -1,
+                "last_stable_offset": -1, "log_start_offset": -1, "aborted_transactions": [],
+                "preferred_read_replica": -1, "records": b""}
     entry = {"partition_index": index, "error_code": error or res.error_code, "high_watermark": res.high_watermark,
              "last_stable_offset": res.last_stable_offset, "log_start_offset": res.log_start_offset,
              # read_committed: the aborted transactions overlapping the records (maybe none); otherwise null

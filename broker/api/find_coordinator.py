@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, List, Optional
 from broker.api.authz import Authz
 from broker.coordinator.offsets_topic import GROUP_METADATA_TOPIC_NAME
 from broker.coordinator.transaction.records import TRANSACTION_STATE_TOPIC_NAME
-from broker.errors import ErrorCode, error_for_code
+from broker.errors import KAFKA_INVALID_REQUEST_MESSAGE, ErrorCode, error_for_code
 from broker.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
@@ -26,7 +26,8 @@ GROUP, TRANSACTION = 0, 1
 _ALLOW_ALL = Authz()
 #: Kafka's Errors messages for the refusals below
 _DENIED_MESSAGES = {ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
-                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed."}
+                    ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
+                    ErrorCode.INVALID_REQUEST: KAFKA_INVALID_REQUEST_MESSAGE}  # an unknown key type
 
 
 def _message(code: int) -> Optional[str]:
@@ -81,7 +82,12 @@ async def handle(ctx: "RequestContext", request: Any, *,
     if version >= 4:
         coordinators: List[dict] = [await _lookup(coordinator, metadata, ctx, k, key_type, authz, txn_coordinator)
                                     for k in request.coordinator_keys]
+        for c in coordinators:  # as Kafka 3.9.1 answers a found coordinator: an empty message, not null
+            if not c["error_code"]:
+                c["error_message"] = ""
         return {"throttle_time_ms": 0, "coordinators": coordinators}
     e = await _lookup(coordinator, metadata, ctx, request.key, key_type, authz, txn_coordinator)
-    return {"throttle_time_ms": 0, "error_code": e["error_code"], "error_message": e["error_message"],
+    # v1-3: Kafka 3.9.1 sends Errors.NONE's message, "NONE", with a found coordinator
+    message = e["error_message"] if e["error_code"] else "NONE"
+    return {"throttle_time_ms": 0, "error_code": e["error_code"], "error_message": message,
             "node_id": e["node_id"], "host": e["host"], "port": e["port"]}

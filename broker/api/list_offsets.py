@@ -1,7 +1,7 @@
 """ListOffsets: earliest, latest (high watermark), max timestamp, and offset-for-time lookups."""
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Optional, Set
+from typing import TYPE_CHECKING, Any, Optional, Set, Tuple
 
 from broker.api.authz import Authz
 from broker.errors import ErrorCode
@@ -16,6 +16,17 @@ EARLIEST_TIERED = -5
 _ALLOW_ALL = Authz()
 
 
+def duplicate_partitions(topics: Any) -> Set[Tuple[str, int]]:
+    """The partitions a ListOffsets request names more than once (Kafka's ListOffsetsRequest.duplicatePartitions)."""
+    seen: Set[Tuple[str, int]] = set()
+    twice: Set[Tuple[str, int]] = set()
+    for t in topics:
+        for p in t.partitions:
+            tp = (t.name, p.partition_index)
+            (twice if tp in seen else seen).add(tp)
+    return twice
+
+
 async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "ReplicaManager",
                  authz: Authz = _ALLOW_ALL) -> dict:
     version = ctx.api_version
@@ -27,6 +38,7 @@ async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "Repli
     allowed: Optional[Set[str]] = None
     if authz.enabled:  # DESCRIBE on each topic; refused topics are answered after the others, as Kafka does
         allowed = authz.filter_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, [t.name for t in request.topics])
+    duplicates = duplicate_partitions(request.topics) if version >= 1 else set()
     for t in request.topics:
         if allowed is not None and t.name not in allowed:
             refused.append({"name": t.name, "partitions": [
@@ -38,6 +50,10 @@ async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "Repli
             tp = (t.name, p.partition_index)
             entry = {"partition_index": p.partition_index, "error_code": 0, "old_style_offsets": [],
                      "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            if tp in duplicates:  # Kafka: INVALID_REQUEST for every occurrence of a partition asked for twice
+                entry["error_code"] = ErrorCode.INVALID_REQUEST
+                parts.append(entry)
+                continue
             part = rm.get_partition(tp)
             cle = getattr(p, "current_leader_epoch", -1)
             if p.timestamp == EARLIEST_TIERED and (part is None or not rm.check_leader_epoch(part, cle)):

@@ -162,6 +162,9 @@ async def handle(ctx: "RequestContext", request: Any, *, metadata: "MetadataCach
                            else 0)
         topics.extend(refused_create)
         topics.extend(refused_describe)
+    elif include_ops:  # Kafka sets every answered topic's operations, the ones with an error included
+        for entry in topics:
+            entry["topic_authorized_operations"] = acl_ops.TOPIC_OPERATIONS
     brokers = [{"node_id": bid, "host": ep.host, "port": ep.port, "rack": rack}
                for bid, ep, rack in metadata.alive_endpoints(ctx.listener_name)]
     return {

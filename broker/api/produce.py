@@ -88,6 +88,23 @@ def _prepare(records: Any, version: int) -> Tuple[int, Any, str]:
     return 0, bytearray(records), ""
 
 
+#: append errors Kafka's ReplicaManager answers with LogAppendInfo.UNKNOWN_LOG_APPEND_INFO (log start offset -1)
+_UNKNOWN_APPEND_INFO = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                                  ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
+                                  ErrorCode.CORRUPT_MESSAGE, ErrorCode.KAFKA_STORAGE_ERROR})
+
+
+def partition_answer(idx: int, r: Any) -> dict:
+    """One partition's ProduceResponse entry from an append result, with Kafka's rules for the error cases."""
+    unknown = r.error_code in _UNKNOWN_APPEND_INFO
+    return {"index": idx, "error_code": r.error_code, "base_offset": r.base_offset,
+            "log_append_time_ms": r.log_append_time_ms, "log_start_offset": -1 if unknown else r.log_start_offset,
+            "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in r.record_errors],
+            # Kafka sends the message only with a RecordValidationException (hasCustomErrorMessage): the errors
+            # that name records
+            "error_message": r.error_message if r.error_code and r.record_errors else None}
+
+
 async def handle(ctx: "RequestContext", request: Any, *,
                  replica_manager: "ReplicaManager", metadata: "MetadataCache", authz: Authz = _ALLOW_ALL,
                  verification: Optional["ProduceVerification"] = None) -> Any:
@@ -140,21 +157,17 @@ async def handle(ctx: "RequestContext", request: Any, *,
             r = appended.get(tp)
             if r is not None:
                 any_error |= r.error_code != 0
-                parts.append({
-                    "index": idx, "error_code": r.error_code, "base_offset": r.base_offset,
-                    "log_append_time_ms": r.log_append_time_ms, "log_start_offset": r.log_start_offset,
-                    "record_errors": [{"batch_index": i, "batch_index_error_message": m}
-                                      for i, m in r.record_errors],
-                    "error_message": r.error_message if r.error_code else None,
-                })
+                parts.append(partition_answer(idx, r))
                 if version >= 10 and r.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
                     parts[-1]["current_leader"] = current_leader(tp, ctx.listener_name, replica_manager, metadata,
                                                                  node_endpoints)
             else:
                 code, msg = results[tp]
                 any_error = True
+                # Kafka answers partitions refused before the append (authorization, unknown partition,
+                # ProduceRequest.validateRecords) with the error alone: no message
                 parts.append({"index": idx, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
-                              "log_start_offset": -1, "record_errors": [], "error_message": msg or None})
+                              "log_start_offset": -1, "record_errors": [], "error_message": None})
         responses.append({"name": name, "partition_responses": parts})
     if acks == 0:
         # No response; on error Kafka closes the connection so the client notices.

@@ -41,10 +41,14 @@ class ApiRegistry:
         return iter(sorted(self._entries.values(), key=lambda e: e.api_key))
 
     def api_versions_body(self, error_code: int = 0, throttle_time_ms: int = 0) -> dict:
-        """The ApiVersions response body (any version: absent fields are dropped by the encoder)."""
+        """The ApiVersions response body (any version: absent fields are dropped by the encoder).
+
+        With UNSUPPORTED_VERSION (a request version this broker does not know) the table holds only ApiVersions'
+        own range, as Kafka's ApiVersionsRequest.getErrorResponse: enough for the client to retry at a version
+        both know."""
         return {
             "error_code": error_code,
             "api_keys": [{"api_key": e.api_key, "min_version": e.min_version, "max_version": e.max_version}
-                         for e in self],
+                         for e in self if error_code != 35 or e.api_key == 18],
             "throttle_time_ms": throttle_time_ms,
         }

@@ -40,8 +40,9 @@ async def describe(ctx: "RequestContext", request: Any, *, admin: "ScramCredenti
             {"user": "", "error_code": code, "error_message": _message(code), "credential_infos": []}
             for _ in users or []]}
     code, message, results = await admin.describe(users)
-    return {"throttle_time_ms": 0, "error_code": code, "error_message": message, "results": [
-        {"user": r.user, "error_code": r.error_code, "error_message": r.error_message,
+    # Kafka 3.9.1 (ZooKeeper mode) sends empty messages, not null, with successes
+    return {"throttle_time_ms": 0, "error_code": code, "error_message": message if code else "", "results": [
+        {"user": r.user, "error_code": r.error_code, "error_message": r.error_message if r.error_code else "",
          "credential_infos": [{"mechanism": m, "iterations": i} for m, i in r.credentials]} for r in results]}
 
 
@@ -60,5 +61,7 @@ async def alter(ctx: "RequestContext", request: Any, *, admin: "ScramCredentialA
         return {"throttle_time_ms": 0, "results": [
             {"user": user, "error_code": refusal, "error_message": _message(refusal)} for user in users]}
     results = await admin.alter(upsertions, deletions)
+    # Kafka 3.9.1 (ZooKeeper mode) answers a user whose changes all succeeded with an empty message, not null
     return {"throttle_time_ms": 0, "results": [
-        {"user": user, "error_code": code, "error_message": message} for user, code, message in results]}
+        {"user": user, "error_code": code, "error_message": message if code else ""}
+        for user, code, message in results]}

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from broker.api.topic_names import invalid_topic_reason
+from broker.api.topic_names import colliding_topics, invalid_topic_reason
 from broker.cluster.assignment import RackInfoMissingError, assign_replicas_to_brokers
 from broker.config.topic_defs import validate_topic_configs
 from broker.config.types import InvalidConfigError
@@ -69,6 +69,10 @@ class AdminManager:
             return TopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
         if self.metadata.topic(name) is not None:
             return TopicResult(name, ErrorCode.TOPIC_ALREADY_EXISTS, f"Topic '{name}' already exists.")
+        colliding = colliding_topics(name, self.metadata.topics)
+        if colliding:
+            return TopicResult(name, ErrorCode.INVALID_TOPIC_EXCEPTION,
+                               f"Topic '{name}' collides with existing topics: {', '.join(colliding)}")
         live = sorted(self.metadata.live_broker_ids())
         if assignments:
             if num_partitions != -1 or replication_factor != -1:
@@ -78,8 +82,13 @@ class AdminManager:
             plan = {p: list(b) for p, b in assignments}
             if sorted(plan) != list(range(len(plan))):
                 return TopicResult(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
-                                   "Partitions should be a consecutive 0-based integer sequence")
+                                   "partitions should be a consecutive 0-based integer sequence")
             sizes = {len(b) for b in plan.values()}
+            twice = {p: b for p, b in plan.items() if len(set(b)) != len(b)}
+            if twice:  # Kafka's wording, a Scala Map of Seqs
+                found = ", ".join(f"{p} -> ArrayBuffer({', '.join(map(str, b))})" for p, b in sorted(twice.items()))
+                return TopicResult(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                                   f"Duplicate replica assignment found: HashMap({found})")
             for p, b in plan.items():
                 if not b or len(set(b)) != len(b):
                     return TopicResult(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT,
@@ -99,10 +108,10 @@ class AdminManager:
                 replication_factor = cfg.get("default.replication.factor")
             if num_partitions <= 0:
                 return TopicResult(name, ErrorCode.INVALID_PARTITIONS,
-                                   "Number of partitions was set to an invalid non-positive value.")
+                                   "Number of partitions must be larger than 0.")
             if replication_factor <= 0:
                 return TopicResult(name, ErrorCode.INVALID_REPLICATION_FACTOR,
-                                   "Replication factor must be larger than 0, or -1 to use the default value.")
+                                   "Replication factor must be larger than 0.")
             if replication_factor > len(live):
                 return TopicResult(name, ErrorCode.INVALID_REPLICATION_FACTOR,
                                    f"Replication factor: {replication_factor} larger than available brokers: "
@@ -195,7 +204,7 @@ class AdminManager:
     async def delete_topic(self, name: str, timeout_ms: int) -> Tuple[int, Optional[str]]:
         """Queue the deletion for the controller; wait up to ``timeout_ms`` until the topic left the metadata."""
         if self.metadata.topic(name) is None:
-            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "This server does not host this topic-partition."
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None  # Kafka 3.9.1 gives no message here
         await self._zk(self.zk.mark_topic_for_deletion, name)
         if not await self.metadata.wait_until(lambda: self.metadata.topic(name) is None, max(timeout_ms, 0) / 1000.0):
             return ErrorCode.REQUEST_TIMED_OUT, f"Deletion of topic {name} did not finish in {timeout_ms} ms"
@@ -216,6 +225,11 @@ class AdminManager:
         live = sorted(self.metadata.live_broker_ids())
         rf = len(next(iter(meta.partitions.values())).replicas) if meta.partitions else 1
         if assignments:
+            # Kafka's ZkAdminManager.createPartitions looks for unknown brokers first, over all assignments
+            unknown = sorted({x for b in assignments for x in b} - set(self.metadata.brokers))
+            if unknown:
+                return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                        f"Unknown broker(s) in replica assignment: {', '.join(map(str, unknown))}.")
             if len(assignments) != count - current:
                 return (ErrorCode.INVALID_REPLICA_ASSIGNMENT,
                         f"Increasing the number of partitions by {count - current} but {len(assignments)} "

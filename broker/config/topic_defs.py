@@ -75,13 +75,14 @@ _TOPIC_DEFS = [
     TopicConfigDef("message.timestamp.after.max.ms", T.LONG, "Max future skew of timestamps.", at_least(0)),
     TopicConfigDef("message.timestamp.before.max.ms", T.LONG, "Max age of timestamps.", at_least(0)),
     TopicConfigDef("message.timestamp.difference.max.ms", T.LONG,
-                   "Deprecated (Kafka's fallback of the before/after limits; not applied here).", at_least(0),
-                   ignored=True),
+                   "Deprecated: the before/after limit where those are left at their default.", at_least(0)),
     TopicConfigDef("message.timestamp.type", T.STRING, "CreateTime or LogAppendTime.", one_of(*TIMESTAMP_TYPES)),
     TopicConfigDef("min.cleanable.dirty.ratio", T.DOUBLE, "Dirty ratio that triggers cleaning.", between(0, 1)),
     TopicConfigDef("min.compaction.lag.ms", T.LONG, "Min age before compaction.", at_least(0)),
     TopicConfigDef("min.insync.replicas", T.INT, "Replicas needed for acks=all.", at_least(1)),
     TopicConfigDef("preallocate", T.BOOLEAN, "Preallocate segment files."),
+    TopicConfigDef("remote.log.copy.disable", T.BOOLEAN, "Tiered storage (unsupported).", None, False, True),
+    TopicConfigDef("remote.log.delete.on.disable", T.BOOLEAN, "Tiered storage (unsupported).", None, False, True),
     TopicConfigDef("remote.storage.enable", T.BOOLEAN, "Tiered storage (unsupported).", None, False, True),
     TopicConfigDef("retention.bytes", T.LONG, "Retention size per partition; -1 = unlimited."),
     TopicConfigDef("retention.ms", T.LONG, "Retention time; -1 = forever.", at_least(-1)),
@@ -110,7 +111,7 @@ def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
             if d.validator is not None:
                 d.validator(name, value)
         except ConfigError as e:
-            raise InvalidConfigError(str(e)) from None
+            raise InvalidConfigError(str(e)) from e  # the cause tells a bad value from an unknown name
         typed[name] = value
     lo = typed.get("min.compaction.lag.ms")
     hi = typed.get("max.compaction.lag.ms")

@@ -38,6 +38,7 @@ class InvalidConfigError(Exception):
 class ConfigType(enum.IntEnum):
     """Kafka's ConfigType ids as sent in DescribeConfigs v3+ (config_type)."""
 
+    UNKNOWN = 0  # entries without a ConfigDef type: broker loggers
     BOOLEAN = 1
     STRING = 2
     INT = 3

@@ -45,14 +45,17 @@ class OffsetsTopicIO:
         self.required_acks = required_acks
         self.commit_timeout_ms = commit_timeout_ms
 
-    async def append(self, partition: int, records: Sequence[Tuple[bytes, Optional[bytes]]]) -> int:
+    async def append(self, partition: int, records: Sequence[Tuple[bytes, Optional[bytes]]],
+                     base_sequence: int = -1) -> int:
         """Append ``(key, value)`` records (value None = tombstone); return the last offset written.
+
+        ``base_sequence`` is the batch header's (no producer id either way): Kafka writes offset commits at 0.
 
         Raises the KafkaError of the append's error code (e.g. NOT_LEADER_OR_FOLLOWER), which the
         coordinator maps as Kafka does (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE...).
         """
         now = int(time.time() * 1000)
-        batch = bytearray(build_batch([(k, v, [], now) for k, v in records]))
+        batch = bytearray(build_batch([(k, v, [], now) for k, v in records], base_sequence=base_sequence))
         tp = (self.topic, partition)
         result = (await self.replica_manager.append_records(self.required_acks, {tp: batch},
                                                             timeout_ms=self.commit_timeout_ms))[tp]

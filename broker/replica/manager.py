@@ -1222,7 +1222,8 @@ def _read_logs(jobs: List[_ReadJob], max_bytes: int, min_one_message: bool) -> D
                 budget = max(0, budget - res.size)
                 min_one_message = False
         except Exception as exc:
-            res.error_code = error_code_for(exc)
+            # Kafka's createLogReadResult(e): a failed read reports no offsets (-1), no data
+            res = ReadResult(error_code_for(exc))
             if res.error_code == ErrorCode.UNKNOWN_SERVER_ERROR:
                 log.exception("Unexpected error reading %s-%d at %d", job.tp[0], job.tp[1], job.fetch_offset)
         out[job.tp] = res

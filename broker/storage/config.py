@@ -70,6 +70,21 @@ class LogConfig:
         return self.message_timestamp_type == "LogAppendTime"
 
     @property
+    def timestamp_before_limit_ms(self) -> int:
+        """``message.timestamp.before.max.ms``, or, left at its default, the deprecated
+        ``message.timestamp.difference.max.ms`` (Kafka 3.9's LogConfig falls back the same way)."""
+        if self.message_timestamp_before_max_ms != LONG_MAX:
+            return self.message_timestamp_before_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
+    def timestamp_after_limit_ms(self) -> int:
+        """``message.timestamp.after.max.ms``, or the deprecated difference key, as for the before limit."""
+        if self.message_timestamp_after_max_ms != LONG_MAX:
+            return self.message_timestamp_after_max_ms
+        return self.message_timestamp_difference_max_ms
+
+    @property
     def max_index_size(self) -> int:
         return self.segment_index_bytes
 

@@ -453,8 +453,10 @@ class Log:
                         dup = entry.find_duplicate(info.producer_epoch, info.base_sequence,
                                                    last_sequence(info.base_sequence, info.last_offset_delta))
                         if dup is not None:
-                            return LogAppendInfo(dup.first_offset, dup.last_offset, -1, self._log_start_offset,
-                                                 True, 0, 0)
+                            # as Kafka's UnifiedLog.append: the original batch's offsets, and its (max)
+                            # timestamp as the log append time
+                            return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
+                                                 self._log_start_offset, True, 0, 0)
                 upd = updates.get(pid)
                 if upd is None:
                     upd = updates[pid] = psm.prepare_update(pid, origin)

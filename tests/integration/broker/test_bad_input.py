@@ -150,8 +150,8 @@ def test_api_versions_v99_gets_a_v0_error_response(broker: BrokerProcess, canary
         resp = decode_response(ApiKey.API_VERSIONS, 0, frame)
         assert resp.error_code == UNSUPPORTED_VERSION
         ranges = {k.api_key: (k.min_version, k.max_version) for k in resp.api_keys}
-        assert ranges[ApiKey.API_VERSIONS][0] == 0 and ranges[ApiKey.API_VERSIONS][1] >= 3
-        assert ApiKey.PRODUCE in ranges and ApiKey.FETCH in ranges and ApiKey.METADATA in ranges
+        # only ApiVersions' own range, as Kafka 3.9.1 (tests/integration/test_differential_kafka.py)
+        assert ranges == {ApiKey.API_VERSIONS: (0, 4)}
         # The connection stays usable: the client retries with a version it now knows.
         again = c.request(ApiKey.API_VERSIONS, 3, {"client_software_name": "t", "client_software_version": "1"})
         assert again.error_code == 0

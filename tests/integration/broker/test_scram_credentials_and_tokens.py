@@ -92,6 +92,8 @@ def upsertion(user: str, mechanism: int, password: str, iterations: int = 4096, 
 
 
 def alter(b: Broker, upsertions: List[dict], deletions: List[Tuple[str, int]] = ()) -> Dict[str, Tuple[int, Any]]:
+    """user -> (error code, message); a success carries "" (not null), as Kafka 3.9.1 sends it
+    (tests/integration/test_differential_kafka.py compares with the real broker)."""
     with RawClient(b.plaintext) as c:
         r = c.request(ApiKey.ALTER_USER_SCRAM_CREDENTIALS, 0, {
             "upsertions": upsertions, "deletions": [{"name": n, "mechanism": m} for n, m in deletions]})
@@ -149,7 +151,7 @@ def test_alter_and_describe_user_scram_credentials(broker: Broker) -> None:
     user = f"al@ice-{uuid.uuid4().hex[:6]}"
     salt = b"fixed-salt-for-the-test"
     assert alter(broker, [upsertion(user, SHA256, "pw-256", 8192, salt), upsertion(user, SHA512, "pw-512")]) == {
-        user: (0, None)}
+        user: (0, "")}
     assert credentials_of(broker, user) == {"error": 0, "creds": [(SHA256, 8192), (SHA512, 4096)]}
     every = describe(broker, None)
     assert user in [x.user for x in every.results]  # describe-all names users, not their znode names
@@ -185,7 +187,7 @@ def test_alter_and_describe_user_scram_credentials(broker: Broker) -> None:
             "entity": [{"entity_type": "user", "entity_name": user}],
             "ops": [{"key": "producer_byte_rate", "value": 1048576.0, "remove": False}]}]})
     assert q.entries[0].error_code == 0
-    assert alter(broker, [], [(user, SHA512)]) == {user: (0, None)}
+    assert alter(broker, [], [(user, SHA512)]) == {user: (0, "")}
     assert alter(broker, [], [(user, SHA512)])[user][0] == ErrorCode.RESOURCE_NOT_FOUND
     config = json.loads(broker.znode(f"/config/users/{sanitize(user)}") or b"{}")["config"]
     assert set(config) == {"SCRAM-SHA-256", "producer_byte_rate"}
@@ -195,12 +197,12 @@ def test_alter_and_describe_user_scram_credentials(broker: Broker) -> None:
 def test_scram_logins_follow_alterations(broker: Broker) -> None:
     """Needs the SASL listener: a credential set with AlterUserScramCredentials logs in; a deleted one no longer."""
     user = f"follow-{uuid.uuid4().hex[:6]}"
-    assert alter(broker, [upsertion(user, SHA512, "first", 4096)]) == {user: (0, None)}
+    assert alter(broker, [upsertion(user, SHA512, "first", 4096)]) == {user: (0, "")}
     wait_login(broker, "SCRAM-SHA-512", user, "first")
-    assert alter(broker, [upsertion(user, SHA512, "second", 8192)]) == {user: (0, None)}
+    assert alter(broker, [upsertion(user, SHA512, "second", 8192)]) == {user: (0, "")}
     wait_login(broker, "SCRAM-SHA-512", user, "second")
     assert sasl_client(broker, "SCRAM-SHA-512", user, "first")[1] == ErrorCode.SASL_AUTHENTICATION_FAILED
-    assert alter(broker, [], [(user, SHA512)]) == {user: (0, None)}
+    assert alter(broker, [], [(user, SHA512)]) == {user: (0, "")}
     wait_login(broker, "SCRAM-SHA-512", user, "second", want_ok=False)
 
 
@@ -460,7 +462,7 @@ def test_every_broker_follows_credentials_and_tokens(zookeeper: str, tmp_path: P
         user = f"both-{uuid.uuid4().hex[:6]}"
         got = alter(other, [upsertion(user, SHA512, "pw")])
         assert got[user][0] == ErrorCode.NOT_CONTROLLER
-        assert alter(active, [upsertion(user, SHA512, "pw")]) == {user: (0, None)}
+        assert alter(active, [upsertion(user, SHA512, "pw")]) == {user: (0, "")}
         assert credentials_of(other, user)["creds"] == [(SHA512, 4096)]  # any broker describes
         users = {user: "pw"}
         for b in brokers:

@@ -27,12 +27,20 @@ KAFKA_CLASSES: Dict[str, str] = {
     "consumer-groups": "org.apache.kafka.tools.consumer.group.ConsumerGroupCommand",
     "configs": "kafka.admin.ConfigCommand",
     "get-offsets": "org.apache.kafka.tools.GetOffsetShell",
+    "dump-log": "kafka.tools.DumpLogSegments",
+    "log-dirs": "org.apache.kafka.tools.LogDirsCommand",
+    "features": "org.apache.kafka.tools.FeatureCommand",
     "delete-records": "org.apache.kafka.tools.DeleteRecordsCommand",
     "broker-api-versions": "kafka.admin.BrokerApiVersionsCommand",
     "producer-perf-test": "org.apache.kafka.tools.ProducerPerformance",
     "consumer-perf-test": "org.apache.kafka.tools.ConsumerPerformance",
     "verifiable-producer": "org.apache.kafka.tools.VerifiableProducer",
     "verifiable-consumer": "org.apache.kafka.tools.VerifiableConsumer",
+    "acls": "kafka.admin.AclCommand",
+    "delegation-tokens": "org.apache.kafka.tools.DelegationTokenCommand",
+    "transactions": "org.apache.kafka.tools.TransactionsCommand",
+    "leader-election": "org.apache.kafka.tools.LeaderElectionCommand",
+    "reassign-partitions": "org.apache.kafka.tools.reassign.ReassignPartitionsCommand",
 }
 
 #: Kafka's config/tools-log4j.properties: warnings and errors on stderr, as the bin/ scripts run the tools

@@ -13,6 +13,8 @@ from broker.cluster.controller.election import (controlled_shutdown_leader, lead
                                                 preferred_replica_leader, reassign_partition_leader)
 from broker.cluster.controller.event_manager import ControllerEvent, ControllerEventManager
 from broker.cluster.controller.features import SAFE_DOWNGRADE, UPGRADE, validate_feature_update
+from broker.cluster.controller.partition_state_machine import (ControlledShutdownElection, OfflineElection,
+                                                               PreferredElection, ReassignElection, strategy_text)
 from broker.errors import ErrorCode as E
 from broker.zk.paths import LeaderAndIsr
 from tests.unit.cluster.controller_harness import ManualClock
@@ -93,6 +95,15 @@ def test_controlled_shutdown_election_drops_shutting_down_brokers_from_isr() -> 
     ctx = ctx_with({1: 1, 2: 1, 3: 1}, [1, 2, 3], shutting={1, 3})
     r = leader_for_controlled_shutdown(ctx, ("t", 0), LeaderAndIsr(1, 0, [1, 2, 3], 1))
     assert r.state.leader == 2 and r.state.isr == [2] and r.recipients == [1, 2, 3]
+
+
+def test_failed_election_messages_name_partition_and_strategy_as_kafka() -> None:
+    """ElectLeaders answers carry these messages; Kafka's tools print them (``t-0``, Scala's strategy names)."""
+    assert strategy_text(PreferredElection()) == "PreferredReplicaPartitionLeaderElectionStrategy"
+    assert strategy_text(OfflineElection(True)) == "OfflinePartitionLeaderElectionStrategy(true)"
+    assert strategy_text(OfflineElection()) == "OfflinePartitionLeaderElectionStrategy(false)"
+    assert strategy_text(ReassignElection()) == "ReassignPartitionLeaderElectionStrategy"
+    assert strategy_text(ControlledShutdownElection()) == "ControlledShutdownPartitionLeaderElectionStrategy"
 
 
 def test_replica_assignment_reassign_to() -> None:

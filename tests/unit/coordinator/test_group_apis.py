@@ -43,8 +43,11 @@ def test_handlers_cover_exactly_the_schema_versions() -> None:
 class FakeOffsetsTopic:
     def __init__(self) -> None:
         self.records: List[LoadedRecord] = []
+        self.base_sequences: List[int] = []   # one per appended batch
 
-    async def append(self, partition: int, records: List[Tuple[bytes, Optional[bytes]]]) -> int:
+    async def append(self, partition: int, records: List[Tuple[bytes, Optional[bytes]]],
+                     base_sequence: int = -1) -> int:
+        self.base_sequences.append(base_sequence)
         for k, v in records:
             self.records.append(LoadedRecord(len(self.records), k, v))
         return len(self.records) - 1
@@ -406,6 +409,20 @@ def test_offset_delete() -> None:
             ("t", E.GROUP_SUBSCRIBED_TO_TOPIC), ("nope", E.UNKNOWN_TOPIC_OR_PARTITION)]
         r = await call(broker, ApiKey.OFFSET_DELETE, 0, dict(body, group_id="none"))
         assert r.error_code == E.GROUP_ID_NOT_FOUND
+    run(scenario)
+
+
+def test_offset_commits_are_written_at_base_sequence_0_and_group_records_at_minus_1() -> None:
+    """Kafka 3.9's GroupMetadataManager builds offset-commit batches with base sequence 0 (storeOffsets) and group
+    metadata batches with -1; kafka-dump-log shows the header, so ours matches it."""
+    async def scenario(broker: Any) -> None:
+        io = broker.group_coordinator.io
+        io.base_sequences.clear()
+        member, gen = await joined_member(broker)          # JoinGroup + SyncGroup write a group metadata record
+        assert io.base_sequences and set(io.base_sequences) == {-1}
+        io.base_sequences.clear()
+        await call(broker, ApiKey.OFFSET_COMMIT, 8, _commit_body(8, "g", member, gen, {0: 1}))
+        assert io.base_sequences == [0]
     run(scenario)
 
 

@@ -45,7 +45,7 @@ def records(*values: bytes, ts: int = 1_700_000_000_000) -> bytearray:
     return bytearray(build_batch([(b"k", v, [], ts + i) for i, v in enumerate(values)]))
 
 
-async def wait_until(cond: Callable[[], bool], timeout: float = 5.0, what: str = "condition") -> None:
+async def wait_until(cond: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
     """Poll ``cond`` (worker threads complete asynchronously); fail after ``timeout`` seconds."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout

@@ -24,10 +24,10 @@ def test_acks_all_replicates_to_every_follower_and_commits(tmp_path) -> None:
                 code, errs = await c.leader_and_isr(b, state(1, 0, [1, 2, 3]))
                 assert (code, errs) == (0, {TP: 0})
             leader = c.brokers[1]
-            res = (await leader.rm.append_records(-1, {TP: records(b"a", b"b")}, timeout_ms=5000))[TP]
+            res = (await leader.rm.append_records(-1, {TP: records(b"a", b"b")}, timeout_ms=20000))[TP]
             assert (res.error_code, res.base_offset) == (0, 0)
             assert leader.log.high_watermark == 2
-            res = (await leader.rm.append_records(-1, {TP: records(b"c")}, timeout_ms=5000))[TP]
+            res = (await leader.rm.append_records(-1, {TP: records(b"c")}, timeout_ms=20000))[TP]
             assert (res.error_code, res.base_offset) == (0, 2)
             assert all(c.brokers[b].log.log_end_offset == 3 for b in (2, 3))
             # A follower learns the HW (3) from a later fetch response.

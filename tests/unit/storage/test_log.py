@@ -339,3 +339,15 @@ def test_index_emptied_by_truncation_is_not_read_back_after_a_clean_restart(tmp_
         assert log.append_as_leader(batch(1), 0).first_offset == 2
     finally:
         log.close()
+
+
+def test_duplicate_batch_answers_the_original_offsets_and_timestamp(open_log) -> None:
+    """As Kafka's UnifiedLog.append (checked against Kafka 3.9.1 by tests/integration/test_differential_kafka.py):
+    a retried idempotent batch gets the original batch's offsets and, as log append time, its max timestamp."""
+    log = open_log()
+    log.append_as_leader(batch(1), 0)
+    first = log.append_as_leader(batch(2, ts=TS + 40, producer_id=4, producer_epoch=0, base_sequence=0), 0)
+    assert first.log_append_time == -1 and not first.duplicate
+    again = log.append_as_leader(batch(2, ts=TS + 40, producer_id=4, producer_epoch=0, base_sequence=0), 0)
+    assert (again.duplicate, again.first_offset, again.last_offset, again.log_append_time) == (True, 1, 2, TS + 41)
+    assert log.log_end_offset == 3

@@ -110,8 +110,13 @@ class Load:
         self.acked: Dict[int, List[bytes]] = {p: [] for p in range(partitions)}
         self.errors: List[str] = []
         self._stop = threading.Event()
+        # One request in flight: librdkafka answers an out-of-order sequence that follows a retriable error (a
+        # restarted broker answers UNKNOWN_TOPIC_OR_PARTITION before it leads) with an epoch bump that re-sends
+        # possibly persisted records as new ones, duplicating them against Kafka too (confluentinc/librdkafka#4953,
+        # compat-tests/FINDINGS.md); a clean-clone CI run met it here once (one duplicate in 772).
         self._producer = Producer({"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all",
-                                   "linger.ms": 5, "message.timeout.ms": 120000})
+                                   "linger.ms": 5, "message.timeout.ms": 120000,
+                                   "max.in.flight.requests.per.connection": 1})
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._lock = threading.Lock()
         self._abort = False
@@ -291,7 +296,9 @@ def assert_acked_exactly_once(c: MixedCluster, load: Load) -> None:
     got = consume_all(c.bootstrap, load.topic, load.partitions)
     for p in range(load.partitions):
         got[p] = [v for v in got[p] if v.startswith(b"r")]  # the load's records (not configs_apply's probes)
-        assert len(set(got[p])) == len(got[p]), f"duplicates in partition {p}"
+        seen: Set[bytes] = set()
+        twice = [v for v in got[p] if v in seen or seen.add(v)]  # type: ignore[func-returns-value]
+        assert not twice, f"partition {p}: {len(twice)} duplicates, e.g. {twice[:3]}"
         acked = load.acked[p]
         pos = {v: i for i, v in enumerate(got[p])}
         missing = [v for v in acked if v not in pos]

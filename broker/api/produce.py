@@ -100,9 +100,9 @@ def partition_answer(idx: int, r: Any) -> dict:
     return {"index": idx, "error_code": r.error_code, "base_offset": r.base_offset,
             "log_append_time_ms": r.log_append_time_ms, "log_start_offset": -1 if unknown else r.log_start_offset,
             "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in r.record_errors],
-            # Kafka sends the message only with a RecordValidationException (hasCustomErrorMessage): the errors
-            # that name records
-            "error_message": r.error_message if r.error_code and r.record_errors else None}
+            # Kafka sends the message only where hasCustomErrorMessage: a RecordValidationException (the errors
+            # that name records) and a failed KIP-890 verification
+            "error_message": r.error_message if r.error_code and (r.record_errors or r.custom_message) else None}
 
 
 async def handle(ctx: "RequestContext", request: Any, *,

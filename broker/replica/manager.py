@@ -72,6 +72,8 @@ class ProduceResult:
     record_errors: List[Tuple[int, Optional[str]]] = field(default_factory=list)
     error_message: Optional[str] = None
     last_offset: int = -1
+    #: Kafka's hasCustomErrorMessage: the message goes on the wire (record validation, KIP-890 verification)
+    custom_message: bool = False
 
 
 @dataclass

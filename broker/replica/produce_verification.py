@@ -95,5 +95,5 @@ class ProduceVerification:
                                            verification_guards={tp: g for tp, g in guards.items() if tp in verified})
                    if verified else {})
         for tp, (code, message) in failed.items():
-            results[tp] = ProduceResult(int(code), error_message=message)
+            results[tp] = ProduceResult(int(code), error_message=message, custom_message=message is not None)
         return results

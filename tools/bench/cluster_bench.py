@@ -355,8 +355,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             print(f"{kind}: {name} did not complete: {err}")
         t = r.get("throughput", {})
         if "RF=1" in t and "RF=3" in t:
-            print(f"{kind}: RF=3/RF=1 throughput {t['RF=3']['records_per_s'] / t['RF=1']['records_per_s']:.2f}, "
-                  f"CPU per record {t['RF=3']['cpu_us_per_record'] / t['RF=1']['cpu_us_per_record']:.2f}; "
+            # a --quick run can finish inside one CPU-clock tick (0 CPU seconds): ratio() prints n/a then
+            print(f"{kind}: RF=3/RF=1 throughput {ratio(t['RF=3']['records_per_s'], t['RF=1']['records_per_s'])}, "
+                  f"CPU per record {ratio(t['RF=3']['cpu_us_per_record'], t['RF=1']['cpu_us_per_record'])}; "
                   f"catch-up backlog {r.get('catch_up', {}).get('backlog_mb', 0):.0f} MB")
     return 0
 

@@ -25,7 +25,7 @@ from broker.protocol.api import ApiKey
 
 from .admin_errors import error_line
 from .client_config import build_client_config
-from .command import client_config, protocol_client, run_tool
+from .command import client_config, protocol_client, tool_main
 from .options import OptionParser, Options, UsageError
 from .protocol_client import ProtocolClientError
 
@@ -432,9 +432,7 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    return run_tool(parser, lambda: _run(args, parser))
+    return tool_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

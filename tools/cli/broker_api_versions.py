@@ -14,7 +14,7 @@ from __future__ import annotations
 import sys
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from .command import client_config, protocol_client, run_tool, standard_options
+from .command import client_config, protocol_client, standard_options, tool_main
 from .options import OptionParser
 from .protocol_client import ProtocolClientError
 
@@ -158,9 +158,7 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    return run_tool(parser, lambda: _run(args, parser))
+    return tool_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import os
 import sys
-from typing import Any, Callable, Dict, Optional
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 from .client_config import ClientConfig, build_client_config, load_properties_file
 from .options import CommandError, HelpOrVersion, OptionParser, Options, UsageError
 from .protocol_client import ProtocolClient, ProtocolClientError
 
-__all__ = ["run_tool", "client_config", "admin_client", "protocol_client", "kafka_error_text", "future_result",
+__all__ = ["run_tool", "tool_main", "client_config", "admin_client", "protocol_client", "kafka_error_text", "future_result",
            "standard_options"]
 
 
@@ -45,6 +45,14 @@ def run_tool(parser: OptionParser, body: Callable[[], int]) -> int:
         except OSError:
             pass
         return 0
+
+
+def tool_main(build_parser: Callable[[], OptionParser], run: Callable[[List[str], OptionParser], int],
+              argv: Optional[Sequence[str]] = None) -> int:
+    """A tool's ``main()``: its arguments (``sys.argv``'s by default) run by ``run`` under :func:`run_tool`."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    return run_tool(parser, lambda: run(args, parser))
 
 
 def standard_options(parser: OptionParser, bootstrap_help: str = "REQUIRED: The Kafka server to connect to.",

@@ -38,7 +38,7 @@ from broker.config.types import Dynamic
 from broker.protocol.api import ApiKey
 
 from .client_config import load_properties_file
-from .command import admin_client, client_config, kafka_error_code, kafka_error_text, protocol_client, run_tool
+from .command import admin_client, client_config, kafka_error_code, kafka_error_text, protocol_client, tool_main
 from .java_format import exception_line, hashmap_order, java_string_hash
 from .options import CommandError, OptionParser, Options
 from .protocol_client import ProtocolClient, ProtocolClientError
@@ -601,9 +601,7 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    return run_tool(parser, lambda: _run(args, parser))
+    return tool_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

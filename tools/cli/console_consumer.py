@@ -26,7 +26,7 @@ import time
 from typing import Any, Dict, Optional, Sequence
 
 from .client_config import build_client_config, load_properties_file, parse_key_values
-from .command import kafka_error_text, run_tool
+from .command import kafka_error_text, tool_main
 from .message_formatter import DefaultMessageFormatter, FormatterError, NoOpMessageFormatter
 from .options import CommandError, OptionParser, Options, UsageError
 
@@ -297,9 +297,7 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    return run_tool(parser, lambda: _run(args, parser))
+    return tool_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ import sys
 import time
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .command import admin_client, client_config, kafka_error_code, kafka_error_text, protocol_client, run_tool
+from .command import admin_client, client_config, kafka_error_code, kafka_error_text, protocol_client, tool_main
 from .java_format import exception_line, hashmap_order, topic_partition_hash
 from .options import OptionParser, Options, UsageError
 from .protocol_client import ProtocolClientError
@@ -827,9 +827,7 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    return run_tool(parser, lambda: _run(args, parser))
+    return tool_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ import time
 from typing import Any, Dict, Optional, Sequence
 
 from .client_config import build_client_config, load_properties_file
-from .command import run_tool
+from .command import tool_main
 from .options import CommandError, OptionParser, UsageError
 from .producer_perf_test import print_metrics
 
@@ -218,9 +218,7 @@ def consumer_metrics(stats_json: Optional[str], client_id: str, messages: int, n
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    return run_tool(parser, lambda: _run(args, parser))
+    return tool_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

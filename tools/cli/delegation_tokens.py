@@ -25,7 +25,7 @@ from typing import Any, List, Optional, Sequence
 from broker.protocol.api import ApiKey
 
 from .admin_errors import error_line
-from .command import client_config, protocol_client, run_tool
+from .command import client_config, protocol_client, tool_main
 from .options import CommandError, OptionParser, Options, UsageError
 
 SUMMARY = "This tool helps to create, renew, expire, or describe delegation tokens."
@@ -219,9 +219,7 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    return run_tool(parser, lambda: _run(args, parser))
+    return tool_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ import json
 import sys
 from typing import Any, List, Optional, Sequence, Tuple
 
-from .command import admin_client, client_config, kafka_error_code, kafka_error_text, run_tool
+from .command import admin_client, client_config, kafka_error_code, kafka_error_text, tool_main
 from .java_format import exception_line, hashmap_order, topic_partition_hash
 from .options import CommandError, OptionParser
 
@@ -104,9 +104,7 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    return run_tool(parser, lambda: _run(args, parser))
+    return tool_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any, List, Optional, Sequence
 
 from . import dump_log_decoders as decoders
-from .command import run_tool
+from .command import tool_main
 from .dump_log_batches import (INT_MAX, Batch, base_offset, batch_line, batches, control_text, java_bool,
                                read_file)
 from .dump_log_indexes import (Problems, dump_index, dump_producer_snapshot, dump_time_index,
@@ -214,9 +214,7 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    return run_tool(parser, lambda: _run(args, parser))
+    return tool_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

@@ -17,7 +17,7 @@ import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .command import admin_client, client_config, kafka_error_text, protocol_client, run_tool
+from .command import admin_client, client_config, kafka_error_text, protocol_client, tool_main
 from .options import CommandError, OptionParser, Options
 
 SUMMARY = "An interactive shell for getting topic-partition offsets."
@@ -189,9 +189,7 @@ def _raw_offsets(cfg: Any, selected: List[Tuple[str, int]], timestamp: int) -> D
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    return run_tool(parser, lambda: _run(args, parser))
+    return tool_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

@@ -24,7 +24,7 @@ from broker.errors import ErrorCode
 from broker.protocol.api import ApiKey
 
 from .client_config import build_client_config, load_properties_file
-from .command import protocol_client, run_tool
+from .command import protocol_client, tool_main
 from .java_format import exception_line, hashmap_order, topic_partition_hash
 from .options import CommandError, OptionParser, UsageError
 from .protocol_client import ProtocolClientError
@@ -201,9 +201,7 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    return run_tool(parser, lambda: _run(args, parser))
+    return tool_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

@@ -18,7 +18,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 from broker.protocol.api import ApiKey
 
-from .command import client_config, protocol_client, run_tool
+from .command import client_config, protocol_client, tool_main
 from .dump_log_decoders import to_json
 from .java_format import exception_name, hashmap_order, topic_partition_hash
 from .options import CommandError, OptionParser
@@ -111,9 +111,7 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    return run_tool(parser, lambda: _run(args, parser))
+    return tool_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

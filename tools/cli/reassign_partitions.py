@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set, Tuple
 
 from broker.cluster.assignment import assign_replicas_to_brokers
 
-from .command import client_config, protocol_client, run_tool
+from .command import client_config, protocol_client, tool_main
 from .java_format import hashmap_order, java_string_hash, topic_partition_hash
 from .options import CommandError, OptionParser, Options, UsageError
 from .protocol_client import ProtocolClientError
@@ -591,9 +591,7 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    return run_tool(parser, lambda: _run(args, parser))
+    return tool_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

@@ -25,7 +25,7 @@ from typing import Any, Dict, List, Optional, Sequence, Set
 from broker.config.topic_defs import TOPIC_CONFIGS
 
 from .command import (admin_client, client_config, future_result, kafka_error_code, kafka_error_text,
-                      protocol_client, run_tool, standard_options)
+                      protocol_client, standard_options, tool_main)
 from .java_format import hashmap_order, uuid_text
 from .options import CommandError, OptionParser, Options, UsageError
 from .protocol_client import ProtocolClientError
@@ -415,9 +415,7 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
-    return run_tool(parser, lambda: _run(args, parser))
+    return tool_main(build_parser, _run, argv)
 
 
 if __name__ == "__main__":

@@ -102,6 +102,13 @@ class Env:
         await self.tc.on_become_leader(rec.TRANSACTION_STATE_TOPIC_NAME, partition)
         await self.tc.wait_loaded()
 
+    async def completed(self, status: int) -> None:
+        """Wait until the log holds ``status`` for TID and the coordinator has applied it: the coordinator
+        applies a write when the append's answer reaches it, a moment after the log has it."""
+        await until(lambda: self.log.states()[-1] == (TID, status))
+        txn = self.tc.shards[P].transactions[TID]
+        await until(lambda: not txn.pending_transition_in_progress)
+
     async def start_txn(self, *tps: Tuple[str, int]) -> Tuple[int, int]:
         err, pid, epoch = await self.tc.init_producer_id(TID, 60000, None)
         assert err == 0
@@ -174,7 +181,7 @@ def test_commit_sends_markers_at_the_coordinator_epoch_then_logs_complete() -> N
         await env.lead(epoch=7)
         pid, epoch = await env.start_txn(("a", 0), ("b", 1))
         assert await env.tc.end_transaction(TID, pid, epoch, True) == 0
-        await until(lambda: env.log.states()[-1] == (TID, 4))          # CompleteCommit
+        await env.completed(4)                                          # CompleteCommit
         assert [s for _, s in env.log.states()] == [0, 1, 2, 4]
         [(_, version, request)] = env.channel.requests
         m = request.markers[0]
@@ -246,7 +253,7 @@ def test_completion_is_retried_while_the_log_is_unavailable() -> None:
         assert await env.tc.end_transaction(TID, pid, epoch, False) == 0
         env.log.fail_next = [E.NOT_ENOUGH_REPLICAS, E.REQUEST_TIMED_OUT]   # both COORDINATOR_NOT_AVAILABLE
         env.channel.gate.set()
-        await until(lambda: env.log.states()[-1] == (TID, 5))
+        await env.completed(5)
         assert env.log.fail_next == []
         assert await env.tc.init_producer_id(TID, 60000, None) == (0, pid, epoch + 1)
     run(scenario)
@@ -259,7 +266,7 @@ def test_timed_out_transactions_are_aborted_by_the_service() -> None:
         await env.tc.add_partitions(TID, pid, epoch, {("a", 0)})
         await asyncio.sleep(0.01)
         await env.tc.abort_timed_out_transactions()
-        await until(lambda: env.log.states()[-1] == (TID, 5))
+        await env.completed(5)
         assert env.channel.requests[0][2].markers[0].producer_epoch == epoch + 1
         assert await env.tc.end_transaction(TID, pid, epoch, False) == E.PRODUCER_FENCED
     run(scenario)

@@ -173,7 +173,10 @@ def test_init_producer_id_fencing_an_open_transaction_answers_concurrent_transac
         assert await b.add("tx", r.producer_id, 0, [("t", 0)]) == {("t", 0): 0}
         r2 = await b.init()
         assert r2.error_code == E.CONCURRENT_TRANSACTIONS
-        await until(lambda: b.log.states(partition_for("tx", NUM_TXN_PARTITIONS))[-1] == ("tx", 5))
+        p = partition_for("tx", NUM_TXN_PARTITIONS)
+        await until(lambda: b.log.states(p)[-1] == ("tx", 5))
+        txn = b.tc.shards[p].transactions["tx"]
+        await until(lambda: not txn.pending_transition_in_progress)   # applied, not only logged
         r3 = await b.init()
         assert (r3.error_code, r3.producer_epoch) == (0, 2)
         assert await b.end("tx", 1000, 0, True, version=1) == E.INVALID_PRODUCER_EPOCH

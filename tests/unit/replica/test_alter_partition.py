@@ -155,7 +155,7 @@ def test_retries_not_controller_disconnects_and_top_level_errors() -> None:
             await asyncio.sleep(0)
         assert not ch.sent  # no controller known yet: nothing sent, the item waits
         controller["node"] = BrokerNode(4, "c4", 1)
-        assert (await asyncio.wait_for(fut, 2)).partition_epoch == 5
+        assert (await asyncio.wait_for(fut, 10)).partition_epoch == 5
         assert [n.broker_id for n, _, _ in ch.sent] == [4, 4, 5, 5]
         await m.shutdown()
         assert ch.closed

@@ -136,7 +136,7 @@ def test_delayed_produce_outcomes(tmp_path) -> None:
             waiting = asyncio.ensure_future(rm.append_records(-1, {TP: records(b"d")}, timeout_ms=10000))
             await wait_until(lambda: rm.produce_purgatory.num_delayed() == 1)
             await c.leader_and_isr(1, state(2, 1, [2, 1], [1, 2]))
-            assert (await asyncio.wait_for(waiting, 2))[TP].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
+            assert (await asyncio.wait_for(waiting, 8))[TP].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
             # Appends on a follower are refused.
             assert (await rm.append_records(-1, {TP: records(b"e")}))[TP].error_code == \
                 ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -167,7 +167,7 @@ def test_not_enough_replicas_before_and_after_append(tmp_path) -> None:
             b.log.update_high_watermark(2)
             p.isr_state = IsrState.committed([1])
             rm.try_complete_delayed(TP)
-            assert (await asyncio.wait_for(waiting, 2))[TP].error_code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+            assert (await asyncio.wait_for(waiting, 8))[TP].error_code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
         finally:
             await c.close()
 

@@ -214,12 +214,12 @@ def test_follower_leaves_throttled_partitions_out_of_its_fetches(tmp_path) -> No
             assert _fetches_for_tp(c) == sent  # not even asked for while the quota is exceeded
             assert follower.rm.quotas.follower.rate() == follower.log.size_bytes
             clock.advance(3000)
-            await wait_until(lambda: follower.log.log_end_offset == 2, what="second batch", timeout=5)
+            await wait_until(lambda: follower.log.log_end_offset == 2, what="second batch")
             await asyncio.sleep(0.3)
             assert follower.log.log_end_offset == 2
             # removing the throttle from the topic config lets it catch up at once
             follower.rm.update_config(TP[0], LogConfig.from_props({"follower.replication.throttled.replicas": ""}))
-            await wait_until(lambda: follower.log.log_end_offset == 4, what="the rest once unthrottled", timeout=5)
+            await wait_until(lambda: follower.log.log_end_offset == 4, what="the rest once unthrottled")
         finally:
             await c.close()
 

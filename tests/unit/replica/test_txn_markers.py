@@ -135,7 +135,7 @@ def test_read_committed_fetch_stops_at_the_lso_and_wakes_when_it_moves(tmp_path)
             await asyncio.sleep(0.2)
             assert not waiting.done()
             assert await rm.append_txn_markers(PID, 0, 0, False, [TP], 5000) == {TP: 0}  # 3
-            res = (await asyncio.wait_for(waiting, 3))[TP]
+            res = (await asyncio.wait_for(waiting, 8))[TP]
             assert res.last_stable_offset == 4 and res.size > 0
             assert res.aborted_transactions == [(PID, 1)]
         finally:

@@ -226,7 +226,7 @@ def test_timeout_closes_the_connection_and_fails_the_other_pending_requests() ->
             await slow
         with pytest.raises(BrokerChannelError, match="timed out"):
             await other
-        assert time.monotonic() - start < 1.0
+        assert time.monotonic() - start < 3.0   # the 50 ms timeout, not the 5 s one
         await broker.wait_for(lambda: broker.closed_connections == 1)  # the broker saw the close
         assert names(await client.send(broker.node(), META, 12, metadata_request("next"), 5000)) == ["next"]
         assert broker.connections == 2
@@ -281,7 +281,7 @@ def test_unreachable_port_fails_fast() -> None:
         start = time.monotonic()
         with pytest.raises(BrokerChannelError, match="cannot connect"):
             await client.send(node, META, 12, metadata_request("a"), 5000)
-        assert time.monotonic() - start < 1.0
+        assert time.monotonic() - start < 3.0   # refused at once, not after the 5 s timeout
         assert client.connection_delay_ms(7) > 0
         await client.close()
     run(main)

@@ -158,8 +158,8 @@ def test_leader_sends_no_throttled_data_while_its_quota_is_exceeded(tmp_path) ->
             await c.leader_and_isr(2, state(1, 0, [1], [1, 2]))
             await wait_until(lambda: follower.log.log_end_offset == 1, what="first batch")
             await asyncio.sleep(0.5)  # several follower fetches, all answered without records
+            await wait_until(lambda: _fetches_for_tp(c) >= 2, what="two more follower fetches")
             assert follower.log.log_end_offset == 1
-            assert _fetches_for_tp(c) >= 2
             assert leader.rm.quotas.leader.rate() == follower.log.size_bytes  # one batch in one window
             clock.advance(3000)  # 20000 B / 3 s < 10000 B/s: one more batch, then exceeded again
             await wait_until(lambda: follower.log.log_end_offset == 2, what="second batch")

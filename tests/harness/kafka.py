@@ -80,9 +80,33 @@ class RealKafkaBroker:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"Kafka exited with {self.proc.returncode}:\n{self.output()[-4000:]}")
             if f"[KafkaServer id={self.broker_id}] started" in self.output()[since:]:
+                self._wait_controller_known(deadline)
                 return
             time.sleep(0.1)
         raise TimeoutError(f"Kafka {self.broker_id} did not start within {timeout}s:\n{self.output()[-4000:]}")
+
+    def _wait_controller_known(self, deadline: float) -> None:
+        """Kafka logs "started" before its first UpdateMetadata from the controller arrives. A Metadata answer
+        given in that gap names no controller and no broker, and librdkafka's admin client then waits for a
+        controller until its request times out (CreateTopics timed out this way in CI). Wait, as a client would
+        want, until this broker's Metadata names a controller and this broker. Only a plain PLAINTEXT broker
+        is asked: a secured listener needs a login first, and those tests authenticate their own clients."""
+        if "listeners" in self.overrides or "listener.security.protocol.map" in self.overrides:
+            return
+        from tests.integration.broker.wire import RawClient
+        last: object = None
+        while time.monotonic() < deadline:
+            try:
+                with RawClient(self.bootstrap, timeout_s=10) as c:
+                    m = c.request(3, 1, {"topics": []}, client_id="harness-ready")
+                if m.controller_id >= 0 and any(b.node_id == self.broker_id for b in m.brokers):
+                    return
+                last = (m.controller_id, [b.node_id for b in m.brokers])
+            except Exception as exc:  # not serving yet
+                last = exc
+            time.sleep(0.1)
+        raise TimeoutError(f"Kafka {self.broker_id} started but its Metadata named no controller (last: {last!r})"
+                           f":\n{self.output()[-4000:]}")
 
     def output(self) -> str:
         try:

@@ -204,6 +204,9 @@ def test_processing_time_trigger_from_latest(spark: Any, broker: BrokerProcess, 
         wait_for(lambda: len(table_rows(spark, name)) >= 60, 60, "wave 2", q)
         rows = table_rows(spark, name)
         assert sorted(_values(rows)) == sorted(r.value for r in w1 + w2)
+        # the sink holds a batch's rows before Spark posts that batch's progress: wait for both waves' progress
+        wait_for(lambda: len([p for p in _progress(q) if p["numInputRows"]]) >= 2, 30,
+                 "the progress of the micro-batches that read the two waves", q)
         progress = _progress(q)
         starts = [datetime.fromisoformat(p["timestamp"].replace("Z", "+00:00")).timestamp() for p in progress]
         # the trigger fires on the interval's clock ticks: never more than one micro-batch per second

@@ -14,6 +14,9 @@ import time
 from pathlib import Path
 from typing import Dict, Optional
 
+from broker.protocol.api import ApiKey
+from tests.harness.waiting import wait_for
+from tests.integration.broker.wire import RawClient
 from tools.cluster import ROOT, free_port
 
 KAFKA_LIBS = ROOT / ".cache" / "kafka-3.9.1" / "libs"
@@ -93,20 +96,15 @@ class RealKafkaBroker:
         is asked: a secured listener needs a login first, and those tests authenticate their own clients."""
         if "listeners" in self.overrides or "listener.security.protocol.map" in self.overrides:
             return
-        from tests.integration.broker.wire import RawClient
-        last: object = None
-        while time.monotonic() < deadline:
-            try:
-                with RawClient(self.bootstrap, timeout_s=10) as c:
-                    m = c.request(3, 1, {"topics": []}, client_id="harness-ready")
-                if m.controller_id >= 0 and any(b.node_id == self.broker_id for b in m.brokers):
-                    return
-                last = (m.controller_id, [b.node_id for b in m.brokers])
-            except Exception as exc:  # not serving yet
-                last = exc
-            time.sleep(0.1)
-        raise TimeoutError(f"Kafka {self.broker_id} started but its Metadata named no controller (last: {last!r})"
-                           f":\n{self.output()[-4000:]}")
+
+        def controller_known() -> bool:
+            with RawClient(self.bootstrap, timeout_s=10) as c:
+                m = c.request(ApiKey.METADATA, 1, {"topics": []}, client_id="harness-ready")
+            return m.controller_id >= 0 and any(b.node_id == self.broker_id for b in m.brokers)
+
+        wait_for(controller_known, max(deadline - time.monotonic(), 1.0),
+                 f"Kafka {self.broker_id}'s Metadata to name a controller and itself",
+                 detail=lambda: self.output()[-4000:])
 
     def output(self) -> str:
         try:

@@ -62,6 +62,15 @@ class FakeLog:
         return out
 
 
+async def logged_and_applied(tc: TransactionCoordinator, log: "FakeLog", partition: int, tid: str,
+                             status: int) -> None:
+    """Wait until the log holds ``status`` for ``tid`` and the coordinator has applied it: the coordinator
+    applies a write when the append's answer reaches it, a moment after the log has it."""
+    await until(lambda: log.states(partition)[-1] == (tid, status))
+    txn = tc.shards[partition].transactions[tid]
+    await until(lambda: not txn.pending_transition_in_progress)
+
+
 class Config:
     def __init__(self, **values: Any) -> None:
         self.values = {"transaction.state.log.num.partitions": NUM_PARTITIONS, **values}
@@ -103,11 +112,7 @@ class Env:
         await self.tc.wait_loaded()
 
     async def completed(self, status: int) -> None:
-        """Wait until the log holds ``status`` for TID and the coordinator has applied it: the coordinator
-        applies a write when the append's answer reaches it, a moment after the log has it."""
-        await until(lambda: self.log.states()[-1] == (TID, status))
-        txn = self.tc.shards[P].transactions[TID]
-        await until(lambda: not txn.pending_transition_in_progress)
+        await logged_and_applied(self.tc, self.log, P, TID, status)
 
     async def start_txn(self, *tps: Tuple[str, int]) -> Tuple[int, int]:
         err, pid, epoch = await self.tc.init_producer_id(TID, 60000, None)

@@ -24,7 +24,7 @@ from broker.protocol.api import ApiKey
 from broker.security.acl import AclOperation as Op, ResourceType as RT
 from broker.util.broker_channel import BrokerNode
 from tests.unit.coordinator.transaction.test_marker_channel import FakeChannel, until
-from tests.unit.coordinator.transaction.test_service import Config, FakeLog, Ids, Topics
+from tests.unit.coordinator.transaction.test_service import Config, FakeLog, Ids, Topics, logged_and_applied
 
 MODULES = {ApiKey.INIT_PRODUCER_ID: init_producer_id, ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
            ApiKey.ADD_OFFSETS_TO_TXN: add_offsets_to_txn, ApiKey.END_TXN: end_txn,
@@ -173,10 +173,7 @@ def test_init_producer_id_fencing_an_open_transaction_answers_concurrent_transac
         assert await b.add("tx", r.producer_id, 0, [("t", 0)]) == {("t", 0): 0}
         r2 = await b.init()
         assert r2.error_code == E.CONCURRENT_TRANSACTIONS
-        p = partition_for("tx", NUM_TXN_PARTITIONS)
-        await until(lambda: b.log.states(p)[-1] == ("tx", 5))
-        txn = b.tc.shards[p].transactions["tx"]
-        await until(lambda: not txn.pending_transition_in_progress)   # applied, not only logged
+        await logged_and_applied(b.tc, b.log, partition_for("tx", NUM_TXN_PARTITIONS), "tx", 5)
         r3 = await b.init()
         assert (r3.error_code, r3.producer_epoch) == (0, 2)
         assert await b.end("tx", 1000, 0, True, version=1) == E.INVALID_PRODUCER_EPOCH

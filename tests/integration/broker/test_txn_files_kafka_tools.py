@@ -281,7 +281,9 @@ def test_our_broker_serves_a_kafka_log_dir_with_transactions(zookeeper: str, tmp
                 committed.extend(values)
             elif k == "abort":
                 p.abort_transaction(30)
-        before = {k: describe(kafka.bootstrap, tid) for k, tid in tids.items()}
+        # EndTxn answers once PrepareCommit/PrepareAbort is logged; Complete* follows the markers
+        expected = {"commit": "CompleteCommit", "abort": "CompleteAbort", "open": "Ongoing", "later": "CompleteCommit"}
+        before = {k: wait_state(kafka.bootstrap, tid, expected[k]) for k, tid in tids.items()}
         assert [before[k].transaction_state for k in ("commit", "abort", "open", "later")] == \
             ["CompleteCommit", "CompleteAbort", "Ongoing", "CompleteCommit"]
     finally:

@@ -334,8 +334,7 @@ def _write_group(plan: CleanPlan, group: list[SegmentRef], bases: Sequence[int],
         mtime_ns = group[-1].last_modified_ms * 1_000_000
         os.utime(files.file_path(plan.dir, base, files.LOG_SUFFIX) + files.CLEANED_SUFFIX, ns=(mtime_ns, mtime_ns))
     except BaseException:
-        if not cleaned.log_file.closed:
-            cleaned.close()
+        cleaned.close_handlers()
         discard_cleaned_files(plan.dir, base)
         raise
     finally:

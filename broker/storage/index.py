@@ -1,4 +1,4 @@
-"""OffsetIndex and TimeIndex: sparse, memory-mapped, preallocated index files of a segment.
+"""OffsetIndex and TimeIndex: the sparse index files of a segment, held in memory while the segment is active.
 
 ``.index`` entries (8 bytes, big-endian)::
 
@@ -10,122 +10,206 @@
     timestamp        int64   largest batch max timestamp seen so far in the segment
     relative offset  int32   last offset of the batch carrying that timestamp
 
-Both files are preallocated to segment.index.bytes (rounded down to a whole entry) while the
-segment is active and trimmed to their entries when it is rolled or closed, as Kafka does.
-They are never checksummed: after a crash they are rebuilt from the log. Lookups use
-``accel.offset_index`` (binary search over the mapped file).
+The files are Kafka's: trimmed to their entries when the segment is rolled or closed, never checksummed,
+rebuilt from the log after a crash (every segment from the one holding the recovery point on is recovered, so an
+active segment's index on disk never has to be current). Kafka preallocates an active segment's index files to
+segment.index.bytes when it creates the segment; here they are written at the segment's first flush, roll or
+close (creating a partition then costs one file, its ``.log``), and a loader that finds them missing rebuilds
+them, as Kafka's LogLoader does.
 
-Thread-safety: called under the owning Log's lock.
+Unlike Kafka, no index keeps a descriptor or a mapping (Kafka maps each index it touches; at 10,000 partitions
+of 20 segments that is 400,000 mappings, beyond vm.max_map_count):
+
+- *resident* (the active segment, a segment being recovered or built by the cleaner): the entries live in a
+  ``bytearray``; appends go there, and :meth:`flush`/:meth:`trim_to_valid_size` write what is new with one
+  open–pwrite–close (fsync on flush). Index appends happen every index.interval.bytes, flushes far less often.
+- *closed* (every other segment): nothing is read until a lookup needs it; then the whole file is read into
+  the process's :data:`~broker.storage.file_cache.INDEXES` cache (bounded, least recently used out). A closed
+  segment's index never changes, so cached bytes never go stale.
+
+As Kafka (KAFKA-7283), a closed index is not sanity-checked at load; a resident one loaded from disk gets Kafka's
+cheap check (whole entries, last entry not below the base offset) plus: its last position inside the log.
+Lookups use ``accel.offset_index`` (binary search over the bytes).
+
+Thread-safety: called under the owning Log's lock; closed indexes may be read by several threads.
 """
 from __future__ import annotations
 
-import mmap
 import os
 import struct
+from typing import Optional, Union
 
 from broker.accel import offset_index
 
 from .errors import IndexFullError
+from .file_cache import INDEXES
 
 _ENTRY = struct.Struct(">ii")
 _TENTRY = struct.Struct(">qi")
 
+Buffer = Union[bytes, bytearray]
 
-class _MappedIndex:
-    """Common file, mmap and entry bookkeeping for the two index kinds."""
+
+class _Index:
+    """Entry bookkeeping, residency and file writes common to the two index kinds."""
 
     ENTRY_SIZE = 8
 
-    def __init__(self, path: str, base_offset: int, max_index_size: int, writable: bool = True) -> None:
+    def __init__(self, path: str, base_offset: int, max_index_size: int, writable: bool = True, *,
+                 resident: bool = True, load: bool = True) -> None:
+        """``resident``: hold the entries in memory (``load``: read them from the file, else start empty);
+        otherwise nothing is touched until a lookup."""
         self.path = path
         self.base_offset = base_offset
-        self._mm: mmap.mmap | None = None
-        new = not os.path.exists(path) or os.path.getsize(path) == 0
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        length = os.fstat(self._fd).st_size
-        self._entries = 0 if new else length // self.ENTRY_SIZE
-        if new and writable:
-            length = self._round(max_index_size)
-            os.ftruncate(self._fd, length)
-        self._length = length
-        self._map()
+        self._max_size = self._round(max_index_size)
+        self._writable = writable
+        self._buf: Optional[bytearray] = None
+        #: bytes of ``_buf`` known to be in the file as they are in memory
+        self._written = 0
+        #: the file's length as this index last set it (-1: unknown)
+        self._file_len = -1
+        if resident:
+            self.make_resident(load)
 
     def _round(self, size: int) -> int:
         return max(size, self.ENTRY_SIZE) // self.ENTRY_SIZE * self.ENTRY_SIZE
 
-    def _map(self) -> None:
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        if self._length > 0:
-            self._mm = mmap.mmap(self._fd, self._length)
+    # ------------------------------------------------------------------ residency
+    @property
+    def resident(self) -> bool:
+        return self._buf is not None
 
+    def make_resident(self, load: bool = True) -> None:
+        """Hold the entries in memory (the segment becomes active, or is being rebuilt): read the file when
+        ``load``, else start with no entries (the file is written at the next flush, roll or close)."""
+        if self._buf is not None:
+            return
+        data = b""
+        if load:
+            try:
+                with open(self.path, "rb", buffering=0) as f:
+                    data = f.read()
+            except FileNotFoundError:
+                data = b""
+        self._file_len = len(data) if load else -1
+        whole = len(data) - len(data) % self.ENTRY_SIZE
+        self._buf = bytearray(memoryview(data)[:whole])
+        self._written = whole
+        INDEXES.discard(self)
+
+    def release(self) -> None:
+        """Write out and trim the entries, then drop them from memory (the segment is no longer active)."""
+        if self._buf is None:
+            return
+        self._write_out(sync=False, trim=True)
+        self._buf = None
+
+    def _data(self) -> Buffer:
+        buf = self._buf
+        if buf is not None:
+            return buf
+        return INDEXES.get(self, self._read_file)
+
+    def _read_file(self) -> bytes:
+        try:
+            with open(self.path, "rb", buffering=0) as f:
+                data = f.read()
+        except FileNotFoundError:
+            return b""
+        return data[:len(data) - len(data) % self.ENTRY_SIZE]
+
+    # ------------------------------------------------------------------ size
     @property
     def entries(self) -> int:
-        return self._entries
+        return len(self._data()) // self.ENTRY_SIZE
 
     @property
     def max_entries(self) -> int:
-        return self._length // self.ENTRY_SIZE
+        if self._buf is None:
+            return self.entries
+        return max(self._max_size, len(self._buf)) // self.ENTRY_SIZE
 
     @property
     def size_bytes(self) -> int:
-        return self._entries * self.ENTRY_SIZE
+        buf = self._buf
+        if buf is not None:
+            return len(buf)
+        try:
+            size = os.stat(self.path).st_size
+        except FileNotFoundError:
+            return 0
+        return size - size % self.ENTRY_SIZE
 
     def is_full(self) -> bool:
-        return self._entries >= self.max_entries
+        return self.entries >= self.max_entries
 
     def resize(self, new_size: int) -> None:
-        """Grow or shrink the file (never below its entries); used when a segment becomes active."""
-        # No entries means an empty file, as Kafka's trimToValidSize leaves it: rounding up to one entry would
-        # keep a stale entry from before a truncation, which a reopen then reads as real.
-        length = max(new_size - new_size % self.ENTRY_SIZE, self._entries * self.ENTRY_SIZE)
-        if length != self._length:
-            if self._mm is not None:
-                self._mm.close()
-                self._mm = None
-            os.ftruncate(self._fd, length)
-            self._length = length
-            self._map()
+        """The most bytes this index may grow to (segment.index.bytes; never below its entries)."""
+        self._max_size = self._round(new_size) if new_size > 0 else 0
 
     def trim_to_valid_size(self) -> None:
-        """Shrink the file to exactly its entries (segment rolled or closed)."""
-        self.resize(self._entries * self.ENTRY_SIZE)
+        """Shrink the file to exactly its entries (segment rolled or closed), writing what is new."""
+        if self._buf is not None:
+            self._write_out(sync=False, trim=True)
+
+    def _resident(self) -> bytearray:
+        if self._buf is None:
+            raise ValueError("index %s is not active" % self.path)
+        return self._buf
 
     def truncate_entries(self, entries: int) -> None:
-        self._entries = max(0, min(entries, self._entries))
+        buf = self._resident()
+        keep = max(0, min(entries, len(buf) // self.ENTRY_SIZE)) * self.ENTRY_SIZE
+        del buf[keep:]
+        self._written = min(self._written, keep)
 
     def reset(self) -> None:
         """Drop every entry (the index is about to be rebuilt)."""
-        self._entries = 0
+        if self._buf is None:
+            self.make_resident(load=False)
+        self.truncate_entries(0)
+
+    # ------------------------------------------------------------------ file
+    def _write_out(self, sync: bool, trim: bool) -> None:
+        """Write the entries not yet in the file and make the file exactly the entries long (after a
+        truncation, or where Kafka preallocated it); fsync with ``sync``. ``trim`` is implied: the file never
+        holds more than the entries once written out."""
+        buf = self._buf
+        if buf is None or not self._writable:
+            return
+        n = len(buf)
+        if self._written == n and self._file_len == n and not sync:
+            return
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            if self._written < n:
+                view = memoryview(buf)
+                pos = self._written
+                while pos < n:
+                    pos += os.pwrite(fd, view[pos:n], pos)
+                self._written = n
+            if self._file_len != n:
+                os.ftruncate(fd, n)
+                self._file_len = n
+            if sync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
 
     def flush(self) -> None:
-        mm = self._mm
-        if mm is not None:
-            try:
-                mm.flush()
-            except ValueError:
-                pass  # remapped or closed by a concurrent roll/close: nothing left to flush here
+        """Write the new entries and fsync the file (the segment's data is being flushed)."""
+        self._write_out(sync=True, trim=False)
 
     def close(self) -> None:
-        if self._fd < 0:
-            return
-        self.trim_to_valid_size()
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        os.close(self._fd)
-        self._fd = -1
+        """Write out, trim and drop from memory (broker shutdown, segment rolled)."""
+        self.release()
+        INDEXES.discard(self)
 
     def close_handler(self) -> None:
-        """Close without trimming (the file is being deleted)."""
-        if self._fd < 0:
-            return
-        if self._mm is not None:
-            self._mm.close()
-            self._mm = None
-        os.close(self._fd)
-        self._fd = -1
+        """Forget the entries without writing them (the files are being deleted or replaced, or a crash)."""
+        self._buf = None
+        self._written = 0
+        INDEXES.discard(self)
 
     def delete(self) -> None:
         self.close_handler()
@@ -139,140 +223,184 @@ class _MappedIndex:
         self.path = path
 
 
-class OffsetIndex(_MappedIndex):
+class OffsetIndex(_Index):
     """Maps offsets to batch-start positions in the segment's .log file, one entry per index.interval.bytes."""
 
     ENTRY_SIZE = 8
 
+    def _entry(self, buf: Buffer, slot: int) -> tuple[int, int]:
+        rel, pos = _ENTRY.unpack_from(buf, slot * 8)
+        return self.base_offset + rel, pos
+
     def entry(self, slot: int) -> tuple[int, int]:
         """(absolute offset, position) of entry ``slot``."""
-        assert self._mm is not None
-        rel, pos = _ENTRY.unpack_from(self._mm, slot * 8)
-        return self.base_offset + rel, pos
+        return self._entry(self._data(), slot)
 
     @property
     def last_offset(self) -> int:
-        return self.entry(self._entries - 1)[0] if self._entries else self.base_offset
+        buf = self._data()
+        n = len(buf) // 8
+        return self._entry(buf, n - 1)[0] if n else self.base_offset
 
     def append(self, offset: int, position: int) -> None:
         """Add (offset, position); offsets must grow. Raises IndexFullError when there is no room."""
-        n = self._entries
+        buf = self._resident()
+        n = len(buf) // 8
         rel = offset - self.base_offset
         if n:
-            last_rel = _ENTRY.unpack_from(self._mm, n * 8 - 8)[0]  # type: ignore[arg-type]
+            last_rel = _ENTRY.unpack_from(buf, n * 8 - 8)[0]
             if rel <= last_rel:
                 raise ValueError("index offset %d not above the last entry %d" % (offset, last_rel + self.base_offset))
-        if n * 8 >= self._length:
+        if n >= self.max_entries:
             raise IndexFullError("offset index %s is full" % self.path)
-        _ENTRY.pack_into(self._mm, n * 8, rel, position)  # type: ignore[arg-type]
-        self._entries = n + 1
+        buf += _ENTRY.pack(rel, position)
 
     def lookup(self, target_offset: int) -> tuple[int, int]:
         """Largest entry with offset <= target, or (base offset, 0) when there is none."""
-        if not self._entries or target_offset < self.base_offset:
+        if target_offset < self.base_offset:
             return self.base_offset, 0
-        slot = offset_index.index_lookup(self._mm, self._entries, target_offset - self.base_offset)
+        buf = self._data()
+        n = len(buf) // 8
+        if not n:
+            return self.base_offset, 0
+        slot = offset_index.index_lookup(buf, n, target_offset - self.base_offset)
         if slot < 0:
             return self.base_offset, 0
-        return self.entry(slot)
+        return self._entry(buf, slot)
 
     def lookup_by_position(self, max_position: int) -> tuple[int, int]:
         """Largest entry with position <= max_position, or (base offset, 0)."""
-        lo, hi, found = 0, self._entries - 1, -1
-        mm = self._mm
+        buf = self._data()
+        lo, hi, found = 0, len(buf) // 8 - 1, -1
+        unpack = _ENTRY.unpack_from
         while lo <= hi:
             mid = (lo + hi) >> 1
-            if _ENTRY.unpack_from(mm, mid * 8)[1] <= max_position:  # type: ignore[arg-type]
+            if unpack(buf, mid * 8)[1] <= max_position:
                 found = mid
                 lo = mid + 1
             else:
                 hi = mid - 1
-        return self.entry(found) if found >= 0 else (self.base_offset, 0)
+        return self._entry(buf, found) if found >= 0 else (self.base_offset, 0)
+
+    def first_at_or_after_position(self, target_position: int) -> Optional[int]:
+        """Offset of the first entry whose position is >= ``target_position``, or None."""
+        buf = self._data()
+        lo, hi, found = 0, len(buf) // 8 - 1, -1
+        unpack = _ENTRY.unpack_from
+        while lo <= hi:
+            mid = (lo + hi) >> 1
+            if unpack(buf, mid * 8)[1] >= target_position:
+                found = mid
+                hi = mid - 1
+            else:
+                lo = mid + 1
+        return self._entry(buf, found)[0] if found >= 0 else None
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries with offset >= ``offset``."""
-        if not self._entries:
+        buf = self._resident()
+        n = len(buf) // 8
+        if not n:
             return
-        slot = offset_index.index_lookup(self._mm, self._entries, offset - self.base_offset)
+        slot = offset_index.index_lookup(buf, n, offset - self.base_offset)
         if slot < 0:
-            self._entries = 0
-        elif self.entry(slot)[0] == offset:
-            self._entries = slot
+            self.truncate_entries(0)
+        elif self._entry(buf, slot)[0] == offset:
+            self.truncate_entries(slot)
         else:
-            self._entries = slot + 1
+            self.truncate_entries(slot + 1)
 
-    def sanity_check(self) -> bool:
-        """False when the file cannot be a valid index (it is then rebuilt)."""
-        if self._length % 8 != 0:
-            return False
-        prev = -1
-        for i in range(self._entries):
-            rel, pos = _ENTRY.unpack_from(self._mm, i * 8)  # type: ignore[arg-type]
-            if rel <= prev or pos < 0 or (i == 0 and rel < 0):
-                return False
-            prev = rel
-        return True
+    def sanity_check(self, log_size: int = -1) -> bool:
+        """Kafka's cheap check (whole entries, last offset not below the base), plus the last position inside
+        the log when ``log_size`` is known; False means the segment is recovered, which rebuilds the index."""
+        if self._buf is None:
+            return self.size_bytes % 8 == 0 or not os.path.exists(self.path)
+        buf = self._buf
+        n = len(buf) // 8
+        if not n:
+            return True
+        rel, pos = _ENTRY.unpack_from(buf, n * 8 - 8)
+        return rel >= 0 and pos >= 0 and (log_size < 0 or pos < log_size or (pos == 0 and log_size == 0))
 
 
-class TimeIndex(_MappedIndex):
+class TimeIndex(_Index):
     """Maps the growing max timestamp of a segment to the offset that carried it."""
 
     ENTRY_SIZE = 12
 
     def is_full(self) -> bool:
         # one slot stays free for the final entry written when the segment becomes inactive
-        return self._entries >= self.max_entries - 1
+        return self.entries >= self.max_entries - 1
+
+    def _entry(self, buf: Buffer, slot: int) -> tuple[int, int]:
+        ts, rel = _TENTRY.unpack_from(buf, slot * 12)
+        return ts, self.base_offset + rel
 
     def entry(self, slot: int) -> tuple[int, int]:
         """(timestamp, absolute offset) of entry ``slot``."""
-        assert self._mm is not None
-        ts, rel = _TENTRY.unpack_from(self._mm, slot * 12)
-        return ts, self.base_offset + rel
+        return self._entry(self._data(), slot)
 
     @property
     def last_entry(self) -> tuple[int, int]:
-        return self.entry(self._entries - 1) if self._entries else (-1, self.base_offset)
+        """(timestamp, offset) of the last entry, or (-1, base offset); a closed index reads only that entry."""
+        buf = self._buf
+        if buf is None:
+            return self._read_last_entry()
+        n = len(buf) // 12
+        return self._entry(buf, n - 1) if n else (-1, self.base_offset)
+
+    def _read_last_entry(self) -> tuple[int, int]:
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return -1, self.base_offset
+        try:
+            size = os.fstat(fd).st_size
+            size -= size % 12
+            if size <= 0:
+                return -1, self.base_offset
+            return self._entry(os.pread(fd, 12, size - 12), 0)
+        finally:
+            os.close(fd)
 
     def maybe_append(self, timestamp: int, offset: int, skip_full_check: bool = False) -> None:
         """Add (timestamp, offset) if the timestamp is larger than the last entry's."""
-        n = self._entries
-        if not skip_full_check and n * 12 >= self._length - 12:
+        buf = self._resident()
+        n = len(buf) // 12
+        if not skip_full_check and n >= self.max_entries - 1:
             raise IndexFullError("time index %s is full" % self.path)
         rel = offset - self.base_offset
         if n:
-            last_ts, last_rel = _TENTRY.unpack_from(self._mm, n * 12 - 12)  # type: ignore[arg-type]
+            last_ts, last_rel = _TENTRY.unpack_from(buf, n * 12 - 12)
             if rel < last_rel:
                 raise ValueError("time index offset %d below the last entry %d" % (offset, last_rel + self.base_offset))
             if timestamp <= last_ts:
                 return
-        if (n + 1) * 12 > self._length:
-            self.resize((n + 1) * 12)
-        _TENTRY.pack_into(self._mm, n * 12, timestamp, rel)  # type: ignore[arg-type]
-        self._entries = n + 1
+        buf += _TENTRY.pack(timestamp, rel)
 
     def lookup(self, target_ts: int) -> tuple[int, int]:
         """Largest entry with timestamp <= target, or (-1, base offset)."""
-        if not self._entries:
+        buf = self._data()
+        n = len(buf) // 12
+        if not n:
             return -1, self.base_offset
-        slot = offset_index.time_index_lookup(self._mm, self._entries, target_ts)
+        slot = offset_index.time_index_lookup(buf, n, target_ts)
         if slot < 0:
             return -1, self.base_offset
-        return self.entry(slot)
+        return self._entry(buf, slot)
 
     def truncate_to(self, offset: int) -> None:
         """Remove entries whose offset >= ``offset``."""
-        n = self._entries
-        while n > 0 and self.entry(n - 1)[1] >= offset:
+        buf = self._resident()
+        n = len(buf) // 12
+        while n > 0 and self._entry(buf, n - 1)[1] >= offset:
             n -= 1
-        self._entries = n
+        self.truncate_entries(n)
 
-    def sanity_check(self) -> bool:
-        if self._length % 12 != 0:
-            return False
-        prev_ts, prev_off = -(1 << 63), -1
-        for i in range(self._entries):
-            ts, off = self.entry(i)
-            if ts <= prev_ts or off < prev_off:
-                return False
-            prev_ts, prev_off = ts, off
-        return True
+    def sanity_check(self, log_size: int = -1) -> bool:
+        """Whole entries and the last offset not below the base (Kafka's TimeIndex.sanityCheck)."""
+        if self._buf is None:
+            return self.size_bytes % 12 == 0 or not os.path.exists(self.path)
+        buf = self._buf
+        n = len(buf) // 12
+        return not n or _TENTRY.unpack_from(buf, n * 12 - 12)[1] >= 0

@@ -34,13 +34,13 @@ from broker.util.file_slice import FileSlice
 from . import files
 from .config import LogConfig
 from .errors import (InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError, StorageError)
-from .checkpoints import atomic_write, fsync_dir
+from .checkpoints import atomic_write, fsync_dir, fsync_file
 from .cleaner_batch import iter_stored_records
 from .leader_epoch_file import LeaderEpochFileCache
 from .producer_state import (CLIENT, COORDINATOR, REPLICATION, CompletedTxn, ProducerAppendInfo, ProducerStateManager,
                              last_sequence)
 from .segment import LogOffsetMetadata, LogSegment
-from .txn_index import AbortedTxn
+from .txn_index import AbortedTxn, CorruptIndexError
 from .validator import parse_batches, recompress_if_needed, validate_and_assign_offsets
 
 logger = logging.getLogger(__name__)
@@ -108,7 +108,7 @@ class Log:
     """One partition's log. Create with ``Log.open``."""
 
     def __init__(self, dir_path: str, config: LogConfig, time: Callable[[], float],
-                 scheduler: Optional[Scheduler], producer_id_expiration_ms: int) -> None:
+                 scheduler: Optional[Scheduler], producer_id_expiration_ms: int, new: bool = False) -> None:
         self.dir = dir_path
         self.config = config
         self._time = time
@@ -121,11 +121,14 @@ class Log:
         self._log_start_offset = 0
         self._recovery_point = 0
         self._unflushed_messages = 0
+        #: files of this partition written without fsync since the last flush (see note_unsynced_file)
+        self._unsynced_files: set[str] = set()
         self._closed = False
         #: lowest offset truncated to since the last ``pop_truncation_point`` (a log dir move's copy follows it)
         self._truncated_to: Optional[int] = None
         self.on_roll: Optional[Callable[["Log", int], None]] = None
-        self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(dir_path, files.LEADER_EPOCH_CHECKPOINT))
+        self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(dir_path, files.LEADER_EPOCH_CHECKPOINT),
+                                                       read=not new)
         self.producer_state = ProducerStateManager(dir_path, producer_id_expiration_ms)
         name = os.path.basename(dir_path)
         tp = files.parse_topic_partition_dir(name)
@@ -142,10 +145,23 @@ class Log:
         ``scheduler(delay_s, fn)`` runs deferred segment file deletion (file.delete.delay.ms); without
         one, deleted segments are removed at once.
         """
-        os.makedirs(dir_path, exist_ok=True)
-        log = cls(dir_path, config, time, scheduler, producer_id_expiration_ms)
         try:
-            log._load(recovery_point, log_start_offset, clean_shutdown)
+            os.mkdir(dir_path)
+            new = True
+        except FileExistsError:
+            new = False
+        except FileNotFoundError:
+            os.makedirs(dir_path, exist_ok=True)
+            new = True
+        log = cls(dir_path, config, time, scheduler, producer_id_expiration_ms, new=new)
+        try:
+            if new:  # nothing to list, load or recover: one file to create (a new partition at scale)
+                log.segments.append(log._new_segment(max(log_start_offset, 0)))
+                log._bases = [log.segments[0].base_offset]
+                log._leo = log._log_start_offset = log._recovery_point = log.segments[0].base_offset
+                log.producer_state.update_map_end_offset(log._leo)
+            else:
+                log._load(recovery_point, log_start_offset, clean_shutdown)
         except OSError as e:
             raise KafkaStorageError("cannot load log %s: %s" % (dir_path, e)) from e
         log.update_high_watermark(high_watermark)
@@ -154,33 +170,43 @@ class Log:
     def _now_ms(self) -> int:
         return int(self._time() * 1000)
 
-    def _new_segment(self, base_offset: int, exists: bool = False) -> LogSegment:
+    def _new_segment(self, base_offset: int, exists: bool = False,
+                     existing_files: Optional[frozenset[str]] = None) -> LogSegment:
+        """A new active segment, or (``exists``) a closed segment already on disk, touching no file yet."""
         return LogSegment(self.dir, base_offset, index_interval_bytes=self.config.index_interval_bytes,
                           max_index_size=self.config.segment_index_bytes, now_ms=self._now_ms(),
-                          file_already_exists=exists)
+                          file_already_exists=exists, active=not exists, existing_files=existing_files)
 
     def _load(self, recovery_point: int, log_start_offset: int, clean_shutdown: bool) -> None:
-        self._complete_interrupted_swaps()
+        names = os.listdir(self.dir)
+        if any(n.endswith(files.SWAP_SUFFIX) for n in names):
+            self._complete_interrupted_swaps()
+            names = os.listdir(self.dir)
         bases = []
-        for name in sorted(os.listdir(self.dir)):
-            path = os.path.join(self.dir, name)
+        kept = []
+        for name in names:
             if name.endswith((files.DELETED_SUFFIX, files.CLEANED_SUFFIX, files.SWAP_SUFFIX, ".tmp",
                               SWAP_END_SUFFIX)):
-                os.unlink(path)
+                os.unlink(os.path.join(self.dir, name))
                 continue
+            kept.append(name)
             if name.endswith(files.LOG_SUFFIX) and files.is_segment_stem(name):
                 bases.append(files.offset_from_file_name(name))
         base_set = set(bases)
-        for name in os.listdir(self.dir):
+        for name in kept:
             if name.endswith((files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX)) \
                     and files.is_segment_stem(name) and files.offset_from_file_name(name) not in base_set:
                 os.unlink(os.path.join(self.dir, name))
+        existing = frozenset(kept)
         bases.sort()
         rebuild: set[int] = set()
         for base in bases:
-            missing_index = not (os.path.exists(files.file_path(self.dir, base, files.INDEX_SUFFIX))
-                                 and os.path.exists(files.file_path(self.dir, base, files.TIME_INDEX_SUFFIX)))
-            seg = self._new_segment(base, exists=True)
+            prefix = files.filename_prefix(base)
+            missing_index = (prefix + files.INDEX_SUFFIX not in existing
+                             or prefix + files.TIME_INDEX_SUFFIX not in existing)
+            seg = self._new_segment(base, exists=True, existing_files=existing)
+            # As Kafka's LogSegment.sanityCheck at load: offset and time indexes are checked when read (segments
+            # from the recovery point on are rebuilt anyway after a crash); the transaction index is checked here.
             if missing_index or not seg.sanity_check_indexes():
                 logger.warning("Rebuilding indexes of segment %d in %s", base, self.dir)
                 rebuild.add(base)
@@ -198,11 +224,17 @@ class Log:
         if not self.segments:
             self.segments.append(self._new_segment(max(log_start_offset, 0)))
             self._bases = [self.segments[0].base_offset]
-        active = self.segments[-1]
-        active.resize_indexes(self.config.segment_index_bytes)
         for seg in self.segments[:-1]:
-            seg.offset_index.trim_to_valid_size()
-            seg.time_index.trim_to_valid_size()
+            seg.release()  # recovered segments write their rebuilt indexes out and drop them
+        active = self.segments[-1]
+        try:
+            active.activate()
+        except CorruptIndexError:
+            logger.warning("Rebuilding indexes of the active segment %d in %s", active.base_offset, self.dir)
+            self._recover_segments({active.base_offset}, log_start_offset, None)
+            active = self.segments[-1]
+            active.activate()
+        active.resize_indexes(self.config.segment_index_bytes)
         self._leo = max(active.next_offset, active.base_offset)
         self._log_start_offset = max(log_start_offset, self.segments[0].base_offset)
         if self._log_start_offset > self._leo:
@@ -594,7 +626,9 @@ class Log:
             self._bases.pop()
         else:
             old.on_become_inactive()
-        self.producer_state.take_snapshot(new_base)
+        snapshot = self.producer_state.take_snapshot(new_base, sync=False)  # fsynced by the flush after the roll
+        if snapshot is not None:
+            self._unsynced_files.add(snapshot)
         seg = self._new_segment(new_base)
         self.segments.append(seg)
         self._bases.append(new_base)
@@ -764,6 +798,7 @@ class Log:
                 self.segments.pop().delete()
                 self._bases.pop()
             active = self.segments[-1]
+            active.activate()  # a closed segment becomes the active one again
             active.truncate_to(offset)
             active.resize_indexes(self.config.segment_index_bytes)
             self._leo = max(active.next_offset, active.base_offset)
@@ -840,17 +875,7 @@ class Log:
 
     def _schedule_delete(self, seg: LogSegment) -> None:
         """Rename the segment's files to ``.deleted``; remove them after file.delete.delay.ms."""
-        renamed = []
-        for suffix in (files.LOG_SUFFIX, files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX):
-            src = files.file_path(self.dir, seg.base_offset, suffix)
-            try:
-                os.rename(src, src + files.DELETED_SUFFIX)
-                renamed.append(src + files.DELETED_SUFFIX)
-            except FileNotFoundError:
-                pass
-        txn_index = files.file_path(self.dir, seg.base_offset, files.TXN_INDEX_SUFFIX) + files.DELETED_SUFFIX
-        seg.txn_index.rename_to(txn_index)  # lazily created: renamed only when it exists
-        renamed.append(txn_index)
+        renamed = seg.rename_files(files.DELETED_SUFFIX)
 
         def remove() -> None:
             try:
@@ -961,8 +986,11 @@ class Log:
             try:
                 seg.flush()
             except (ValueError, OSError):
-                if not seg.log_file.closed:
+                with self._lock:
+                    gone = self._closed or all(seg is not s for s in self.segments)
+                if not gone:
                     raise  # a segment deleted meanwhile is fine; anything else is a storage failure
+        self.sync_metadata_files()
         with self._lock:
             if up_to > self._recovery_point:
                 self._recovery_point = up_to
@@ -977,23 +1005,69 @@ class Log:
             if seg.base_offset >= up_to:
                 break
             seg.flush()
+        self._sync_metadata_files(self._take_unsynced())
         self._recovery_point = up_to
         if up_to >= self._leo:
             self._unflushed_messages = 0
+
+    # ------------------------------------------------------------------ small files made durable with the segments
+    def note_unsynced_file(self, path: str) -> None:
+        """``path`` (a file of this partition written without fsync) becomes durable with the next flush."""
+        with self._lock:
+            self._unsynced_files.add(path)
+
+    def _take_unsynced(self) -> tuple[list[str], bool]:
+        paths = list(self._unsynced_files)
+        self._unsynced_files.clear()
+        cache = self.leader_epoch_cache
+        epochs = cache.unsynced
+        if epochs:
+            cache.unsynced = False
+            paths.append(cache.path)
+        return paths, bool(paths)
+
+    def _sync_metadata_files(self, taken: tuple[list[str], bool]) -> None:
+        paths, any_ = taken
+        if not any_:
+            return
+        for path in paths:
+            fsync_file(path)
+        fsync_dir(self.dir)
+
+    def sync_metadata_files(self) -> None:
+        """fsync the small files (leader epochs, producer snapshots, partition.metadata) written without fsync
+        since the last call: run by every flush before the recovery point moves, and periodically."""
+        with self._lock:
+            taken = self._take_unsynced()
+        self._sync_metadata_files(taken)
 
     def remove_expired_producers(self, now_ms: Optional[int] = None) -> None:
         with self._lock:
             self.producer_state.remove_expired_producers(self._now_ms() if now_ms is None else now_ms)
 
-    def close(self) -> None:
-        """Snapshot producer state at the LEO and close every segment (indexes trimmed)."""
+    def close(self, sync: bool = True) -> None:
+        """Snapshot producer state at the LEO and close every segment (indexes trimmed).
+
+        ``sync=False`` (broker shutdown) writes without fsync; the caller makes the whole filesystem durable
+        at once and then calls :meth:`mark_flushed`."""
         with self._lock:
             if self._closed:
                 return
-            self.producer_state.take_snapshot(self._leo)
+            self.producer_state.take_snapshot(self._leo, sync=sync)
             for seg in self.segments:
                 seg.close()
+            if sync:
+                self._sync_metadata_files(self._take_unsynced())
             self._closed = True
+
+    def mark_flushed(self) -> None:
+        """Everything of this log was made durable by the caller (``sync_filesystem`` after ``close(False)``):
+        the recovery point is the LEO."""
+        with self._lock:
+            self._unsynced_files.clear()
+            self.leader_epoch_cache.unsynced = False
+            self._recovery_point = self._leo
+            self._unflushed_messages = 0
 
     def delete(self) -> None:
         """Close and remove the whole directory."""

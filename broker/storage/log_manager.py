@@ -30,11 +30,12 @@ import shutil
 import threading
 import time as _time
 import uuid
+from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional
 
-from . import files
+from . import file_cache, files
 from .checkpoints import (OffsetCheckpointFile, atomic_write, fsync_dir, read_partition_metadata,
-                          write_partition_metadata)
+                          sync_filesystem, write_partition_metadata)
 from .config import LONG_MAX, LogConfig
 from .errors import InconsistentClusterIdError, KafkaStorageError
 from .cleaner import CleanerConfig, LogCleaner
@@ -100,7 +101,9 @@ class LogManager:
                  flush_start_offset_checkpoint_interval_ms: int = 60000,
                  producer_id_expiration_ms: int = 86400000,
                  producer_id_expiration_check_interval_ms: int = 600000,
-                 cleaner_config: Optional[CleanerConfig] = None, initial_task_delay_ms: int = 30000) -> None:
+                 cleaner_config: Optional[CleanerConfig] = None, initial_task_delay_ms: int = 30000,
+                 recovery_threads_per_data_dir: int = 1,
+                 segment_file_cache_size: int = file_cache.DEFAULT_SEGMENT_FILE_CACHE_SIZE) -> None:
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
@@ -120,6 +123,9 @@ class LogManager:
         self.log_start_offset_checkpoint_interval_ms = flush_start_offset_checkpoint_interval_ms
         self.producer_id_expiration_ms = producer_id_expiration_ms
         self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
+        #: num.recovery.threads.per.data.dir: threads loading (and recovering) the logs of each dir at start-up
+        self.recovery_threads_per_data_dir = recovery_threads_per_data_dir
+        file_cache.SEGMENT_FILES.set_capacity(segment_file_cache_size)
         self._lock = threading.RLock()
         #: one writer at a time per checkpoint file (this scheduler and the ReplicaManager's HW checkpoints)
         self._checkpoint_lock = threading.Lock()
@@ -205,17 +211,25 @@ class LogManager:
         return log
 
     def _load_logs(self) -> None:
+        """Load every partition dir of every log dir, ``num.recovery.threads.per.data.dir`` threads per dir as
+        Kafka's LogManager.loadLogs (threads overlap the disk reads of recovery and the directory listings;
+        a closed segment costs no read at all, see segment.py)."""
+        start = _time.monotonic()
         futures: list[tuple[str, str, TopicPartition, dict[str, object]]] = []
+        jobs: list[tuple[str, str, TopicPartition, dict[str, object]]] = []
+        markers = []
         for d in self.log_dirs:
             marker = os.path.join(d, files.CLEAN_SHUTDOWN_FILE)
             clean = os.path.exists(marker)
+            if clean:
+                markers.append(marker)
             recovery = OffsetCheckpointFile(os.path.join(d, files.RECOVERY_POINT_CHECKPOINT)).read()
             starts = OffsetCheckpointFile(os.path.join(d, files.LOG_START_OFFSET_CHECKPOINT)).read()
             hws = OffsetCheckpointFile(os.path.join(d, files.REPLICATION_OFFSET_CHECKPOINT)).read()
-            for name in sorted(os.listdir(d)):
-                path = os.path.join(d, name)
-                if not os.path.isdir(path):
-                    continue
+            with os.scandir(d) as it:
+                entries = sorted((e.name, e.path) for e in it if e.is_dir())
+            seen: set[TopicPartition] = set()
+            for name, path in entries:
                 if name.endswith(files.DELETE_DIR_SUFFIX):
                     shutil.rmtree(path, ignore_errors=True)
                     continue
@@ -228,19 +242,32 @@ class LogManager:
                 tp = files.parse_topic_partition_dir(name)
                 if tp is None:
                     continue
-                if tp in self._logs:
+                if tp in seen or tp in self._logs:
                     raise KafkaStorageError("duplicate log directories for %s-%d: %s and %s"
-                                            % (tp[0], tp[1], self._log_dir_of[tp], d))
-                log = self._open_log(path, self._config_for(tp[0]), recovery_point=recovery.get(tp, 0),
-                                     log_start_offset=starts.get(tp, 0), clean_shutdown=clean,
-                                     high_watermark=hws.get(tp, 0))
-                self._logs[tp] = log
+                                            % (tp[0], tp[1], self._log_dir_of.get(tp, d), d))
+                seen.add(tp)
                 self._log_dir_of[tp] = d
-            if clean:
-                os.unlink(marker)
+                jobs.append((d, path, tp, dict(recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
+                                               clean_shutdown=clean, high_watermark=hws.get(tp, 0))))
+        threads = max(1, self.recovery_threads_per_data_dir) * len(self.log_dirs)
+
+        def load(job: tuple[str, str, TopicPartition, dict[str, object]]) -> tuple[TopicPartition, Log]:
+            _, path, tp, kwargs = job
+            return tp, self._open_log(path, self._config_for(tp[0]), **kwargs)
+
+        if threads > 1 and len(jobs) > 1:
+            with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:
+                loaded = list(pool.map(load, jobs))
+        else:
+            loaded = [load(job) for job in jobs]
+        for tp, log in loaded:
+            self._logs[tp] = log
+        for marker in markers:
+            os.unlink(marker)
         for d, path, tp, kwargs in futures:
             self._load_future_dir(d, path, tp, kwargs)
-        logger.info("Loaded %d logs from %s", len(self._logs), ", ".join(self.log_dirs))
+        logger.info("Loaded %d logs from %s in %d ms", len(self._logs), ", ".join(self.log_dirs),
+                    (_time.monotonic() - start) * 1000)
 
     def _load_future_dir(self, d: str, path: str, tp: TopicPartition, kwargs: dict[str, object]) -> None:
         """A ``-future`` dir found at start-up: resume the move, or finish one a crash interrupted."""
@@ -308,9 +335,7 @@ class LogManager:
                 return log
             if config is not None:
                 self._topic_configs[topic] = config
-            counts = {d: 0 for d in self.log_dirs}
-            for d in self._log_dir_of.values():
-                counts[d] += 1
+            counts = self._partitions_per_dir()
             d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
             preferred = self._preferred_dirs.pop(tp, None)
             if preferred in counts:
@@ -318,11 +343,20 @@ class LogManager:
             path = os.path.join(d, files.topic_partition_dir_name(topic, partition))
             log = self._open_log(path, self._config_for(topic), clean_shutdown=True)
             if topic_id is not None:
-                write_partition_metadata(path, topic_id)
+                # fsynced with the log's next flush or by the periodic checkpoint task (Kafka's flush-metadata-file)
+                log.note_unsynced_file(write_partition_metadata(path, topic_id, sync=False))
             self._logs[tp] = log
             self._log_dir_of[tp] = d
             logger.info("Created log for partition %s-%d in %s", topic, partition, d)
             return log
+
+    def _partitions_per_dir(self) -> dict[str, int]:
+        """Partitions per log dir (under the lock); one pass over the dirs, not over the partitions."""
+        counts = {d: 0 for d in self.log_dirs}
+        if len(self.log_dirs) > 1:
+            for d in self._log_dir_of.values():
+                counts[d] += 1
+        return counts
 
     def delete_log(self, topic: str, partition: int) -> bool:
         """Rename the partition dir to ``<tp>.<uuidhex>-delete`` and remove it; False if unknown."""
@@ -446,12 +480,7 @@ class LogManager:
 
         def remove() -> None:
             for seg in retired:
-                try:
-                    seg.offset_index.close_handler()
-                    seg.time_index.close_handler()
-                    seg.log_file.close()
-                except Exception:  # already closed
-                    pass
+                seg.close_handlers()
             shutil.rmtree(retired_dir, ignore_errors=True)
 
         delay = cur.config.file_delete_delay_ms
@@ -506,7 +535,14 @@ class LogManager:
             log.remove_expired_producers(now)
 
     def checkpoint_all(self) -> None:
-        """Write recovery point, log start offset and HW checkpoints of every log dir."""
+        """Write recovery point, log start offset and HW checkpoints of every log dir; first make durable the
+        small partition files written without fsync (partition.metadata, leader epochs) of logs not flushed
+        since."""
+        for log in self.all_logs().values():
+            try:
+                log.sync_metadata_files()
+            except OSError:
+                logger.exception("Could not fsync the metadata files of %s", log.dir)
         for d in self.log_dirs:
             self.checkpoint_dir(d)
 
@@ -560,12 +596,19 @@ class LogManager:
         self.scheduler.run_pending_now()
         with self._lock:
             everything = list(self._future_logs.items()) + list(self._logs.items())
+        closed = []
         for tp, log in everything:
             try:
-                log.flush()
-                log.close()
+                log.close(sync=False)
+                closed.append(log)
             except Exception:
                 logger.exception("Error closing log %s-%d", tp[0], tp[1])
+        # One syncfs per log dir instead of an fsync per segment, index and snapshot of every partition (at
+        # 10,000 partitions that is tens of thousands of fsyncs); only then do recovery points reach the LEO.
+        for d in self.log_dirs:
+            sync_filesystem(d)
+        for log in closed:
+            log.mark_flushed()
         self.checkpoint_all()
         for d in self.log_dirs:
             atomic_write(os.path.join(d, files.CLEAN_SHUTDOWN_FILE), b"")

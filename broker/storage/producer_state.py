@@ -330,13 +330,16 @@ class ProducerStateManager:
         except FileNotFoundError:
             pass
 
-    def take_snapshot(self, offset: Optional[int] = None) -> None:
-        """Write the state as of ``offset`` (default: map end offset), unless that snapshot exists."""
+    def take_snapshot(self, offset: Optional[int] = None, sync: bool = True) -> Optional[str]:
+        """Write the state as of ``offset`` (default: map end offset), unless that snapshot exists; returns the
+        path written. ``sync=False`` (a roll, under the log's lock) leaves the fsync to the flush that follows
+        the roll, as Kafka since KAFKA-15046."""
         off = self.map_end_offset if offset is None else offset
         path = self._snapshot_path(off)
         if os.path.exists(path):
-            return
-        atomic_write(path, encode_snapshot(self.producers.values()))
+            return None
+        atomic_write(path, encode_snapshot(self.producers.values()), sync)
+        return path
 
     def delete_snapshots_before(self, offset: int) -> None:
         for off in self.list_snapshot_offsets():

@@ -13,7 +13,10 @@ lookup followed by a scan of batch headers (61 bytes each, read with pread in ch
 The transaction index (txn_index.py) holds the aborted transactions whose ABORT marker is in this
 segment; the Log appends to it after each marker and reads it for read_committed fetches.
 
-Thread-safety: called under the owning Log's lock; FileSlices stay valid while the file is open.
+Descriptors: only the active segment keeps its ``.log`` open (and no index file); a closed segment opens its
+data file through a bounded cache when read (file_cache.py) and reads its indexes on demand (index.py).
+
+Thread-safety: called under the owning Log's lock; a FileSlice holds its file open until it is dropped.
 """
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from broker.util.file_slice import FileSlice
 from . import files
 from .cleaner_batch import iter_stored_records
 from .errors import LogSegmentOffsetOverflowError
+from .file_cache import SEGMENT_FILES, FileHandle, open_handle
 from .index import OffsetIndex, TimeIndex
 from .producer_state import CompletedTxn
 from .txn_index import AbortedTxn, CorruptIndexError, TransactionIndex
@@ -51,56 +55,145 @@ class LogOffsetMetadata(NamedTuple):
 
 
 class LogSegment:
-    """A segment of a partition's log; the active (last) segment takes appends."""
+    """A segment of a partition's log; the active (last) segment takes appends.
+
+    Only the active segment holds anything open: its ``.log`` descriptor (pinned) and its index entries in
+    memory. Every other segment is a path, a base offset and whatever was learnt about it lazily (size, max
+    timestamp); a read opens its data file through the process's bounded
+    :data:`~broker.storage.file_cache.SEGMENT_FILES` cache and its index through
+    :data:`~broker.storage.file_cache.INDEXES`. :meth:`activate` and :meth:`on_become_inactive` move a segment
+    between the two states.
+    """
 
     def __init__(self, dir_path: str, base_offset: int, *, index_interval_bytes: int, max_index_size: int,
-                 now_ms: int, file_already_exists: bool = False, file_suffix: str = "") -> None:
-        """``file_suffix`` (e.g. ``.cleaned``) names a segment being built by the log cleaner."""
+                 now_ms: int, file_already_exists: bool = False, file_suffix: str = "", active: bool = True,
+                 existing_files: Optional[frozenset[str]] = None) -> None:
+        """``file_suffix`` (e.g. ``.cleaned``) names a segment being built by the log cleaner. An existing
+        segment loaded with ``active=False`` touches no file until it is read (``existing_files``, the names in
+        the partition dir, spares the stats of its transaction index)."""
         self.dir = dir_path
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.created_ms = now_ms
-        log_path = files.file_path(dir_path, base_offset, files.LOG_SUFFIX) + file_suffix
+        self._path = files.file_path(dir_path, base_offset, files.LOG_SUFFIX) + file_suffix
+        self._handle: Optional[FileHandle] = None
+        self._size: Optional[int] = None
         if not file_already_exists:
-            open(log_path, "ab").close()
-        self.log_file = open(log_path, "r+b", buffering=0)
-        self._fd = self.log_file.fileno()
-        self.size = os.fstat(self._fd).st_size
+            self._handle = open_handle(self._path, os.O_RDWR | os.O_CREAT)
+            self._size = 0
+        txn_path = files.file_path(dir_path, base_offset, files.TXN_INDEX_SUFFIX) + file_suffix
+        txn_exists: Optional[bool] = None
+        if not file_already_exists:
+            txn_exists = os.path.exists(txn_path)
+        elif existing_files is not None:
+            txn_exists = os.path.basename(txn_path) in existing_files
         self.offset_index = OffsetIndex(files.file_path(dir_path, base_offset, files.INDEX_SUFFIX) + file_suffix,
-                                        base_offset, max_index_size)
+                                        base_offset, max_index_size, resident=False)
         self.time_index = TimeIndex(files.file_path(dir_path, base_offset, files.TIME_INDEX_SUFFIX) + file_suffix,
-                                    base_offset, max_index_size)
-        self.txn_index = TransactionIndex(files.file_path(dir_path, base_offset, files.TXN_INDEX_SUFFIX)
-                                          + file_suffix, base_offset)
+                                    base_offset, max_index_size, resident=False)
+        self.txn_index = TransactionIndex(txn_path, base_offset, txn_exists)
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: Optional[int] = None
-        self.max_timestamp_so_far = -1
-        self.offset_of_max_timestamp_so_far = base_offset
+        self._max_ts: Optional[tuple[int, int]] = None
         self.next_offset = base_offset
-        if file_already_exists:
-            self._load_tail_state()
+        if not file_already_exists:
+            self._max_ts = (-1, base_offset)
+            self.offset_index.make_resident(load=False)
+            self.time_index.make_resident(load=False)
+        elif active:
+            self.activate()
 
     # ------------------------------------------------------------------ state
     @property
     def path(self) -> str:
-        return self.log_file.name  # type: ignore[no-any-return]
+        return self._path
+
+    @property
+    def active(self) -> bool:
+        """Whether this segment holds its data file and index entries (it takes appends)."""
+        return self._handle is not None
+
+    @property
+    def log_file(self) -> FileHandle:
+        """The open data file: pinned while active, else from the bounded cache (hold it only while reading)."""
+        h = self._handle
+        if h is not None:
+            return h
+        return SEGMENT_FILES.get(self, self._path_of)
+
+    def _path_of(self) -> str:
+        return self._path
+
+    @property
+    def size(self) -> int:
+        size = self._size
+        if size is None:
+            try:
+                size = os.stat(self._path).st_size
+            except FileNotFoundError:
+                size = 0
+            self._size = size
+        return size
+
+    @size.setter
+    def size(self, value: int) -> None:
+        self._size = value
+
+    @property
+    def max_timestamp_so_far(self) -> int:
+        return self._max_timestamp()[0]
+
+    @max_timestamp_so_far.setter
+    def max_timestamp_so_far(self, value: int) -> None:
+        self._max_ts = (value, self._max_timestamp()[1])
+
+    @property
+    def offset_of_max_timestamp_so_far(self) -> int:
+        return self._max_timestamp()[1]
+
+    @offset_of_max_timestamp_so_far.setter
+    def offset_of_max_timestamp_so_far(self, value: int) -> None:
+        self._max_ts = (self._max_timestamp()[0], value)
+
+    def _max_timestamp(self) -> tuple[int, int]:
+        """(max timestamp, its offset); for a closed segment the time index's last entry (as Kafka's
+        maxTimestampAndOffsetSoFar), read once."""
+        m = self._max_ts
+        if m is None:
+            m = self._max_ts = self.time_index.last_entry
+        return m
+
+    def activate(self) -> None:
+        """Become the active segment: pin the data file, hold the index entries, find the next offset."""
+        if self._handle is not None:
+            return
+        SEGMENT_FILES.discard(self)
+        self._handle = open_handle(self._path, os.O_RDWR | os.O_CREAT)
+        self._size = os.fstat(self._handle.fd).st_size
+        self.offset_index.make_resident(load=True)
+        self.time_index.make_resident(load=True)
+        if not self.offset_index.sanity_check(self._size) or not self.time_index.sanity_check(self._size):
+            raise CorruptIndexError("index of segment %d in %s cannot be valid" % (self.base_offset, self.dir))
+        self._max_ts = None
+        self._load_tail_state()
 
     def _load_tail_state(self) -> None:
         """Derive the next offset and max timestamp from the indexes plus a scan of the unindexed tail."""
         ts, off = self.time_index.last_entry
-        if self.time_index.entries:
-            self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far = ts, off
+        self._max_ts = (ts, off) if self.time_index.entries else (-1, self.base_offset)
         _, pos = self.offset_index.lookup_by_position(self.size)
+        max_ts, max_off = self._max_ts
         for info in self.iter_headers(pos):
             self.next_offset = info.base_offset + info.last_offset_delta + 1
-            if info.max_timestamp > self.max_timestamp_so_far:
-                self.max_timestamp_so_far = info.max_timestamp
-                self.offset_of_max_timestamp_so_far = self.next_offset - 1
+            if info.max_timestamp > max_ts:
+                max_ts, max_off = info.max_timestamp, self.next_offset - 1
+        self._max_ts = (max_ts, max_off)
 
     def sanity_check_indexes(self) -> bool:
-        if not (self.offset_index.sanity_check() and self.time_index.sanity_check()):
-            return False
+        """Kafka's load-time check (LogSegment.sanityCheck): the offset index exists and the transaction index
+        is valid; offset and time indexes are checked when the segment becomes active (the caller checks that
+        the index files exist)."""
         try:
             self.txn_index.sanity_check()
         except CorruptIndexError:
@@ -120,24 +213,14 @@ class LogSegment:
     def fetch_upper_bound_offset(self, start_position: int, fetch_size: int) -> Optional[int]:
         """Offset of the first offset-index entry at or after ``start_position + fetch_size`` (Kafka's
         fetchUpperBoundOffset: a cheap bound past the data a fetch returns), or None when there is none."""
-        idx = self.offset_index
-        target = start_position + fetch_size
-        lo, hi, found = 0, idx.entries - 1, -1
-        while lo <= hi:
-            mid = (lo + hi) >> 1
-            if idx.entry(mid)[1] >= target:
-                found = mid
-                hi = mid - 1
-            else:
-                lo = mid + 1
-        return idx.entry(found)[0] if found >= 0 else None
+        return self.offset_index.first_at_or_after_position(start_position + fetch_size)
 
     @property
     def largest_timestamp(self) -> int:
         """Max record timestamp of the segment, or the file's mtime when it has none (as Kafka)."""
         if self.max_timestamp_so_far >= 0:
             return self.max_timestamp_so_far
-        return int(os.fstat(self._fd).st_mtime * 1000)
+        return self.last_modified_ms()
 
     def first_batch_timestamp(self) -> int:
         """Max timestamp of the first batch (drives segment.ms rolls), -1 when empty."""
@@ -175,11 +258,15 @@ class LogSegment:
         position = self.size
         if position == 0:
             self._rolling_based_timestamp = batches[0][1]
+        handle = self._handle
+        if handle is None:
+            raise ValueError("segment %d of %s is not active" % (self.base_offset, self.dir))
+        fd = handle.fd
         view = memoryview(buf)
         written = 0
         total = len(view)
         while written < total:
-            written += os.pwrite(self._fd, view[written:], position + written)
+            written += os.pwrite(fd, view[written:], position + written)
         since = self.bytes_since_last_index_entry
         interval = self.index_interval_bytes
         max_ts = self.max_timestamp_so_far
@@ -205,7 +292,10 @@ class LogSegment:
         pos = start_position
         chunk = b""
         chunk_start = pos
-        fd = self._fd
+        if pos + HEADER_SIZE > end:
+            return
+        handle = self.log_file  # held for the whole walk
+        fd = handle.fd
         unpack = HEADER.unpack_from
         while pos + HEADER_SIZE <= end:
             rel = pos - chunk_start
@@ -256,15 +346,16 @@ class LogSegment:
             return None
         start = first.position
         meta = LogOffsetMetadata(start_offset, self.base_offset, start)
+        handle = self.log_file
         if start >= max_position:
-            return FileSlice(self.log_file, start, 0), meta
+            return FileSlice(handle, start, 0), meta
         limit = min(max_position, start + max_size)
         if first.size > limit - start:
             if min_one_message and start + first.size <= max_position:
-                return FileSlice(self.log_file, start, first.size), meta
-            return FileSlice(self.log_file, start, 0), meta
+                return FileSlice(handle, start, first.size), meta
+            return FileSlice(handle, start, 0), meta
         end = self._whole_batches_end(start, limit)
-        return FileSlice(self.log_file, start, end - start), meta
+        return FileSlice(handle, start, end - start), meta
 
     def find_offset_by_timestamp(self, timestamp: int, starting_offset: int) -> Optional[tuple[int, int]]:
         """(offset, timestamp) of the first record at or after ``starting_offset`` with timestamp >= target."""
@@ -272,14 +363,14 @@ class LogSegment:
         _, pos = self.offset_index.lookup(max(index_offset, starting_offset))
         for info in self.iter_headers(pos):
             if info.max_timestamp >= timestamp and info.base_offset + info.last_offset_delta >= starting_offset:
-                data = bytearray(os.pread(self._fd, info.size, info.position))
+                data = bytearray(os.pread(self.log_file.fd, info.size, info.position))
                 for rec in iter_stored_records(data):
                     if rec.timestamp >= timestamp and rec.offset >= starting_offset:
                         return rec.offset, rec.timestamp
         return None
 
     def read_batch(self, info: BatchInfo) -> bytes:
-        return os.pread(self._fd, info.size, info.position)
+        return os.pread(self.log_file.fd, info.size, info.position)
 
     # ------------------------------------------------------------------ recovery / truncation
     def recover(self, on_batch: Optional[Callable[[BatchInfo], None]] = None) -> int:
@@ -292,11 +383,13 @@ class LogSegment:
         self.time_index.reset()
         self.txn_index.reset()
         self.resize_indexes(self.max_index_size)
-        self.max_timestamp_so_far = -1
-        self.offset_of_max_timestamp_so_far = self.base_offset
+        self._max_ts = (-1, self.base_offset)
         self.next_offset = self.base_offset
         self.bytes_since_last_index_entry = 0
-        file_size = os.fstat(self._fd).st_size
+        handle = self._handle if self._handle is not None else open_handle(self._path, os.O_RDWR)
+        SEGMENT_FILES.discard(self)
+        fd = handle.fd
+        file_size = os.fstat(fd).st_size
         self.size = 0
         pos = 0
         needed = 0
@@ -304,7 +397,7 @@ class LogSegment:
         valid_end = 0
         while pos < file_size:
             want = min(file_size - pos, max(_RECOVER_CHUNK, needed))
-            data = os.pread(self._fd, want, pos)
+            data = os.pread(fd, want, pos)
             infos, vend = record_batch.scan_batches(data, 0, -1, True)
             good: list[tuple[int, int, int]] = []
             stop = False
@@ -336,7 +429,7 @@ class LogSegment:
             break
         truncated = file_size - valid_end
         if truncated:
-            os.ftruncate(self._fd, valid_end)
+            os.ftruncate(fd, valid_end)
         self.size = valid_end
         self._rolling_based_timestamp = None
         return truncated
@@ -368,24 +461,38 @@ class LogSegment:
         self.time_index.truncate_to(offset)
         self.txn_index.truncate_to(offset)
         removed = self.size - first.position
-        os.ftruncate(self._fd, first.position)
+        handle = self._handle
+        if handle is None:
+            raise ValueError("segment %d of %s is not active" % (self.base_offset, self.dir))
+        os.ftruncate(handle.fd, first.position)
         self.size = first.position
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp = None
         self.next_offset = self.base_offset
-        self.max_timestamp_so_far = -1
-        self.offset_of_max_timestamp_so_far = self.base_offset
+        self._max_ts = (-1, self.base_offset)
         self._load_tail_state()
         return removed
 
     # ------------------------------------------------------------------ lifecycle
     def on_become_inactive(self) -> None:
-        """The segment was rolled: final time index entry, indexes trimmed to their entries."""
-        if self.max_timestamp_so_far >= 0:
-            self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
-                                         skip_full_check=True)
-        self.offset_index.trim_to_valid_size()
-        self.time_index.trim_to_valid_size()
+        """The segment was rolled: final time index entry, indexes written and trimmed to their entries and
+        dropped from memory, the data file handed to the bounded cache (still hot: the next reads want it)."""
+        if self._buf_resident():
+            max_ts, max_off = self._max_timestamp()
+            if max_ts >= 0:
+                self.time_index.maybe_append(max_ts, max_off, skip_full_check=True)
+        self.release()
+
+    def _buf_resident(self) -> bool:
+        return self.offset_index.resident or self.time_index.resident
+
+    def release(self) -> None:
+        """Write out and drop the in-memory index entries; unpin the data file (into the cache)."""
+        self.offset_index.release()
+        self.time_index.release()
+        h, self._handle = self._handle, None
+        if h is not None:
+            SEGMENT_FILES.put(self, h)
 
     def resize_indexes(self, size: int) -> None:
         self.offset_index.resize(size)
@@ -394,46 +501,74 @@ class LogSegment:
     def flush(self) -> None:
         """fsync the segment and its indexes, timed as Kafka's LogFlushStats.LogFlushRateAndTimeMs."""
         start = _time.monotonic_ns()
-        os.fsync(self._fd)
+        os.fsync(self.log_file.fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.txn_index.flush()
         LOG_FLUSH_STATS.update((_time.monotonic_ns() - start) / 1e6)
 
     def close(self) -> None:
-        if self.max_timestamp_so_far >= 0:
-            try:
-                self.time_index.maybe_append(self.max_timestamp_so_far, self.offset_of_max_timestamp_so_far,
-                                             skip_full_check=True)
-            except ValueError:
-                pass
+        """Write out and trim the indexes (with the final time index entry) and let go of the files."""
+        if self._buf_resident():
+            max_ts, max_off = self._max_timestamp()
+            if max_ts >= 0:
+                try:
+                    self.time_index.maybe_append(max_ts, max_off, skip_full_check=True)
+                except ValueError:
+                    pass
         self.offset_index.close()
         self.time_index.close()
         self.txn_index.close()
-        self.log_file.close()
+        self._drop_files()
+
+    def _drop_files(self) -> None:
+        """Let go of the data file; a reader still holding it (a FileSlice in flight) keeps it open."""
+        self._handle = None
+        SEGMENT_FILES.discard(self)
 
     def close_handlers(self) -> None:
-        """Close every file without trimming (the files are being deleted or replaced)."""
+        """Let go of every file without writing the indexes (the files are being deleted or replaced)."""
         self.offset_index.close_handler()
         self.time_index.close_handler()
         self.txn_index.close()
-        if not self.log_file.closed:
-            self.log_file.close()
+        self._drop_files()
+
+    def rename_files(self, suffix: str) -> list[str]:
+        """Add ``suffix`` (``.deleted``) to each file of the segment; reads go on through the new names.
+        Returns the renamed paths (the transaction index's even when it does not exist)."""
+        renamed = []
+        try:
+            os.rename(self._path, self._path + suffix)
+            self._path += suffix
+            renamed.append(self._path)
+        except FileNotFoundError:
+            pass
+        for idx in (self.offset_index, self.time_index):
+            try:
+                idx.rename_to(idx.path + suffix)
+                renamed.append(idx.path)
+            except FileNotFoundError:
+                pass
+        self.txn_index.rename_to(self.txn_index.path + suffix)  # lazily created: renamed only when it exists
+        renamed.append(self.txn_index.path)
+        return renamed
 
     def delete(self) -> None:
-        """Close and remove the segment's files."""
+        """Let go of and remove the segment's files."""
         self.offset_index.delete()
         self.time_index.delete()
         self.txn_index.delete()
-        if not self.log_file.closed:
-            self.log_file.close()
+        self._drop_files()
         try:
-            os.unlink(files.file_path(self.dir, self.base_offset, files.LOG_SUFFIX))
+            os.unlink(self._path)
         except FileNotFoundError:
             pass
 
     def last_modified_ms(self) -> int:
-        return int(os.fstat(self._fd).st_mtime * 1000)
+        try:
+            return int(os.stat(self._path).st_mtime * 1000)
+        except FileNotFoundError:
+            return 0
 
     def __repr__(self) -> str:
         return "LogSegment(base_offset=%d, size=%d)" % (self.base_offset, self.size)

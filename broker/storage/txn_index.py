@@ -19,6 +19,7 @@ recovered (replaying the markers, see Log), and checked on open (whole entries o
 below the segment's base offset).
 
 Thread-safety: under the owning Log's lock. ``read_aborted_txns`` reads a file by path (the cleaner's worker).
+No descriptor is held between calls.
 """
 from __future__ import annotations
 
@@ -81,19 +82,36 @@ def overlapping(txns: Iterable[AbortedTxn], fetch_offset: int, upper_bound_offse
 
 
 class TransactionIndex:
-    """The ``.txnindex`` file of one segment; opened (and created) lazily."""
+    """The ``.txnindex`` file of one segment; created by its first entry, never held open.
 
-    def __init__(self, path: str, start_offset: int) -> None:
+    Each operation opens the file and closes it again (aborted transactions are rare, and a descriptor per
+    segment would not fit 10,000 partitions in a process's descriptor limit); the decoded entries are kept
+    once read, since read_committed fetches of the active segment read them again and again."""
+
+    def __init__(self, path: str, start_offset: int, exists: Optional[bool] = None) -> None:
+        """``exists``: whether the file is known to exist (False spares a stat per segment at load)."""
         self.path = path
         self.start_offset = start_offset
-        self._fd = -1
-        self._last_offset: Optional[int] = None
-        try:
-            self._size = os.stat(path).st_size
-        except FileNotFoundError:
-            self._size = 0
+        self._entries: Optional[list[AbortedTxn]] = None
+        self._unsynced = False
+        self._size_known: Optional[int] = 0 if exists is False else None
 
     # ------------------------------------------------------------------ file
+    @property
+    def _size(self) -> int:
+        size = self._size_known
+        if size is None:
+            try:
+                size = os.stat(self.path).st_size
+            except FileNotFoundError:
+                size = 0
+            self._size_known = size
+        return size
+
+    @_size.setter
+    def _size(self, value: int) -> None:
+        self._size_known = value
+
     @property
     def size_bytes(self) -> int:
         return self._size
@@ -101,40 +119,39 @@ class TransactionIndex:
     def exists(self) -> bool:
         return os.path.exists(self.path)
 
-    def _open(self) -> int:
-        if self._fd < 0:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-            self._size = os.fstat(self._fd).st_size
-        return self._fd
-
     def _read_all(self) -> bytes:
-        if self._size == 0 and self._fd < 0:
+        if self._size == 0:
             return b""
         try:
-            fd = self._open()
+            with open(self.path, "rb", buffering=0) as f:
+                return f.read(self._size)
         except FileNotFoundError:
             return b""
-        return os.pread(fd, self._size, 0)
 
     # ------------------------------------------------------------------ entries
     def append(self, txn: AbortedTxn) -> None:
         """Add an entry; last offsets must grow (markers are appended in offset order)."""
-        if self._last_offset is None and self._size >= ENTRY_SIZE:
-            entries = decode_entries(self._read_all())
-            self._last_offset = entries[-1].last_offset if entries else None
-        if self._last_offset is not None and self._last_offset >= txn.last_offset:
+        entries = self.all_aborted_txns()
+        if entries and entries[-1].last_offset >= txn.last_offset:
             raise ValueError("the last offset of appended transactions must grow, but %d is not above %d in %s"
-                             % (txn.last_offset, self._last_offset, self.path))
-        fd = self._open()
+                             % (txn.last_offset, entries[-1].last_offset, self.path))
         data = txn.encode()
-        written = 0
-        while written < len(data):
-            written += os.pwrite(fd, data[written:], self._size + written)
+        fd = os.open(self.path, os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            written = 0
+            while written < len(data):
+                written += os.pwrite(fd, data[written:], self._size + written)
+        finally:
+            os.close(fd)
         self._size += len(data)
-        self._last_offset = txn.last_offset
+        self._unsynced = True
+        self._entries = entries + [txn]
 
     def all_aborted_txns(self) -> list[AbortedTxn]:
-        return decode_entries(self._read_all())
+        entries = self._entries
+        if entries is None:
+            entries = self._entries = decode_entries(self._read_all())
+        return list(entries)
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
         """Entries overlapping [fetch_offset, upper_bound_offset); True when the search is complete."""
@@ -150,23 +167,22 @@ class TransactionIndex:
         for i, t in enumerate(entries):
             if t.last_offset >= offset:
                 self._truncate(i * ENTRY_SIZE)
-                self._last_offset = entries[i - 1].last_offset if i else None
+                self._entries = entries[:i]
                 return
 
     def reset(self) -> None:
         """Remove every entry (the segment is being recovered); an existing file stays, empty."""
-        if self._size or self._fd >= 0:
+        if self._size or os.path.exists(self.path):
             self._truncate(0)
-        self._last_offset = None
+        self._entries = []
 
     def _truncate(self, size: int) -> None:
         try:
-            fd = self._open()
+            os.truncate(self.path, size)
         except FileNotFoundError:
-            self._size = 0
-            return
-        os.ftruncate(fd, size)
+            size = 0
         self._size = size
+        self._entries = None
 
     def sanity_check(self) -> None:
         """Raise CorruptIndexError when the file cannot be a valid index of this segment."""
@@ -182,22 +198,28 @@ class TransactionIndex:
 
     # ------------------------------------------------------------------ lifecycle
     def flush(self) -> None:
-        if self._fd >= 0:
-            os.fsync(self._fd)
+        if not self._unsynced:
+            return
+        try:
+            fd = os.open(self.path, os.O_RDONLY)
+        except FileNotFoundError:
+            return
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self._unsynced = False
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        """Nothing stays open; kept for the segment's close."""
 
     def delete(self) -> None:
-        self.close()
         try:
             os.unlink(self.path)
         except FileNotFoundError:
             pass
         self._size = 0
-        self._last_offset = None
+        self._entries = []
 
     def rename_to(self, path: str) -> None:
         """Move the file (when it exists); the index uses ``path`` from now on either way."""

@@ -72,9 +72,7 @@ def _crash(m: LogManager, *logs: Log) -> None:
     """The process dies: files stay as they are, the OS closes descriptors and drops the flocks."""
     for log in logs:
         for seg in log.segments:
-            seg.offset_index.close_handler()
-            seg.time_index.close_handler()
-            seg.log_file.close()
+            seg.close_handlers()
         log._closed = True
     m._unlock_dirs()
 

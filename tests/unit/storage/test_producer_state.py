@@ -116,9 +116,7 @@ def test_state_rebuilt_after_crash_without_snapshot(open_log, tmp_path, clock) -
         log.append_as_leader(pbatch(2 * i, epoch=1), 0)
     # crash: no close, so no snapshot at the LEO; the roll snapshots exist
     for seg in log.segments:
-        seg.offset_index.close_handler()
-        seg.time_index.close_handler()
-        seg.log_file.close()
+        seg.close_handlers()
     log._closed = True
     log2 = Log.open(log.dir, LogConfig(segment_bytes=one * 2), time=clock)
     try:

@@ -32,9 +32,7 @@ def test_appends_read_back_and_survive_torn_tail(counts, interval, seg_batches, 
             assert first.base_offset <= off <= first.last_offset
         active = log.active_segment.path
         for seg in log.segments:  # crash
-            seg.offset_index.close_handler()
-            seg.time_index.close_handler()
-            seg.log_file.close()
+            seg.close_handlers()
         size = os.path.getsize(active)
         with open(active, "r+b") as f:
             f.truncate(max(0, size - chop))

@@ -109,8 +109,8 @@ def write_checkpoint(path: str, version: int, lines: Iterable[str], sync: bool =
 def read_checkpoint(path: str, expected_version: int, parse: Callable[[list[str]], T]) -> list[T]:
     """Parse a checkpoint file; a missing file reads as empty, a malformed one raises ValueError."""
     try:
-        with open(path, "r", encoding="utf-8") as f:
-            text = f.read()
+        with open(path, "rb", buffering=0) as f:
+            text = f.read().decode("utf-8")
     except FileNotFoundError:
         return []
     lines = text.split("\n")

@@ -101,8 +101,10 @@ class LeaderEpochFileCache:
         if not removed:
             return
         kept = [e for e in self._entries if e[1] > start_offset]
-        self._entries = [(removed[-1][0], start_offset)] + kept
-        self.flush()
+        entries = [(removed[-1][0], start_offset)] + kept
+        if entries != self._entries:  # at load the first entry usually starts at the log start offset already
+            self._entries = entries
+            self.flush()
 
     def clear(self) -> None:
         self._entries = []

@@ -139,20 +139,22 @@ class Log:
     def open(cls, dir_path: str, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
              clean_shutdown: bool = False, time: Callable[[], float] = _time.time,
              scheduler: Optional[Scheduler] = None, producer_id_expiration_ms: int = 86400000,
-             high_watermark: int = 0) -> "Log":
+             high_watermark: int = 0, existing: bool = False) -> "Log":
         """Load (and, after an unclean shutdown, recover) the log in ``dir_path``, creating it if needed.
 
         ``scheduler(delay_s, fn)`` runs deferred segment file deletion (file.delete.delay.ms); without
         one, deleted segments are removed at once.
         """
-        try:
-            os.mkdir(dir_path)
-            new = True
-        except FileExistsError:
-            new = False
-        except FileNotFoundError:
-            os.makedirs(dir_path, exist_ok=True)
-            new = True
+        new = False
+        if not existing:  # the loader knows its dirs exist; anyone else may be creating the partition
+            try:
+                os.mkdir(dir_path)
+                new = True
+            except FileExistsError:
+                pass
+            except FileNotFoundError:
+                os.makedirs(dir_path, exist_ok=True)
+                new = True
         log = cls(dir_path, config, time, scheduler, producer_id_expiration_ms, new=new)
         try:
             if new:  # nothing to list, load or recover: one file to create (a new partition at scale)
@@ -198,6 +200,7 @@ class Log:
                     and files.is_segment_stem(name) and files.offset_from_file_name(name) not in base_set:
                 os.unlink(os.path.join(self.dir, name))
         existing = frozenset(kept)
+        self.producer_state.use_listing(existing)
         bases.sort()
         rebuild: set[int] = set()
         for base in bases:

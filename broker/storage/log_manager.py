@@ -253,7 +253,7 @@ class LogManager:
 
         def load(job: tuple[str, str, TopicPartition, dict[str, object]]) -> tuple[TopicPartition, Log]:
             _, path, tp, kwargs = job
-            return tp, self._open_log(path, self._config_for(tp[0]), **kwargs)
+            return tp, self._open_log(path, self._config_for(tp[0]), existing=True, **kwargs)
 
         if threads > 1 and len(jobs) > 1:
             with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="log-recovery") as pool:

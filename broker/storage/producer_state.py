@@ -210,6 +210,7 @@ class ProducerStateManager:
     def __init__(self, log_dir: str, producer_id_expiration_ms: int = 86400000) -> None:
         self.log_dir = log_dir
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        self._known_names: "list[str] | frozenset[str] | None" = None
         self.producers: dict[int, ProducerStateEntry] = {}
         self.map_end_offset = 0
         #: open transactions: first offset -> producer id
@@ -315,8 +316,13 @@ class ProducerStateManager:
 
     # ----------------------------------------------------------- snapshots
     def list_snapshot_offsets(self) -> list[int]:
+        names = self._known_names
+        if names is not None:  # the loading log's own listing, used once
+            self._known_names = None
+        else:
+            names = os.listdir(self.log_dir)
         out = []
-        for name in os.listdir(self.log_dir):
+        for name in names:
             if name.endswith(files.PRODUCER_SNAPSHOT_SUFFIX) and files.is_segment_stem(name):
                 out.append(files.offset_from_file_name(name))
         return sorted(out)
@@ -345,6 +351,11 @@ class ProducerStateManager:
         for off in self.list_snapshot_offsets():
             if off < offset:
                 self._delete_snapshot(off)
+
+    def use_listing(self, names: "list[str] | frozenset[str]") -> None:
+        """The partition dir's file names, just listed by the loading log: the next snapshot listing uses them
+        instead of listing the dir again (a listdir per partition saved at start-up)."""
+        self._known_names = names
 
     def truncate_and_reload(self, log_start_offset: int, log_end_offset: int, now_ms: int) -> int:
         """Drop snapshots outside (log start, LEO], load the latest remaining; returns its offset.

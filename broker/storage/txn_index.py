@@ -186,6 +186,8 @@ class TransactionIndex:
 
     def sanity_check(self) -> None:
         """Raise CorruptIndexError when the file cannot be a valid index of this segment."""
+        if self._size == 0:
+            return
         if self._size % ENTRY_SIZE:
             raise CorruptIndexError("transaction index %s has a size of %d, not a multiple of %d"
                                     % (self.path, self._size, ENTRY_SIZE))

@@ -622,6 +622,9 @@ class Log:
 
     def _roll(self, new_base: int) -> LogSegment:
         old = self.segments[-1]
+        # The new segment's file first: if it cannot be created (no descriptor left, disk full) the append fails
+        # and the old segment stays the active one, whole.
+        seg = self._new_segment(new_base)
         if old.size == 0:
             # replace an empty active segment rather than leaving an empty one behind
             old.delete()
@@ -632,7 +635,6 @@ class Log:
         snapshot = self.producer_state.take_snapshot(new_base, sync=False)  # fsynced by the flush after the roll
         if snapshot is not None:
             self._unsynced_files.add(snapshot)
-        seg = self._new_segment(new_base)
         self.segments.append(seg)
         self._bases.append(new_base)
         logger.info("Rolled new log segment at offset %d in %s", new_base, self.dir)

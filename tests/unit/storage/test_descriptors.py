@@ -193,3 +193,28 @@ def test_clean_shutdown_makes_everything_durable_with_one_syncfs(tmp_path, monke
     assert calls == [d]
     recovery = checkpoints.OffsetCheckpointFile(os.path.join(d, files.RECOVERY_POINT_CHECKPOINT)).read()
     assert recovery == {("t", p): 3 for p in range(5)}
+
+
+def test_a_roll_that_cannot_open_its_new_file_leaves_the_log_whole(tmp_path, clock, monkeypatch) -> None:
+    one = len(batch(2))
+    log = Log.open(str(tmp_path / "t-0"), LogConfig(segment_bytes=one * 2), time=clock)
+    try:
+        log.append_as_leader(batch(2), 0)
+        log.append_as_leader(batch(2), 0)
+        real = file_cache.open_handle
+
+        def no_descriptors(path, flags, mode=0o644, cache=None):
+            if path.endswith(".log") and flags & os.O_CREAT:
+                raise OSError(errno.EMFILE, "Too many open files")
+            return real(path, flags, mode, cache)
+
+        monkeypatch.setattr("broker.storage.segment.open_handle", no_descriptors)
+        with pytest.raises(OSError):
+            log.append_as_leader(batch(2), 0)  # needs a roll
+        assert log.log_end_offset == 4 and log.active_segment.active and len(log.segments) == 1
+        monkeypatch.undo()
+        assert log.append_as_leader(batch(2), 0).first_offset == 4  # descriptors back: the roll happens
+        assert [s.base_offset for s in log.segments] == [0, 4]
+        assert [r for r in range(6) if log.read(r, 1 << 20).records is None] == []
+    finally:
+        log.close()

@@ -32,6 +32,7 @@ from broker.api import (add_offsets_to_txn, add_partitions_to_txn, describe_tran
 from broker.api import access, acls  # authorization
 from broker.api import delegation_tokens, user_scram_credentials  # SCRAM credentials, tokens
 from broker.api.authz import Authz
+from broker.api.metadata_answers import MetadataAnswers
 from broker.api.registry import ApiRegistry
 from broker.protocol.api import ApiKey
 
@@ -99,7 +100,7 @@ def build_registry(s: ApiServices) -> ApiRegistry:
     mod(ApiKey.PRODUCE, produce, replica_manager=rm, metadata=md, verification=s.produce_verification)
     mod(ApiKey.FETCH, fetch, replica_manager=rm, metadata=md, fetch_sessions=s.fetch_sessions, throttler=s.throttler)
     mod(ApiKey.LIST_OFFSETS, list_offsets, replica_manager=rm)
-    mod(ApiKey.METADATA, metadata, metadata=md, admin=s.admin, config=s.config)
+    mod(ApiKey.METADATA, metadata, metadata=md, admin=s.admin, config=s.config, answers=MetadataAnswers(md))
     mod(ApiKey.API_VERSIONS, api_versions, registry=reg)
     mutations = s.quotas.controller_mutation
     mod(ApiKey.CREATE_TOPICS, create_topics, admin=s.admin, config=s.config, controller=s.controller,

@@ -1,4 +1,10 @@
-"""Metadata: brokers, controller, topics and partition leaders; auto-creates topics like Kafka."""
+"""Metadata: brokers, controller, topics and partition leaders; auto-creates topics like Kafka.
+
+Known topics are answered from :class:`~broker.api.metadata_answers.MetadataAnswers` (each topic's entry
+encoded once per change, not walked per request); :func:`topic_entry` and :func:`partition_entries` are the
+per-partition walk, kept as the reference those entries are tested against and used when a handler is bound
+without ``answers``. Loop affinity: the event loop, like the MetadataCache.
+"""
 from __future__ import annotations
 
 import uuid
@@ -6,6 +12,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Set
 
 from broker.api import acl_ops
 from broker.api.authz import Authz
+from broker.api.metadata_answers import MetadataAnswers, TopicAnswer
 from broker.api.topic_names import invalid_topic_reason
 from broker.errors import ErrorCode
 from broker.security.acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
@@ -31,6 +38,15 @@ def _name_of(metadata: "MetadataCache", topic_id: Optional[uuid.UUID]) -> Option
 def _refused(name: Optional[str], topic_id: uuid.UUID, is_internal: bool) -> dict:
     return {"error_code": ErrorCode.TOPIC_AUTHORIZATION_FAILED, "name": name, "topic_id": topic_id,
             "is_internal": is_internal, "partitions": [], "topic_authorized_operations": acl_ops.NOT_REQUESTED}
+
+
+def _invalid_request(requested: List[Any]) -> dict:
+    """Kafka's answer to topic ids (or null names) in a v10-11 request: InvalidRequestException, answered by
+    MetadataRequest.getErrorResponse (every topic INVALID_REQUEST, a null name as "", nothing else)."""
+    return {"throttle_time_ms": 0, "brokers": [], "topics": [
+        {"error_code": ErrorCode.INVALID_REQUEST, "name": t.name if t.name is not None else "",
+         "topic_id": getattr(t, "topic_id", None) or ZERO_UUID, "is_internal": False, "partitions": []}
+        for t in requested]}
 
 
 def partition_entries(metadata: "MetadataCache", topic: Any, version: int, listener: str) -> List[dict]:
@@ -66,6 +82,7 @@ def partition_entries(metadata: "MetadataCache", topic: Any, version: int, liste
 
 def topic_entry(metadata: "MetadataCache", name: Optional[str], version: int, include_ops: bool,
                 topic_id: Optional[uuid.UUID] = None, error: int = 0, listener: str = "PLAINTEXT") -> dict:
+    """A topic's entry, walking its partitions (or UNKNOWN_TOPIC_OR_PARTITION / ``error`` for an unknown one)."""
     meta = metadata.topic(name) if name is not None else None
     if meta is None:
         return {"error_code": error or ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "name": name,
@@ -82,25 +99,43 @@ def topic_entry(metadata: "MetadataCache", name: Optional[str], version: int, in
 
 
 async def handle(ctx: "RequestContext", request: Any, *, metadata: "MetadataCache", admin: "AdminManager",
-                 config: "DynamicBrokerConfig", authz: Authz = _ALLOW_ALL) -> dict:
+                 config: "DynamicBrokerConfig", authz: Authz = _ALLOW_ALL,
+                 answers: Optional[MetadataAnswers] = None) -> dict:
+    """Kafka's handleTopicMetadataRequest. ``answers``: the prepared entries of known topics (None: walk them)."""
     version = ctx.api_version
+    listener = ctx.listener_name
     if not metadata.initialized:
         await metadata.wait_initialized(METADATA_WAIT_S)
     include_ops = bool(getattr(request, "include_topic_authorized_operations", False))
     requested = request.topics
-    topics: List[dict] = []
+    if 10 <= version < 12 and requested and any(
+            t.name is None or (getattr(t, "topic_id", None) or ZERO_UUID) != ZERO_UUID for t in requested):
+        return _invalid_request(requested)
+    # Entries are dicts, or TopicAnswers (known topics, when prepared). Each is taken when its topic is
+    # reached, as Kafka does: an auto-creation awaited for a later topic does not change it.
+    topics: List[Any] = []
+
+    def known(name: str) -> Any:
+        meta = metadata.topic(name)
+        if meta is None or answers is None:
+            return topic_entry(metadata, name, version, include_ops, listener=listener)
+        return answers.answer(meta, version, listener)
     # With an authorizer (Kafka's handleTopicMetadataRequest): topics need DESCRIBE (all-topics requests silently
     # leave the others out, named ones get TOPIC_AUTHORIZATION_FAILED without disclosing existence); auto-creating
     # needs CREATE on the cluster or on the topic. Refused topics follow the others, as in Kafka.
     refused_create: List[dict] = []
     refused_describe: List[dict] = []
     if requested is None or (version == 0 and len(requested) == 0):
-        names = sorted(metadata.topics)
+        names = answers.topic_names() if answers is not None else sorted(metadata.topics)
         if authz.enabled:
             allowed = authz.filter_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names, log_if_denied=False)
             names = [n for n in names if n in allowed]
-        for name in names:
-            topics.append(topic_entry(metadata, name, version, include_ops, listener=ctx.listener_name))
+        if answers is not None:
+            topics.extend(answers.answer_all(names, version, listener) if authz.enabled
+                          else answers.answer_every_topic(version, listener))
+        else:
+            for name in names:
+                topics.append(topic_entry(metadata, name, version, include_ops, listener=listener))
     else:
         allow_auto = (getattr(request, "allow_auto_topic_creation", True) if version >= 4 else True)
         auto_create = allow_auto and config.get("auto.create.topics.enable")
@@ -146,14 +181,17 @@ async def handle(ctx: "RequestContext", request: Any, *, metadata: "MetadataCach
                         topics.append(topic_entry(metadata, None, version, include_ops,
                                                   error=err or ErrorCode.LEADER_NOT_AVAILABLE) | {"name": name})
                         continue
-            topics.append(topic_entry(metadata, name, version, include_ops, listener=ctx.listener_name))
+            topics.append(known(name))
     cluster_ops = acl_ops.NOT_REQUESTED
     if getattr(request, "include_cluster_authorized_operations", False):
         cluster_ops = acl_ops.CLUSTER_OPERATIONS
     if authz.enabled:
         if include_ops:
-            for entry in topics:
-                if entry.get("name") is not None:
+            for i, entry in enumerate(topics):
+                if entry.__class__ is TopicAnswer:
+                    topics[i] = entry.with_operations(
+                        version, authz.authorized_operations(ctx, ResourceType.TOPIC, entry.name))
+                elif entry.get("name") is not None:
                     entry["topic_authorized_operations"] = authz.authorized_operations(ctx, ResourceType.TOPIC,
                                                                                        entry["name"])
         if cluster_ops != acl_ops.NOT_REQUESTED:
@@ -163,10 +201,15 @@ async def handle(ctx: "RequestContext", request: Any, *, metadata: "MetadataCach
         topics.extend(refused_create)
         topics.extend(refused_describe)
     elif include_ops:  # Kafka sets every answered topic's operations, the ones with an error included
-        for entry in topics:
-            entry["topic_authorized_operations"] = acl_ops.TOPIC_OPERATIONS
+        for i, entry in enumerate(topics):
+            if entry.__class__ is TopicAnswer:
+                topics[i] = entry.with_operations(version, acl_ops.TOPIC_OPERATIONS)
+            else:
+                entry["topic_authorized_operations"] = acl_ops.TOPIC_OPERATIONS
+    if answers is not None:
+        topics = [e.entry if e.__class__ is TopicAnswer else e for e in topics]
     brokers = [{"node_id": bid, "host": ep.host, "port": ep.port, "rack": rack}
-               for bid, ep, rack in metadata.alive_endpoints(ctx.listener_name)]
+               for bid, ep, rack in metadata.alive_endpoints(listener)]
     return {
         "throttle_time_ms": 0,
         "brokers": brokers,

@@ -22,12 +22,12 @@ from broker.errors import UnsupportedVersionError
 from .api_keys import ApiKey
 from .codec import MessageCodec, assemble, codec_for, read_uvarint
 from .exceptions import MalformedMessageError, TruncatedHeaderError
-from .schema import ApiSchema, load_apis, load_messages
+from .schema import ApiSchema, MessageSchema, load_apis, load_messages
 
 __all__ = [
     "ApiKey", "API_VERSIONS_RANGE", "RequestHeader", "is_flexible", "request_header_version",
     "response_header_version", "decode_request_header", "decode_request", "encode_request",
-    "encode_response", "decode_response", "decode_response_with_header", "data_codec",
+    "encode_response", "decode_response", "decode_response_with_header", "data_codec", "response_schema",
 ]
 
 _APIS: dict[int, ApiSchema] = load_apis()
@@ -233,6 +233,11 @@ def decode_response(api_key: int, version: int, data: memoryview | bytes,
                     has_size_prefix: bool = True) -> Any:
     """Decode a response frame (by default as produced by encode_response, size prefix included)."""
     return decode_response_with_header(api_key, version, data, has_size_prefix)[1]
+
+
+def response_schema(api_key: int, version: int) -> MessageSchema:
+    """The response schema of (api, version), e.g. for ``codec.element_encoder``."""
+    return _api(api_key, version).response
 
 
 def data_codec(name: str, version: int) -> MessageCodec:

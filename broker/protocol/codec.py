@@ -22,13 +22,16 @@ struct schema), holding every field of every version (absent ones carry their de
 ``records`` decode to a zero-copy memoryview slice of the input. Encoding accepts those objects
 or plain dicts; missing fields take their default. ``records`` accept bytes-like objects, a
 sized non-bytes object (FileSlice: emitted as its own part, never read) or a list of those.
+An element of an array of structs may also be a :class:`PreEncoded`: that struct's bytes, already
+encoded at the message's version (by ``element_encoder``), written as they are. This lets a
+handler reuse the encoding of entries that seldom change (Metadata's topics).
 """
 from __future__ import annotations
 
 import struct
 import uuid
 from functools import lru_cache
-from typing import Any
+from typing import Any, Callable
 
 from .exceptions import MalformedMessageError
 from .schema import Field, MessageSchema
@@ -132,6 +135,27 @@ def struct_class(name: str, fields: tuple[Field, ...]) -> type[Message]:
         lines.append("    pass")
     exec("\n".join(lines), ns)  # noqa: S102 - generated from our own schema names only
     return type(name, (Message,), {"__slots__": names, "_fields": names, "__init__": ns["__init__"]})
+
+
+class PreEncoded:
+    """One struct, already encoded at the version of the message it will be part of.
+
+    Accepted as an element of an array of that struct; the encoder copies ``data`` without looking
+    inside, so encoding it at another version, or as another struct, writes a corrupt message.
+    """
+
+    __slots__ = ("data",)
+
+    def __init__(self, data: bytes) -> None:
+        self.data = data
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, PreEncoded) and other.data == self.data
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"PreEncoded({len(self.data)} bytes)"
 
 
 class _Missing:
@@ -278,6 +302,33 @@ def join_parts(parts: list[Any], read_slices: bool = False) -> bytes:
 
 
 _codecs: dict[tuple[str, int], MessageCodec] = {}
+_element_encoders: dict[tuple[str, tuple[str, ...], int], Callable[[Any], PreEncoded]] = {}
+
+
+def element_encoder(schema: MessageSchema, path: tuple[str, ...], version: int) -> Callable[[Any], PreEncoded]:
+    """An encoder of one element of the struct array at ``path`` (field names from the top of ``schema``).
+
+    The element is encoded exactly as it would be inside a ``schema`` message of ``version``; the
+    result goes back into such a message as a :class:`PreEncoded` element. Record sets are not
+    supported (they would be out-of-line parts).
+    """
+    key = (schema.name, path, version)
+    fn = _element_encoders.get(key)
+    if fn is None:
+        from .gen import compile_element_encoder
+
+        enc = compile_element_encoder(schema, path, version)
+
+        def fn(element: Any) -> PreEncoded:
+            w = bytearray()
+            ins: list[tuple[int, Any]] = []
+            enc(w, ins, element)
+            if ins:
+                raise ValueError(f"{schema.name} {'.'.join(path)}: out-of-line parts cannot be pre-encoded")
+            return PreEncoded(bytes(w))
+
+        _element_encoders[key] = fn
+    return fn
 
 
 def codec_for(schema: MessageSchema, version: int) -> MessageCodec:

@@ -242,6 +242,18 @@ def test_metadata_all_topics(pair: Pair) -> None:
               sort=[("topics", "name")])
 
 
+def test_metadata_topic_ids(pair: Pair) -> None:
+    """v12 looks topics up by id (an unknown one: UNKNOWN_TOPIC_ID); v10-11 refuse ids and null names (every topic
+    INVALID_REQUEST, Kafka's MetadataRequest.getErrorResponse)."""
+    new_topic(pair, "md-ids")
+    pair.same(ApiKey.METADATA, 12, {"topics": [{"name": None, "topic_id": uuid.UUID(int=77)}],
+                                    "allow_auto_topic_creation": False})
+    for version in (10, 11):
+        for topics in ([{"name": "md-ids", "topic_id": uuid.UUID(int=5)}, {"name": "md-ids"}],
+                       [{"name": None, "topic_id": uuid.UUID(int=6)}]):
+            pair.same(ApiKey.METADATA, version, {"topics": topics, "allow_auto_topic_creation": False})
+
+
 def test_metadata_auto_creates_when_asked(pair: Pair) -> None:
     body = {"topics": [{"name": "md-auto", "topic_id": uuid.UUID(int=0)}], "allow_auto_topic_creation": True}
     pair.same(ApiKey.METADATA, 12, body)

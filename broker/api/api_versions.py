@@ -26,4 +26,4 @@ def valid_client_software(request: Any, version: int) -> bool:
 async def handle(ctx: "RequestContext", request: Any, *, registry: "ApiRegistry") -> dict:
     if not valid_client_software(request, ctx.api_version):
         return {"error_code": ErrorCode.INVALID_REQUEST, "api_keys": [], "throttle_time_ms": 0}
-    return registry.api_versions_body()
+    return registry.api_versions_answer(ctx.api_version)

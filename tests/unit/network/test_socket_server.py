@@ -1,0 +1,234 @@
+"""SocketServer on real sockets (127.0.0.1, ephemeral ports), on asyncio's loop and uvloop's.
+
+The dispatcher echoes each request frame, so a test sees exactly which bytes reached the broker's connection:
+bytes that arrive before the acceptor hands the socket over (uvloop reads right after connection_made) must not
+be lost; the descriptor budget refuses with one line; a failed accept() (EMFILE) is one WARN line, not
+asyncio's traceback per retry; connections.max.idle.ms closes idle connections only.
+"""
+from __future__ import annotations
+
+import asyncio
+import logging
+import resource
+import socket
+import struct
+from typing import Any, Awaitable, Callable, List, Optional
+
+import pytest
+
+from broker.network.socket_server import ConnectionLimits, ListenerSpec, SocketServer
+from broker.util import fd_budget
+from broker.util.fd_budget import DescriptorBudget, count_open_descriptors
+
+LOOPS = ["asyncio"]
+try:
+    import uvloop  # noqa: F401
+    LOOPS.append("uvloop")
+except ImportError:  # uvloop is an optional extra
+    pass
+
+
+class EchoDispatcher:
+    CLOSE = object()
+
+    def __init__(self) -> None:
+        self.frames: List[bytes] = []
+
+    async def handle(self, connection: Any, frame: memoryview) -> Any:
+        self.frames.append(bytes(frame))
+        return [struct.pack(">i", len(frame)) + bytes(frame)]
+
+
+def run(loop_name: str, main: Callable[[], Awaitable[None]]) -> None:
+    if loop_name == "uvloop":
+        import uvloop
+        uvloop.run(main())
+    else:
+        asyncio.run(main())
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+async def start(limits: Optional[ConnectionLimits] = None, budget: Optional[DescriptorBudget] = None,
+                idle_ms: int = 600000) -> tuple:
+    d = EchoDispatcher()
+    server = SocketServer(d, [ListenerSpec("PLAINTEXT", "127.0.0.1", 0)], 1 << 20, limits=limits, budget=budget,
+                          connections_max_idle_ms=idle_ms)  # type: ignore[arg-type]
+    await server.start()
+    return d, server, server.bound_ports["PLAINTEXT"]
+
+
+def _blocking_exchange(port: int, payload: bytes, timeout: float) -> bytes:
+    with socket.create_connection(("127.0.0.1", port), timeout=timeout) as c:
+        c.sendall(frame(payload))
+        data = b""
+        while len(data) < 4 or len(data) < 4 + struct.unpack(">i", data[:4])[0]:
+            chunk = c.recv(65536)
+            if not chunk:
+                raise ConnectionResetError("closed by the broker")
+            data += chunk
+        return data[4:]
+
+
+async def exchange(port: int, payload: bytes, timeout: float = 5.0) -> bytes:
+    """Connect and send at once from another thread (so the bytes can arrive before the loop has handed the
+    socket to its connection, as with a client process), then read the echoed frame."""
+    return await asyncio.get_running_loop().run_in_executor(None, _blocking_exchange, port, payload, timeout)
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_a_request_sent_with_the_connect_is_answered(loop_name: str) -> None:
+    async def main() -> None:
+        d, server, port = await start()
+        try:
+            for i in range(20):
+                assert await exchange(port, b"hello-%d" % i) == b"hello-%d" % i
+        finally:
+            await server.stop()
+    run(loop_name, main)
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_bytes_read_while_the_connection_waits_for_its_creation_rate_are_replayed(loop_name: str) -> None:
+    async def main() -> None:
+        d, server, port = await start(ConnectionLimits(max_creation_rate=lambda: 5))
+        try:
+            got = await asyncio.gather(*(exchange(port, b"req-%d" % i) for i in range(8)))  # 3 wait ~0.2-0.6 s
+            assert got == [b"req-%d" % i for i in range(8)]
+        finally:
+            await server.stop()
+    run(loop_name, main)
+
+
+def test_the_budget_refuses_with_one_line_then_admits_again(caplog: pytest.LogCaptureFixture) -> None:
+    open_now = [990]
+    budget = DescriptorBudget(lambda: 10, limit=lambda: 1000, count=lambda: open_now[0])
+    caplog.set_level(logging.INFO, logger="broker.util.fd_budget")
+
+    async def main() -> None:
+        d, server, port = await start(budget=budget)
+        try:
+            for _ in range(3):
+                with pytest.raises(ConnectionError):
+                    await exchange(port, b"refused")
+            assert d.frames == [] and budget.refused_total == 3
+            open_now[0] = 500
+            await asyncio.sleep(fd_budget.CONFIRM_INTERVAL_S + 0.02)
+            assert await exchange(port, b"admitted") == b"admitted"
+            await asyncio.sleep(0.1)
+            assert budget.open == 499  # the count (500) included the admitted socket, which has closed again
+        finally:
+            await server.stop()
+    asyncio.run(main())
+    lines = [r.getMessage() for r in caplog.records]
+    assert len(lines) == 2, lines
+    assert lines[0].startswith("Refusing new connections on listener PLAINTEXT: 991 of 1000 file descriptors")
+    assert lines[1].startswith("Accepting new connections again") and "2 connections refused" in lines[1]
+
+
+def test_a_failed_accept_is_one_warning_and_pending_connections_are_served_after(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """asyncio's loop (uvloop's libuv closes the pending connections instead and reports nothing)."""
+    caplog.set_level(logging.INFO)
+
+    async def main() -> None:
+        d, server, port = await start()
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        clients = [socket.socket() for _ in range(3)]
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (count_open_descriptors(), hard))  # not one more
+            for c in clients:
+                c.setblocking(False)
+                try:
+                    c.connect(("127.0.0.1", port))
+                except BlockingIOError:
+                    pass
+            await asyncio.sleep(2.3)  # asyncio retries accepting after 1 s: two more failed rounds
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+        loop = asyncio.get_running_loop()
+        try:
+            for i, c in enumerate(clients):
+                await loop.sock_sendall(c, frame(b"late-%d" % i))
+                head = await asyncio.wait_for(loop.sock_recv(c, 4), 5)
+                assert await asyncio.wait_for(loop.sock_recv(c, 100), 5) == b"late-%d" % i, head
+        finally:
+            for c in clients:
+                c.close()
+            await server.stop()
+    asyncio.run(main())
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1, [r.getMessage() for r in warnings]
+    assert warnings[0].getMessage().startswith("Error while accepting connections on listener PLAINTEXT: Too many "
+                                               "open files")
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_connections_idle_longer_than_connections_max_idle_ms_are_closed(loop_name: str) -> None:
+    async def main() -> None:
+        d, server, port = await start(idle_ms=300)
+        try:
+            idle_r, idle_w = await asyncio.open_connection("127.0.0.1", port)
+            busy_r, busy_w = await asyncio.open_connection("127.0.0.1", port)
+            for _ in range(8):  # the busy one talks every 100 ms for 0.8 s
+                busy_w.write(frame(b"ping"))
+                await asyncio.wait_for(busy_r.readexactly(8), 5)
+                await asyncio.sleep(0.1)
+            assert await asyncio.wait_for(idle_r.read(), 5) == b""  # closed by the broker
+            busy_w.write(frame(b"still"))
+            assert await asyncio.wait_for(busy_r.readexactly(9), 5) == frame(b"still")
+            busy_w.close()
+            idle_w.close()
+        finally:
+            await server.stop()
+    run(loop_name, main)
+
+
+@pytest.fixture(scope="module")
+def tls_files(tmp_path_factory: pytest.TempPathFactory) -> tuple:
+    import shutil
+    import subprocess
+    if shutil.which("openssl") is None:
+        pytest.fail("openssl is needed (scripts/install-test.sh installs it)")
+    d = tmp_path_factory.mktemp("tls")
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(d / "k.pem"), "-out",
+                    str(d / "c.pem"), "-days", "2", "-subj", "/CN=localhost"], check=True, capture_output=True)
+    return str(d / "c.pem"), str(d / "k.pem")
+
+
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_tls_requests_sent_with_the_handshake_are_answered(loop_name: str, tls_files: tuple) -> None:
+    import ssl
+    cert, key = tls_files
+    server_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    server_ctx.load_cert_chain(cert, key)
+    client_ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    client_ctx.load_verify_locations(cert)
+    client_ctx.check_hostname = False
+
+    def client(port: int, payload: bytes) -> bytes:
+        with socket.create_connection(("127.0.0.1", port), timeout=5) as raw, \
+                client_ctx.wrap_socket(raw, server_hostname="localhost") as c:
+            c.sendall(frame(payload))
+            data = b""
+            while len(data) < 4 + len(payload):
+                chunk = c.recv(65536)
+                if not chunk:
+                    raise ConnectionResetError("closed by the broker")
+                data += chunk
+            return data[4:]
+
+    async def main() -> None:
+        d = EchoDispatcher()
+        server = SocketServer(d, [ListenerSpec("SSL", "127.0.0.1", 0, "SSL", server_ctx)], 1 << 20)  # type: ignore
+        await server.start()
+        port = server.bound_ports["SSL"]
+        loop = asyncio.get_running_loop()
+        try:
+            got = await asyncio.gather(*(loop.run_in_executor(None, client, port, b"tls-%d" % i) for i in range(6)))
+            assert got == [b"tls-%d" % i for i in range(6)]
+        finally:
+            await server.stop()
+    run(loop_name, main)

@@ -160,13 +160,11 @@ class BrokerCollector(Collector):
         if gc is None:
             return family
         rows = []
-        for shard in list(gc.shards.values()):
-            for group_id, group in list(shard.groups.items()):
-                for tp, committed in list(group.offsets.items()):
-                    p = partitions.get(tp)
-                    if p is None:
-                        continue
-                    rows.append((group_id, tp[0], tp[1], max(0, p.log.high_watermark - committed.offset)))
+        for group_id, tp, offset in gc.committed_offsets():
+            p = partitions.get(tp)
+            if p is None:
+                continue
+            rows.append((group_id, tp[0], tp[1], max(0, p.log.high_watermark - offset)))
         for group_id, topic, partition, lag in sorted(rows):
             family.add_metric([group_id, topic, str(partition)], float(lag))
         return family

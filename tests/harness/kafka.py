@@ -44,7 +44,7 @@ class RealKafkaBroker:
     """``kafka.Kafka server.properties`` in its own process; output in ``kafka-<id>.out``."""
 
     def __init__(self, workdir: Path, zk_connect: str, broker_id: int, port: Optional[int] = None,
-                 overrides: Optional[Dict[str, str]] = None) -> None:
+                 overrides: Optional[Dict[str, str]] = None, heap: str = "512m") -> None:
         self.workdir = Path(workdir)
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.zk_connect = zk_connect
@@ -55,6 +55,8 @@ class RealKafkaBroker:
         self.config_path = self.workdir / f"kafka-real-{broker_id}.properties"
         self.output_path = self.workdir / f"kafka-{broker_id}.out"
         self.proc: Optional[subprocess.Popen[bytes]] = None
+        #: -Xmx (benchmarks at scale pass Kafka's own default, kafka-server-start.sh's 1G)
+        self.heap = heap
 
     @property
     def bootstrap(self) -> str:
@@ -74,7 +76,7 @@ class RealKafkaBroker:
         since = len(self.output())  # a restart appends: only what this run prints counts
         with open(self.output_path, "ab") as out:
             self.proc = subprocess.Popen(
-                [java, "-Xmx512m", "-XX:+UseSerialGC", f"-Dlog4j.configuration=file:{log4j}", "-cp",
+                [java, f"-Xmx{self.heap}", "-XX:+UseSerialGC", f"-Dlog4j.configuration=file:{log4j}", "-cp",
                  kafka_classpath(), "kafka.Kafka", str(self.config_path)],
                 cwd=str(self.workdir), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)

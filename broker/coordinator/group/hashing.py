@@ -6,6 +6,8 @@ except that Integer.MIN_VALUE maps to 0 (not ``x & 0x7fffffff``, which is ``Util
 """
 from __future__ import annotations
 
+import functools
+
 
 def java_string_hash_code(s: str) -> int:
     """Java ``String.hashCode()`` of ``s`` as a signed int32."""
@@ -21,6 +23,8 @@ def kafka_abs(n: int) -> int:
     return 0 if n == -(1 << 31) else abs(n)
 
 
+@functools.lru_cache(maxsize=65536)
 def partition_for(group_id: str, num_partitions: int) -> int:
-    """The ``__consumer_offsets`` partition whose leader coordinates ``group_id``."""
+    """The ``__consumer_offsets`` partition whose leader coordinates ``group_id`` (cached: every group request
+    routes through it, and the hash walks the id one UTF-16 unit at a time)."""
     return kafka_abs(java_string_hash_code(group_id)) % num_partitions

@@ -50,9 +50,28 @@ def _enc(name: str, version: int, message: Any) -> bytes:
     return _I16.pack(version) + data_codec(name, version).encode(message)
 
 
+# The offset-commit key and value are written and read for every commit and every loaded record, so the
+# versions Kafka 3.9 writes (key v1, value v3 and v1) are packed by hand; the codec stays the reference (a unit
+# test compares both) and reads every other version.
+_HH = struct.Struct(">hh")
+_I32 = struct.Struct(">i")
+_I64 = struct.Struct(">q")
+_I64_I64 = struct.Struct(">qq")
+_VALUE_V3_HEAD = struct.Struct(">hqih")   # version, offset, leader_epoch, metadata length
+_VALUE_V1_HEAD = struct.Struct(">hqh")    # version, offset, metadata length (v0-v2)
+_MAX_STRING = 32767
+
+
+def _utf8(s: str) -> bytes:
+    b = s.encode("utf-8")
+    if len(b) > _MAX_STRING:
+        raise ValueError(f"string of {len(b)} bytes is longer than the int16 length allows")
+    return b
+
+
 def offset_commit_key(group: str, topic: str, partition: int) -> bytes:
-    return _enc("OffsetCommitKey", OFFSET_COMMIT_KEY_VERSION,
-                {"group": group, "topic": topic, "partition": partition})
+    g, t = _utf8(group), _utf8(topic)
+    return b"".join((_HH.pack(OFFSET_COMMIT_KEY_VERSION, len(g)), g, _I16.pack(len(t)), t, _I32.pack(partition)))
 
 
 def group_metadata_key(group: str) -> bytes:
@@ -61,13 +80,12 @@ def group_metadata_key(group: str) -> bytes:
 
 def offset_commit_value(offset: int, leader_epoch: int, metadata: str, commit_timestamp: int,
                         expire_timestamp: Optional[int]) -> bytes:
+    m = _utf8(metadata)
     if expire_timestamp is not None:
-        return _enc("OffsetCommitValue", OFFSET_COMMIT_VALUE_VERSION_EXPIRE,
-                    {"offset": offset, "metadata": metadata, "commit_timestamp": commit_timestamp,
-                     "expire_timestamp": expire_timestamp})
-    return _enc("OffsetCommitValue", OFFSET_COMMIT_VALUE_VERSION,
-                {"offset": offset, "leader_epoch": leader_epoch, "metadata": metadata,
-                 "commit_timestamp": commit_timestamp})
+        return b"".join((_VALUE_V1_HEAD.pack(OFFSET_COMMIT_VALUE_VERSION_EXPIRE, offset, len(m)), m,
+                         _I64_I64.pack(commit_timestamp, expire_timestamp)))
+    return b"".join((_VALUE_V3_HEAD.pack(OFFSET_COMMIT_VALUE_VERSION, offset, leader_epoch, len(m)), m,
+                     _I64.pack(commit_timestamp)))
 
 
 def group_metadata_value(value: dict) -> bytes:
@@ -75,18 +93,66 @@ def group_metadata_value(value: dict) -> bytes:
     return _enc("GroupMetadataValue", GROUP_METADATA_VALUE_VERSION, value)
 
 
-def decode_key(key: bytes) -> Union[OffsetKey, GroupKey]:
-    version = _I16.unpack_from(key, 0)[0]
-    if version in (0, 1):
-        m, _ = data_codec("OffsetCommitKey", version).decode(key, 2)
-        return OffsetKey(m.group, m.topic, m.partition)
+def _string_at(data: bytes, pos: int) -> Tuple[str, int]:
+    """A non-null int16-length UTF-8 string at ``pos``; (string, position after it)."""
+    (n,) = _I16.unpack_from(data, pos)
+    end = pos + 2 + n
+    if n < 0 or end > len(data):
+        raise ValueError(f"bad string length {n} at {pos}")
+    return bytes(data[pos + 2:end]).decode(), end
+
+
+def decode_offset_key(key: bytes) -> Optional[Tuple[str, str, int]]:
+    """(group, topic, partition) of an OffsetCommitKey (key version 0 or 1), None for a GroupMetadataKey.
+
+    Raises ValueError (or struct.error) for an unknown version or a malformed key."""
+    version, n = _HH.unpack_from(key, 0)
     if version == 2:
-        m, _ = data_codec("GroupMetadataKey", version).decode(key, 2)
-        return GroupKey(m.group)
-    raise ValueError(f"unknown __consumer_offsets key version {version}")
+        return None
+    if version not in (0, 1):
+        raise ValueError(f"unknown __consumer_offsets key version {version}")
+    end = 4 + n
+    (m,) = _I16.unpack_from(key, end)
+    end2 = end + 2 + m
+    if n < 0 or m < 0 or end2 + 4 > len(key):
+        raise ValueError("malformed OffsetCommitKey")
+    return key[4:end].decode(), key[end + 2:end2].decode(), _I32.unpack_from(key, end2)[0]
+
+
+def decode_key(key: bytes) -> Union[OffsetKey, GroupKey]:
+    k = decode_offset_key(key)
+    if k is not None:
+        return OffsetKey(*k)
+    return GroupKey(_string_at(key, 2)[0])
+
+
+def decode_offset_commit_value(value: bytes) -> Tuple[int, int, str, int, Optional[int]]:
+    """(offset, leader_epoch, metadata, commit_timestamp, expire_timestamp or None) of any value version."""
+    (version,) = _I16.unpack_from(value, 0)
+    if version == 3:
+        _v, offset, leader_epoch, n = _VALUE_V3_HEAD.unpack_from(value, 0)
+        pos = _VALUE_V3_HEAD.size
+        if n < 0 or pos + n + 8 > len(value):
+            raise ValueError("malformed OffsetCommitValue v3")
+        return offset, leader_epoch, value[pos:pos + n].decode(), _I64.unpack_from(value, pos + n)[0], None
+    if version in (0, 1, 2):
+        _v, offset, n = _VALUE_V1_HEAD.unpack_from(value, 0)
+        pos = _VALUE_V1_HEAD.size
+        if n < 0 or pos + n + (16 if version == 1 else 8) > len(value):
+            raise ValueError(f"malformed OffsetCommitValue v{version}")
+        metadata = value[pos:pos + n].decode()
+        if version == 1:
+            commit_ts, expire_ts = _I64_I64.unpack_from(value, pos + n)
+            return offset, -1, metadata, commit_ts, (None if expire_ts == -1 else expire_ts)
+        return offset, -1, metadata, _I64.unpack_from(value, pos + n)[0], None
+    v = decode_offset_value(value)
+    expire = getattr(v, "expire_timestamp", -1)
+    return v.offset, getattr(v, "leader_epoch", -1), v.metadata or "", v.commit_timestamp, \
+        (None if expire == -1 else expire)
 
 
 def decode_offset_value(value: bytes) -> Any:
+    """The codec's OffsetCommitValue message (any version; the reference for the fast path above)."""
     version = _I16.unpack_from(value, 0)[0]
     return data_codec("OffsetCommitValue", version).decode(value, 2)[0]
 

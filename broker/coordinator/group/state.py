@@ -21,6 +21,7 @@ timer firing early or for something that no longer exists is ignored, so a stale
 from __future__ import annotations
 
 import logging
+import sys
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
@@ -38,6 +39,8 @@ EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD = (
     "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
 CONSUMER_PROTOCOL_TYPE = "consumer"
 NEW_MEMBER_JOIN_TIMEOUT_MS = 5 * 60 * 1000
+#: distinct keys noted while loading before they are applied (bounds the memory of a load; see begin_loading)
+LOAD_BUFFER_KEYS = 100_000
 
 
 @dataclass
@@ -51,13 +54,27 @@ class GroupConfig:
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
 
 
-@dataclass
+@dataclass(slots=True)
 class OffsetAndMetadata:
+    """An offset as a commit request (or a pending transactional commit) carries it."""
     offset: int
     leader_epoch: int = -1
     metadata: str = ""
     commit_timestamp: int = 0
     expire_timestamp: Optional[int] = None
+
+
+#: A committed offset as a group keeps it: an exact tuple of atomic values, which CPython's cyclic GC stops
+#: tracking after one pass, so a coordinator holding a million offsets adds nothing to every collection:
+#: (offset, leader_epoch, metadata, commit_timestamp, expire_timestamp or None, record_offset or None).
+#: record_offset is Kafka's CommitRecordMetadataAndOffset.appendedBatchOffset: where in the partition the commit
+#: was written (None while not known), which tells a transactional commit from an older plain one.
+CommittedOffset = Tuple[int, int, str, int, Optional[int], Optional[int]]
+C_OFFSET, C_LEADER_EPOCH, C_METADATA, C_COMMIT_TIMESTAMP, C_EXPIRE_TIMESTAMP, C_RECORD_OFFSET = range(6)
+
+
+def committed_offset(om: OffsetAndMetadata, record_offset: Optional[int]) -> CommittedOffset:
+    return (om.offset, om.leader_epoch, om.metadata or "", om.commit_timestamp, om.expire_timestamp, record_offset)
 
 
 @dataclass(eq=False)
@@ -101,10 +118,8 @@ class Group:
     static_members: Dict[str, str] = field(default_factory=dict)
     pending_members: Dict[str, int] = field(default_factory=dict)   # member id -> session deadline
     pending_sync: Set[str] = field(default_factory=set)
-    offsets: Dict[TopicPartition, OffsetAndMetadata] = field(default_factory=dict)
+    offsets: Dict[TopicPartition, CommittedOffset] = field(default_factory=dict)
     pending_commits: Dict[TopicPartition, int] = field(default_factory=dict)
-    #: log offset of the record behind each committed offset (which of two commits is newer)
-    commit_record_offsets: Dict[TopicPartition, int] = field(default_factory=dict)
     #: producer id -> {tp: (offset of its batch, None while the append is in flight; the offset)}
     pending_txn_commits: Dict[int, Dict[TopicPartition, Tuple[Optional[int], OffsetAndMetadata]]] = field(
         default_factory=dict)
@@ -212,7 +227,7 @@ class Group:
         self.subscribed_topics = topics
 
 
-@dataclass
+@dataclass(slots=True)
 class Outcome:
     """What one call produced; see the module docstring."""
     response: Any = None
@@ -251,10 +266,43 @@ def sync_result(error: int, group: Optional[Group] = None, assignment: bytes = b
             "protocol_name": group.protocol_name if group and not error else None, "assignment": assignment}
 
 
-def _offset_value(value: bytes) -> OffsetAndMetadata:
-    v = rec.decode_offset_value(value)
-    expire = v.expire_timestamp if getattr(v, "expire_timestamp", -1) != -1 else None
-    return OffsetAndMetadata(v.offset, getattr(v, "leader_epoch", -1), v.metadata or "", v.commit_timestamp, expire)
+def _offset_value(value: bytes, record_offset: Optional[int] = None) -> CommittedOffset:
+    return rec.decode_offset_commit_value(value) + (record_offset,)
+
+
+def _expired_offsets(group: Group, now: int, retention_ms: int) -> List[TopicPartition]:
+    """Kafka's GroupMetadata.removeExpiredOffsets: which committed offsets of ``group`` have expired.
+
+    - a group with a protocol type, Empty: retention counts from when it became Empty (the current state
+      timestamp; from each commit when the metadata had none, an old schema);
+    - a Stable consumer group that knows its members' subscriptions: offsets of topics no member subscribes
+      to, retention counting from each commit;
+    - a group without a protocol type (offset storage only): retention counts from each commit;
+    - any other group keeps its offsets.
+    An offset with a commit in flight is kept; one committed with an explicit expire timestamp (OffsetCommit
+    v2-v4 retention_time_ms) expires at that timestamp instead.
+    """
+    keep: Set[str] = set()
+    since: Optional[int] = None
+    if group.protocol_type is not None and group.state == EMPTY:
+        since = group.current_state_timestamp
+    elif group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.subscribed_topics is not None \
+            and group.state == STABLE:
+        keep = group.subscribed_topics
+    elif group.protocol_type is not None:
+        return []
+    in_flight = group.pending_commits
+    expired = []
+    for tp, c in group.offsets.items():
+        if tp in in_flight or tp[0] in keep:
+            continue
+        expire_at = c[C_EXPIRE_TIMESTAMP]
+        if expire_at is not None:
+            if now >= expire_at:
+                expired.append(tp)
+        elif now - (c[C_COMMIT_TIMESTAMP] if since is None else since) >= retention_ms:
+            expired.append(tp)
+    return expired
 
 
 def write_error_for_group(code: int) -> int:
@@ -287,6 +335,8 @@ class GroupCoordinatorState:
     def __init__(self, config: GroupConfig, new_member_id: Optional[Callable[[str], str]] = None) -> None:
         self.config = config
         self.groups: Dict[str, Group] = {}
+        #: while loading: the latest (record offset, value) of each plain record's key, not applied yet
+        self._load_buffer: Optional[Dict[bytes, Tuple[int, Optional[bytes]]]] = None
         self._new_member_id = new_member_id or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
 
     # ================================================================== JoinGroup
@@ -802,9 +852,7 @@ class GroupCoordinatorState:
             done_pending()
             if self.groups.get(group_id) is group:
                 for tp, om in accepted.items():
-                    group.offsets[tp] = OffsetAndMetadata(om.offset, om.leader_epoch, om.metadata or "",
-                                                          om.commit_timestamp, om.expire_timestamp)
-                    group.commit_record_offsets[tp] = batch_offset
+                    group.offsets[tp] = committed_offset(om, batch_offset)
             return Outcome(response=result)
 
         def failed(t: int, code: int) -> Outcome:
@@ -918,6 +966,8 @@ class GroupCoordinatorState:
 
     def complete_txn(self, producer_id: int, committed: bool) -> None:
         """The producer's transaction marker reached this partition: apply (COMMIT) or drop (ABORT)."""
+        if self._load_buffer:
+            self._flush_loaded()
         for group in list(self.groups.values()):
             pending = group.pending_txn_commits.pop(producer_id, None)
             if pending is None:
@@ -931,12 +981,11 @@ class GroupCoordinatorState:
     def _apply_txn_offset(group: Group, tp: TopicPartition, batch_offset: Optional[int],
                           om: OffsetAndMetadata) -> None:
         """Kafka's completePendingTxnOffsetCommit: a plain commit written after the transactional one wins."""
-        current = group.commit_record_offsets.get(tp)
-        if tp in group.offsets and current is not None and batch_offset is not None and current > batch_offset:
+        current = group.offsets.get(tp)
+        if current is not None and current[C_RECORD_OFFSET] is not None and batch_offset is not None \
+                and current[C_RECORD_OFFSET] > batch_offset:
             return
-        group.offsets[tp] = om
-        if batch_offset is not None:
-            group.commit_record_offsets[tp] = batch_offset
+        group.offsets[tp] = committed_offset(om, batch_offset)
 
     # ================================================================== OffsetFetch
     def fetch_offsets(self, group_id: str, partitions: Optional[List[TopicPartition]],
@@ -951,11 +1000,11 @@ class GroupCoordinatorState:
             if require_stable and group is not None and group.has_pending_commit(tp):
                 out.append((tp, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))
                 continue
-            om = offsets.get(tp)
-            if om is None:
+            c = offsets.get(tp)
+            if c is None:
                 out.append((tp, -1, -1, "", 0))
             else:
-                out.append((tp, om.offset, om.leader_epoch, om.metadata, 0))
+                out.append((tp, c[C_OFFSET], c[C_LEADER_EPOCH], c[C_METADATA], 0))
         return out
 
     # ================================================================== Describe / List
@@ -999,7 +1048,8 @@ class GroupCoordinatorState:
             else:
                 for tp in group.offsets:
                     out.records.append((rec.offset_commit_key(gid, tp[0], tp[1]), None))
-                out.records.append((rec.group_metadata_key(gid), None))
+                if group.generation_id > 0:  # as expiry: a group used only for offsets never wrote metadata
+                    out.records.append((rec.group_metadata_key(gid), None))
                 group.offsets.clear()
                 group.state = DEAD
                 del self.groups[gid]
@@ -1032,58 +1082,92 @@ class GroupCoordinatorState:
         out.response = (0, errors)
         return out
 
-    def expire_offsets(self, now: int) -> Outcome:
-        """Drop offsets older than offsets.retention.minutes (Kafka's rules) and groups left empty."""
+    def expire_offsets(self, now: int, group_ids: Optional[Iterable[str]] = None) -> Outcome:
+        """Kafka's cleanupGroupMetadata over ``group_ids`` (default: every group): drop the offsets
+        GroupMetadata.removeExpiredOffsets names, then a group left Empty without offsets (pending ones
+        included) becomes Dead and is removed; its metadata tombstone is written only if it ever had a
+        generation (a group used only for offset storage never wrote metadata)."""
         out = Outcome()
         retention = self.config.offsets_retention_ms
-        for gid, group in list(self.groups.items()):
-            if group.protocol_type is not None and group.state == EMPTY:
-                base: Callable[[OffsetAndMetadata], int] = (
-                    lambda om, g=group: g.current_state_timestamp if g.current_state_timestamp is not None
-                    else om.commit_timestamp)
-                keep: Set[str] = set()
-            elif group.protocol_type == CONSUMER_PROTOCOL_TYPE and group.subscribed_topics is not None \
-                    and group.state == STABLE:
-                base, keep = (lambda om: om.commit_timestamp), group.subscribed_topics
-            elif group.protocol_type is None:
-                base, keep = (lambda om: om.commit_timestamp), set()
-            else:
+        for gid in list(self.groups) if group_ids is None else list(group_ids):
+            group = self.groups.get(gid)
+            if group is None:
                 continue
-            expired = [tp for tp, om in group.offsets.items()
-                       if tp[0] not in keep and not group.has_pending_commit(tp)
-                       and (now >= om.expire_timestamp if om.expire_timestamp is not None
-                            else now - base(om) >= retention)]
-            for tp in expired:
+            for tp in _expired_offsets(group, now, retention):
                 del group.offsets[tp]
                 out.records.append((rec.offset_commit_key(gid, tp[0], tp[1]), None))
-            if group.state == EMPTY and not group.offsets and not group.members and not group.pending_commits \
+            if group.state == EMPTY and not group.offsets and not group.pending_commits \
                     and not group.pending_txn_commits:
+                log.info("[GroupCoordinator] Group %s transitioned to Dead in generation %d", gid, group.generation_id)
                 group.state = DEAD
                 del self.groups[gid]
-                out.records.append((rec.group_metadata_key(gid), None))
+                if group.generation_id > 0:
+                    out.records.append((rec.group_metadata_key(gid), None))
         return out
 
     # ================================================================== load / unload
+    def begin_loading(self) -> None:
+        """Replay from here on only notes each key's latest record; they are applied by :meth:`finish_loading`
+        (or sooner, see :meth:`_flush_loaded`). The latest record of a key wins and records of different keys
+        do not interact (offset commits never read group metadata), so only the last record of each key is ever
+        decoded: a log that holds many commits of few partitions loads at the cost of its distinct keys."""
+        self._load_buffer = {}
+
+    def _flush_loaded(self) -> None:
+        """Apply the noted records (before a transaction marker, which compares record offsets; at the end;
+        and whenever LOAD_BUFFER_KEYS keys are waiting, to bound the memory)."""
+        buffered, self._load_buffer = self._load_buffer, None
+        try:
+            for key, (record_offset, value) in (buffered or {}).items():
+                try:
+                    self.replay(key, value, record_offset)
+                except Exception:
+                    log.exception("[GroupCoordinator] Skipping unreadable record at offset %d", record_offset)
+        finally:
+            if buffered is not None:
+                self._load_buffer = {}
+
+    def replay_records(self, records: Iterable[Any]) -> None:
+        """Replay a plain batch's records (objects with ``offset``, ``key``, ``value``) in order."""
+        buffered = self._load_buffer
+        if buffered is None:
+            for r in records:
+                self.replay(r.key, r.value, r.offset)
+            return
+        for r in records:
+            if r.key is not None:
+                buffered[r.key] = (r.offset, r.value)
+        if len(buffered) >= LOAD_BUFFER_KEYS:
+            self._flush_loaded()
+
     def replay(self, key: Optional[bytes], value: Optional[bytes], record_offset: int = -1) -> None:
-        """Apply one ``__consumer_offsets`` record (loading; the latest record for a key wins)."""
+        """Apply one ``__consumer_offsets`` record (loading; the latest record for a key wins).
+
+        Offset commits take the short path (a load replays every record, a million of them at scale); topic
+        names are interned so the loaded offsets of one topic share one string. Between :meth:`begin_loading`
+        and :meth:`finish_loading` records are only noted per key (see there)."""
         if key is None:
             return
-        k = rec.decode_key(key)
-        if isinstance(k, rec.OffsetKey):
-            tp = (k.topic, k.partition)
+        buffered = self._load_buffer
+        if buffered is not None:
+            buffered[bytes(key)] = (record_offset, value)
+            if len(buffered) >= LOAD_BUFFER_KEYS:
+                self._flush_loaded()
+            return
+        ok = rec.decode_offset_key(key)
+        if ok is not None:
+            group_id, topic, partition = ok
+            tp = (sys.intern(topic), partition)
+            g = self.groups.get(group_id)
             if value is None:
-                g = self.groups.get(k.group)
                 if g is not None:
                     g.offsets.pop(tp, None)
-                    g.commit_record_offsets.pop(tp, None)
                 return
-            g = self.groups.get(k.group)
             if g is None:
-                g = self.groups[k.group] = Group(k.group)
-            g.offsets[tp] = _offset_value(value)
-            if record_offset >= 0:
-                g.commit_record_offsets[tp] = record_offset
+                g = self.groups[group_id] = Group(group_id)
+            g.offsets[tp] = _offset_value(value, record_offset if record_offset >= 0 else None)
             return
+        k = rec.decode_key(key)
         g = self.groups.get(k.group)
         if value is None:
             if g is not None:
@@ -1121,26 +1205,36 @@ class GroupCoordinatorState:
         """A record of a transactional batch: an offset commit pending until the producer's marker."""
         if key is None:
             return
-        k = rec.decode_key(key)
-        if not isinstance(k, rec.OffsetKey):
+        ok = rec.decode_offset_key(key)
+        if ok is None:
             self.replay(key, value, record_offset)  # Kafka writes only offsets transactionally
             return
-        g = self.groups.get(k.group)
+        group_id, topic, partition = ok
+        g = self.groups.get(group_id)
         if g is None:
-            g = self.groups[k.group] = Group(k.group)
-        tp = (k.topic, k.partition)
+            g = self.groups[group_id] = Group(group_id)
+        tp = (sys.intern(topic), partition)
         pending = g.pending_txn_commits.setdefault(producer_id, {})
         if value is None:
             pending.pop(tp, None)
         else:
-            pending[tp] = (record_offset, _offset_value(value))
+            pending[tp] = (record_offset, OffsetAndMetadata(*rec.decode_offset_commit_value(value)))
 
     def replay_txn_marker(self, producer_id: int, committed: bool) -> None:
         """A transaction marker met while loading (the same rule as a marker written while leader)."""
+        if self._load_buffer:  # a COMMIT compares with the plain commits written before it
+            self._flush_loaded()
         self.complete_txn(producer_id, committed)
+
+    def end_replay(self) -> None:
+        """Apply what is still noted and stop noting (the loader calls it on its own thread, as replay)."""
+        if self._load_buffer is not None:
+            self._flush_loaded()
+            self._load_buffer = None
 
     def finish_loading(self, now: int) -> Outcome:
         """After replay: drop empty tombstoned groups and arm every loaded member's session timer."""
+        self.end_replay()
         out = Outcome()
         for gid, g in list(self.groups.items()):
             if not g.members and not g.offsets and g.protocol_type is None and not g.pending_txn_commits:
@@ -1176,7 +1270,6 @@ class GroupCoordinatorState:
                 "members": {mid: (m.group_instance_id, m.client_id, m.client_host, m.session_timeout_ms,
                                   m.rebalance_timeout_ms, m.metadata(g.protocol_name), m.assignment)
                             for mid, m in g.members.items()},
-                "offsets": {tp: (om.offset, om.leader_epoch, om.metadata, om.commit_timestamp, om.expire_timestamp)
-                            for tp, om in sorted(g.offsets.items())},
+                "offsets": {tp: c[:C_RECORD_OFFSET] for tp, c in sorted(g.offsets.items())},
             }
         return out

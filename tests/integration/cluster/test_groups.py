@@ -1,9 +1,11 @@
 """Consumer groups and consumers on 3 real broker processes: __consumer_offsets with replication factor 3
 (commits answered only once replicated; a coordinator that lost leadership answers NOT_COORDINATOR; kill -9
-of the coordinator's broker under an active group), and fetching from the closest replica (KIP-392).
+of the coordinator's broker under an active group), fetching from the closest replica (KIP-392), and many
+groups at once through the load generator's client (100 groups x 3 members; a coordinator killed under 30).
 """
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -36,7 +38,8 @@ def java_hash(s: str) -> int:
 
 def offsets_partition(group: str) -> int:
     """Kafka's GroupMetadataManager.partitionFor: Utils.abs(groupId.hashCode) % offsets partitions."""
-    return (java_hash(group) & 0x7FFFFFFF) % NUM_OFFSETS_PARTITIONS
+    h = java_hash(group)
+    return (0 if h == -(1 << 31) else abs(h)) % NUM_OFFSETS_PARTITIONS
 
 
 def find_coordinator(cluster: LocalCluster, group: str) -> int:
@@ -320,3 +323,58 @@ def test_fetch_from_the_closest_replica(new_cluster: Any) -> None:
     consumer.close()
     assert got == [(a[1], a[2]) for a in acked]
     assert (part["leader"], part["broker"]) == (0, 2)
+
+
+# ------------------------------------------------------------------------------------------------ many groups
+def _load_errors_that_matter(errors: Dict[str, int]) -> Dict[str, int]:
+    """Errors a healthy run may see (a rebalance racing a commit or heartbeat) left out."""
+    benign = ("REBALANCE_IN_PROGRESS", "NOT_COORDINATOR", "COORDINATOR_LOAD_IN_PROGRESS",
+              "COORDINATOR_NOT_AVAILABLE", "BROKER_CONNECTION")
+    return {k: n for k, n in errors.items() if not k.endswith(benign)}
+
+
+def test_hundred_groups_of_three_members_commit_and_read_back(cluster: LocalCluster) -> None:
+    """100 groups x 3 members of the load generator's client (tools/bench/group_client.py) on 10 topics of 10
+    partitions: every group becomes Stable (as its members see it and as DescribeGroups says), every member
+    commits its partitions every second, and every acknowledged offset is read back exactly by OffsetFetch."""
+    from tools.bench.group_client import ClusterClient
+    from tools.bench.group_load import LoadSpec, create_topics, run_load
+
+    spec = LoadSpec(groups=100, members=3, topics=10, partitions=100, group_prefix="ci-many",
+                    topic_prefix="ci-many-topic")
+
+    async def scenario() -> Any:
+        cc = ClusterClient(cluster.bootstrap)
+        try:
+            await create_topics(cc, {spec.topic_of(i): spec.partitions_per_topic for i in range(spec.topics)})
+        finally:
+            await cc.close()
+        return await run_load(cluster.bootstrap, spec, duration_s=4.0, warmup_s=0.0)
+
+    report = asyncio.run(scenario())
+    assert report.commits > 0, report
+    assert report.verified_offsets == 100 * 10, report  # every partition of every group was committed
+    assert report.mismatched_offsets == 0, report
+    assert _load_errors_that_matter(report.errors) == {}, report
+
+
+def test_groups_are_served_again_after_their_coordinator_is_killed(new_cluster: Any) -> None:
+    """30 groups x 3 members commit; __consumer_offsets (replication factor 3) also holds 3,000 preloaded commit
+    records. The broker coordinating most groups (not the controller) is killed with SIGKILL: every one of its
+    groups is answered again by a new coordinator with at least the offsets acknowledged before the kill; after
+    the members stop, no offset they had acknowledged (before or after the kill) is lost, and every preloaded
+    offset is read back exactly."""
+    from tools.bench.group_load import LoadSpec, run_failover
+
+    cluster = new_cluster(3)
+    spec = LoadSpec(groups=30, members=3, topics=5, partitions=30, group_prefix="ci-failover",
+                    topic_prefix="ci-failover-topic")
+    report = asyncio.run(run_failover(cluster, spec, records=3000, preload_partitions=20, run_s=3.0))
+    assert report.victim >= 0 and report.victim_groups > 0, report
+    assert report.served_all_s > 0, report
+    assert (report.preload_records, report.preload_verified, report.preload_mismatched) == (3000, 600, 0), report
+    assert report.load is not None and report.load.verified_offsets == 30 * 6, report
+    # No acknowledged commit is lost; one whose answer died with the broker may have been applied all the same
+    # (read back higher than acknowledged), which is what a client must expect too.
+    assert report.load.lost_offsets == 0, report
+    assert _load_errors_that_matter(report.load.errors) == {}, report

@@ -16,6 +16,7 @@ import pytest
 
 from broker.api import (delete_groups, describe_groups, find_coordinator, heartbeat, join_group, leave_group,
                         list_groups, offset_commit, offset_delete, offset_fetch, sync_group, txn_offset_commit)
+from broker.coordinator.group import records as rec
 from broker.cluster.metadata_cache import BrokerEndpoint, BrokerMeta, MetadataCache, PartitionMeta, TopicMeta
 from broker.coordinator.group.service import GroupCoordinator
 from broker.coordinator.offsets_topic import LoadedRecord
@@ -70,6 +71,14 @@ class FakeOffsetsTopic:
 
     async def read_all_with_markers(self, partition: int) -> Tuple[List[LoadedRecord], int]:
         return list(self.records), len(self.records)
+
+    async def load(self, partition: int, on_batch: Any, buffer_bytes: int, on_end: Any = None) -> Tuple[int, int]:
+        """One batch per record, as OffsetsTopicIO.load hands them over."""
+        for r in list(self.records):
+            on_batch((r,), r.producer_id, r.marker)
+        if on_end is not None:
+            on_end()
+        return sum(1 for r in self.records if r.marker is None), len(self.records)
 
     def is_leader(self, partition: int) -> bool:
         return True
@@ -393,7 +402,10 @@ def test_delete_groups(version: int) -> None:
         assert [(x.group_id, x.error_code) for x in r.results] == [
             ("g", E.NON_EMPTY_GROUP), ("simple", 0), ("none", E.GROUP_ID_NOT_FOUND)]
         io = broker.group_coordinator.io
-        assert [r.value for r in io.records[-2:]] == [None, None]  # offset + group tombstones
+        # the offset's tombstone; no group tombstone: "simple" never had a generation (Kafka's
+        # cleanupGroupMetadata writes one only for generation > 0)
+        assert (io.records[-1].key, io.records[-1].value) == (rec.offset_commit_key("simple", "t", 0), None)
+        assert rec.group_metadata_key("simple") not in [r.key for r in io.records]
     run(scenario)
 
 

@@ -417,14 +417,23 @@ def test_describe_and_list_groups() -> None:
 
 
 def test_delete_groups_writes_tombstones() -> None:
+    """Kafka's handleDeleteGroups -> cleanupGroupMetadata(removeAllOffsets): every offset's tombstone, and the
+    group metadata's tombstone only for a group that had a generation (one used only for offsets wrote none)."""
     d = Driver()
     d.stable_group("busy", 1)
     d.commit("idle", {("t", 0): 1, ("t", 1): 2})
-    res = d.finish(d.state.delete_groups(["busy", "idle", "none"]))
-    assert res == {"busy": E.NON_EMPTY_GROUP, "idle": 0, "none": E.GROUP_ID_NOT_FOUND}
-    tombstones = [rec.decode_key(k) for k, v in d.log if v is None]
-    assert set(tombstones) == {rec.OffsetKey("idle", "t", 0), rec.OffsetKey("idle", "t", 1), rec.GroupKey("idle")}
-    assert "idle" not in d.state.groups
+    left = d.stable_group("left", 1)
+    d.commit("left", {("t", 0): 5}, member=left[0], gen=1)
+    d.finish(d.state.leave_group(d.now, "left", [(left[0], None)]))
+    d.advance(0)
+    assert d.state.groups["left"].state == EMPTY
+    start = len(d.log)
+    res = d.finish(d.state.delete_groups(["busy", "idle", "left", "none"]))
+    assert res == {"busy": E.NON_EMPTY_GROUP, "idle": 0, "left": 0, "none": E.GROUP_ID_NOT_FOUND}
+    tombstones = [rec.decode_key(k) for k, v in d.log[start:] if v is None]
+    assert set(tombstones) == {rec.OffsetKey("idle", "t", 0), rec.OffsetKey("idle", "t", 1),
+                               rec.OffsetKey("left", "t", 0), rec.GroupKey("left")}
+    assert "idle" not in d.state.groups and "left" not in d.state.groups
 
 
 def test_offset_delete_refuses_subscribed_topics() -> None:
@@ -503,10 +512,10 @@ def test_reads_every_offset_value_version(version: int) -> None:
     value = struct.pack(">h", version) + data_codec("OffsetCommitValue", version).encode(fields)
     st = GroupCoordinatorState(GroupConfig())
     st.replay(struct.pack(">h", 0) + rec.offset_commit_key("g", "t", 3)[2:], value)
-    om = st.groups["g"].offsets[("t", 3)]
-    assert (om.offset, om.metadata, om.commit_timestamp) == (42, "md", 7)
-    assert om.leader_epoch == (5 if version >= 3 else -1)
-    assert om.expire_timestamp == (9 if version == 1 else None)
+    offset, leader_epoch, metadata, commit_ts, expire_ts, _record_offset = st.groups["g"].offsets[("t", 3)]
+    assert (offset, metadata, commit_ts) == (42, "md", 7)
+    assert leader_epoch == (5 if version >= 3 else -1)
+    assert expire_ts == (9 if version == 1 else None)
 
 
 def test_member_validation_with_instance_ids_and_admin_commits() -> None:

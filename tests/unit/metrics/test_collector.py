@@ -33,7 +33,8 @@ def partition(topic: str, index: int, *, leader: bool = True, urp: bool = False,
 def sources(parts: List[Any], *, controller: Any = None, groups: Any = None, shrinks: int = 0, expands: int = 0
             ) -> Any:
     rm = NS(partitions={(p.topic, p.partition): p for p in parts}, isr_shrinks=shrinks, isr_expands=expands)
-    gc = NS(shards={0: NS(groups=groups or {})})
+    gc = NS(committed_offsets=lambda: [(g, tp, om.offset) for g, group in (groups or {}).items()
+                                       for tp, om in group.offsets.items()])
     return NS(replica_manager=rm, controller=controller, group_coordinator=gc)
 
 

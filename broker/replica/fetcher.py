@@ -37,6 +37,7 @@ from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Se
 from broker.accel import record_batch
 from broker.errors import ErrorCode
 from broker.replica.config import ReplicaConfig
+from broker.replica.fetch_session_handler import FetchSessionHandler
 from broker.util.broker_channel import BrokerChannel, BrokerChannelError, BrokerChannelFactory, BrokerNode
 
 log = logging.getLogger(__name__)
@@ -51,6 +52,10 @@ FETCH_VERSION = 17
 FETCH_VERSION_WITHOUT_TOPIC_IDS = 12
 LIST_OFFSETS_VERSION = 9
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+
+#: top-level Fetch errors about the session itself (KIP-227): answered by a full request, not a backoff
+_SESSION_ERRORS = frozenset({int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), int(ErrorCode.INVALID_FETCH_SESSION_EPOCH),
+                             int(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR)})
 
 TRUNCATING = "Truncating"
 FETCHING = "Fetching"
@@ -142,6 +147,9 @@ class ReplicaFetcher:
         self._task: Optional["asyncio.Task[None]"] = None
         self._running = False
         self.name = "ReplicaFetcher-%d-%d" % (fetcher_id, leader.broker_id)
+        #: the incremental fetch session with the leader (KIP-227), and the Fetch version it was opened with
+        self.fetch_session = FetchSessionHandler()
+        self._session_version = -1
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -270,10 +278,13 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------ fetch
     def _build_fetch(self, now: float) -> Tuple[Optional[dict], int, Dict[TopicPartition, PartitionFetchState],
                                                 Dict[uuid.UUID, str]]:
+        """The next Fetch: (body or None when nothing is ready, version, the fetch state of every partition this
+        fetch covers, topic id -> name). Within the fetch session only the partitions whose position changed
+        are sent (the leader keeps the others); see fetch_session_handler."""
         cfg = self.config
         session: Dict[TopicPartition, PartitionFetchState] = {}
         errors = []
-        topics: Dict[str, List[dict]] = {}
+        wanted: Dict[TopicPartition, Tuple[Any, ...]] = {}
         topic_ids: Dict[str, Optional[uuid.UUID]] = {}
         quota = self._follower_quota()
         for tp, st in self.partitions.items():
@@ -288,31 +299,55 @@ class ReplicaFetcher:
                 continue
             session[tp] = st
             last_epoch = st.last_fetched_epoch if cfg.truncation_on_fetch and st.last_fetched_epoch is not None else -1
-            topics.setdefault(tp[0], []).append({
-                "partition": tp[1], "current_leader_epoch": st.current_leader_epoch, "fetch_offset": st.fetch_offset,
-                "last_fetched_epoch": last_epoch, "log_start_offset": p.log.log_start_offset,
-                "partition_max_bytes": cfg.replica_fetch_max_bytes})
-            if st.topic_id is not None and st.topic_id != ZERO_UUID:
-                topic_ids.setdefault(tp[0], st.topic_id)
+            tid = st.topic_id if st.topic_id is not None and st.topic_id != ZERO_UUID else None
+            wanted[tp] = (st.fetch_offset, st.current_leader_epoch, last_epoch, p.log.log_start_offset,
+                          cfg.replica_fetch_max_bytes, tid)
+            if tid is not None:
+                topic_ids.setdefault(tp[0], tid)
             else:
                 topic_ids[tp[0]] = None
         if errors:
             self._delay(errors)
-        if not session:
+        if session:
+            use_ids = all(t is not None for t in topic_ids.values())
+            version = FETCH_VERSION if use_ids else FETCH_VERSION_WITHOUT_TOPIC_IDS
+            if version != self._session_version:
+                self.fetch_session.handle_error()  # a session keeps the topic-id mode it was opened with
+                self._session_version = version
+        else:
+            version = self._session_version
+        # A partition not ready now (backing off after an error, truncating) leaves the session and is sent in
+        # full when it is back, as Kafka's session builder does: its state at the leader may be gone.
+        send, forget = self.fetch_session.build(wanted)
+        if not send and not forget and not session:
             return None, 0, session, {}
-        use_ids = all(t is not None for t in topic_ids.values())
-        version = FETCH_VERSION if use_ids else FETCH_VERSION_WITHOUT_TOPIC_IDS
         names = {tid: name for name, tid in topic_ids.items() if tid is not None}
+        topics: Dict[str, List[dict]] = {}
+        for tp in send:
+            offset, leader_epoch, last_epoch, log_start, max_bytes, _ = wanted[tp]
+            topics.setdefault(tp[0], []).append({
+                "partition": tp[1], "current_leader_epoch": leader_epoch, "fetch_offset": offset,
+                "last_fetched_epoch": last_epoch, "log_start_offset": log_start, "partition_max_bytes": max_bytes})
+        forgotten: Dict[str, List[int]] = {}
+        for tp in forget:
+            forgotten.setdefault(tp[0], []).append(tp[1])
+        forgotten_ids: Dict[str, Optional[uuid.UUID]] = {}
+        for tp in forget:
+            sent = self.fetch_session.sent(tp)
+            forgotten_ids[tp[0]] = sent[5] if sent is not None else None
         body = {
             "replica_id": self.manager.broker_id,
             "replica_state": {"replica_id": self.manager.broker_id, "replica_epoch": self.manager.broker_epoch()},
             "max_wait_ms": cfg.replica_fetch_wait_max_ms, "min_bytes": cfg.replica_fetch_min_bytes,
             "max_bytes": cfg.replica_fetch_response_max_bytes, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1,
+            "session_id": self.fetch_session.session_id, "session_epoch": self.fetch_session.epoch,
             "topics": [{"topic": name, "topic_id": topic_ids[name] or ZERO_UUID, "partitions": parts}
                        for name, parts in topics.items()],
-            "forgotten_topics_data": [], "rack_id": "",
+            "forgotten_topics_data": [{"topic": name, "topic_id": forgotten_ids.get(name) or ZERO_UUID,
+                                       "partitions": parts} for name, parts in forgotten.items()],
+            "rack_id": "",
         }
+        names.update({tid: name for name, tid in forgotten_ids.items() if tid is not None})
         return body, version, session, names
 
     def _follower_quota(self) -> Any:
@@ -332,12 +367,18 @@ class ReplicaFetcher:
         except asyncio.CancelledError:
             raise
         except (BrokerChannelError, asyncio.TimeoutError, OSError) as e:
+            self.fetch_session.handle_error()
             if self._running:
                 log.info("%s: error in response for fetch request (%s); backing off", self.name,
                          e or type(e).__name__)
                 async with self.lock:
                     self._delay(session)
             return
+        except BaseException:
+            self.fetch_session.handle_error()
+            raise
+        self.fetch_session.handle_response(int(getattr(resp, "error_code", 0) or 0),
+                                           int(getattr(resp, "session_id", 0) or 0))
         async with self.lock:
             out_of_range = await self._process_fetch_response(resp, version, session, names)
         for tp, epoch in out_of_range:
@@ -350,6 +391,11 @@ class ReplicaFetcher:
                                       names: Dict[uuid.UUID, str]) -> List[Tuple[TopicPartition, int]]:
         """Under the lock. Returns the partitions whose offset was out of range (handled after the lock)."""
         top = int(getattr(resp, "error_code", 0) or 0)
+        if top in _SESSION_ERRORS:
+            # The leader lost our fetch session (restarted, evicted it): the next request opens a new one at once,
+            # as Kafka's fetcher does, without backing off.
+            log.info("%s: fetch session %s; opening a new one", self.name, _name(top))
+            return []
         if top:
             log.info("%s: fetch failed with %s; backing off", self.name, _name(top))
             self._delay(session)

@@ -14,8 +14,10 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from dataclasses import replace
-from typing import Any, Callable
+from functools import partial
+from typing import Any, Callable, Iterable
 
 from kazoo.client import KazooClient
 from kazoo.exceptions import (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError,
@@ -27,6 +29,7 @@ from kazoo.retry import KazooRetry
 from broker.config.kafka_config import Endpoint
 from broker.zk.errors import (BrokerIdInUseError, ControllerMovedError, NoSuchTopicError, TopicExistsError,
                               ZkUnavailableError)
+from broker.zk.handler import PollingHandler
 from broker.zk.paths import (
     PERSISTENT_PATHS, BrokerIdsZNode, BrokerIdZNode, BrokerInfo, BrokerSequenceIdZNode, ClusterIdZNode,
     ConfigEntityChangeNotificationZNode, ConfigEntityZNode, ControllerEpochZNode, ControllerZNode, DeleteTopicsZNode,
@@ -56,7 +59,10 @@ class KafkaZkClient:
     """Kafka's znode operations on one ZooKeeper session (see module docstring)."""
 
     def __init__(self, connect: str, session_timeout_ms: int = 18000, connection_timeout_ms: int | None = None,
-                 stale_registration_wait_ms: int | None = None, kazoo_client: Any | None = None) -> None:
+                 stale_registration_wait_ms: int | None = None, kazoo_client: Any | None = None,
+                 max_in_flight_requests: int = 10) -> None:
+        """`max_in_flight_requests` is Kafka's zookeeper.max.in.flight.requests: how many pipelined requests
+        (the controller's bulk reads and guarded writes) may be unanswered at once on this session."""
         self.connect = connect
         self.hosts, self.chroot = split_connect(connect)
         self.session_timeout_ms = session_timeout_ms
@@ -68,8 +74,13 @@ class KafkaZkClient:
         # an hour, so a broker cut off for a while would reconnect long after ZooKeeper is back (or let its
         # session expire although ZooKeeper came back within the session timeout).
         self._zk = (kazoo_client if kazoo_client is not None
-                    else KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000.0,
+                    else KazooClient(hosts=self.hosts, timeout=session_timeout_ms / 1000.0, handler=PollingHandler(),
                                      connection_retry=KazooRetry(max_tries=-1, delay=0.1, backoff=2, max_delay=1.0)))
+        if max_in_flight_requests < 1:
+            raise ValueError("zookeeper.max.in.flight.requests must be at least 1")
+        self.max_in_flight_requests = max_in_flight_requests
+        #: one permit per unanswered pipelined request, shared by every thread (Kafka's ZooKeeperClient semaphore)
+        self._in_flight = threading.BoundedSemaphore(max_in_flight_requests)
         self._lock = threading.RLock()
         self._broker_epoch = -1
         self._registration: BrokerInfo | None = None
@@ -618,14 +629,14 @@ class KafkaZkClient:
         prefix = DelegationTokenChangeNotificationZNode.prefix
         seqs = sorted(int(c[len(prefix):]) for c in self.get_children(DelegationTokenChangeNotificationZNode.path)
                       if c.startswith(prefix) and c[len(prefix):].isdigit())
-        pending = [(seq, self._zk.get_async(f"{DelegationTokenChangeNotificationZNode.path}/{prefix}{seq:010d}"))
-                   for seq in seqs]
+        found = self._get_many(f"{DelegationTokenChangeNotificationZNode.path}/{prefix}{seq:010d}" for seq in seqs)
         out = []
-        for seq, a in pending:
-            try:
-                data, stat = a.get()
-            except NoNodeError:
+        for seq, (result, error) in zip(seqs, found):
+            if isinstance(error, NoNodeError):
                 continue
+            if error is not None:
+                raise error
+            data, stat = result
             out.append((seq, DelegationTokenChangeNotificationZNode.decode(data), int(stat.ctime)))
         return out
 
@@ -676,26 +687,72 @@ class KafkaZkClient:
 
     # ================================================================== controller support
     # Reads used by the controller are pipelined (kazoo's *_async) so a failover over many partitions costs a few
-    # round trips, not one per znode. Every controller write is a multi-op whose first op checks the
+    # round trips, not one per znode; at most zookeeper.max.in.flight.requests are unanswered at any time (Kafka's
+    # ZooKeeperClient.handleRequests). Every controller write is a multi-op whose first op checks the
     # /controller_epoch znode version the controller got when it was elected: if another controller has been
     # elected since, ZooKeeper rejects the whole write and ControllerMovedError is raised.
+
+    def _pipelined(self, calls: Iterable[Callable[[], Any]]) -> list[tuple[Any, Exception | None]]:
+        """Issue kazoo async calls in order, with at most `max_in_flight_requests` unanswered on this session
+        (every thread's pipelined calls together, as Kafka's in-flight semaphore); per call, in order, (result,
+        None) or (None, the error its get() raised). A permit is returned when its answer is collected: answers
+        come in request order on one session, so this thread collects its oldest before it asks for more."""
+        window: deque[Any] = deque()
+        out: list[tuple[Any, Exception | None]] = []
+
+        def collect() -> None:
+            pending = window.popleft()
+            try:
+                out.append((pending.get(), None))
+            except Exception as e:  # noqa: BLE001 - handed to the caller with the call it belongs to
+                out.append((None, e))
+            finally:
+                self._in_flight.release()
+
+        try:
+            for call in calls:
+                while not self._in_flight.acquire(blocking=False):
+                    if window:
+                        collect()
+                    else:  # every permit is another thread's: wait for one of them
+                        self._in_flight.acquire()
+                        break
+                try:
+                    window.append(call())
+                except BaseException:
+                    self._in_flight.release()
+                    raise
+            while window:
+                collect()
+        finally:
+            while window:  # an error above: still give back what this thread holds
+                window.popleft()
+                self._in_flight.release()
+        return out
+
+    def _get_many(self, paths: Iterable[str]) -> list[tuple[Any, Exception | None]]:
+        """(data, stat) or the error (NoNodeError, ...) of each path, pipelined."""
+        return self._pipelined(partial(self._zk.get_async, p) for p in paths)
 
     def _guarded(self, epoch_zk_version: int, build: Callable[[Any], None]) -> list[Any]:
         """One guarded multi-op; returns the results of the ops `build` added (exceptions for failed ones)."""
         return self._guarded_many(epoch_zk_version, [build])[0]
 
-    def _guarded_many(self, epoch_zk_version: int, builders: list[Callable[[Any], None]]) -> list[list[Any]]:
-        """Several independent guarded multi-ops, pipelined. Raises ControllerMovedError if any check failed."""
-        pending = []
-        for build in builders:
+    def _guarded_many(self, epoch_zk_version: int, builders: Iterable[Callable[[Any], None]]) -> list[list[Any]]:
+        """Several independent guarded multi-ops (each: check /controller_epoch's version, then the ops `build`
+        adds), pipelined. Raises ControllerMovedError if any check failed."""
+        def commit(build: Callable[[Any], None]) -> Any:
             tx = self._zk.transaction()
             tx.check(ControllerEpochZNode.path, epoch_zk_version)
             build(tx)
-            pending.append(tx.commit_async())
+            return tx.commit_async()
+
         out: list[list[Any]] = []
         moved = False
-        for a in pending:
-            results = list(a.get())
+        for results, error in self._pipelined(partial(commit, b) for b in builders):
+            if error is not None:
+                raise error
+            results = list(results)
             first = results[0] if results else None
             if isinstance(first, Exception) and not isinstance(first, RolledBackError):
                 moved = True
@@ -818,14 +875,14 @@ class KafkaZkClient:
     # ------------------------------------------------------------------ brokers (controller view)
     def get_all_brokers_and_epochs(self) -> dict[int, tuple[BrokerInfo, int]]:
         """{broker id: (registration, broker epoch = czxid of /brokers/ids/<id>)}."""
-        children = self.get_children(BrokerIdsZNode.path)
-        pending = [(int(c), self._zk.get_async(BrokerIdZNode.path(int(c)))) for c in children if c.isdigit()]
+        ids = [int(c) for c in self.get_children(BrokerIdsZNode.path) if c.isdigit()]
         out: dict[int, tuple[BrokerInfo, int]] = {}
-        for bid, a in pending:
-            try:
-                data, stat = a.get()
-            except NoNodeError:
+        for bid, (result, error) in zip(ids, self._get_many(BrokerIdZNode.path(b) for b in ids)):
+            if isinstance(error, NoNodeError):
                 continue
+            if error is not None:
+                raise error
+            data, stat = result
             out[bid] = (BrokerIdZNode.decode(bid, data), int(stat.czxid))
         return out
 
@@ -878,14 +935,14 @@ class KafkaZkClient:
 
     def get_topic_assignments(self, topics: set[str] | list[str]) -> dict[str, TopicAssignment]:
         """Full assignments (topic id, replicas, adding/removing replicas) of the topics that exist."""
-        pending = [(t, self._zk.get_async(TopicZNode.path(t))) for t in sorted(topics)]
+        names = sorted(topics)
         out: dict[str, TopicAssignment] = {}
-        for t, a in pending:
-            try:
-                data, _ = a.get()
-            except NoNodeError:
+        for t, (result, error) in zip(names, self._get_many(TopicZNode.path(t) for t in names)):
+            if isinstance(error, NoNodeError):
                 continue
-            out[t] = TopicZNode.decode(data)
+            if error is not None:
+                raise error
+            out[t] = TopicZNode.decode(result[0])
         return out
 
     def set_topic_assignment(self, topic: str, assignment: TopicAssignment, epoch_zk_version: int) -> None:
@@ -898,16 +955,36 @@ class KafkaZkClient:
         if err is not None:
             raise err
 
+    def set_topic_assignments(self, assignments: dict[str, TopicAssignment], epoch_zk_version: int
+                              ) -> dict[str, Exception]:
+        """Overwrite several /brokers/topics/<t> (controller only), pipelined; {topic: error} of those that failed
+        (NoSuchTopicError if the topic is gone). Raises ControllerMovedError."""
+        topics = list(assignments)
+
+        def builder(topic: str) -> Callable[[Any], None]:
+            data = TopicZNode.encode(assignments[topic])
+            return lambda tx: tx.set_data(TopicZNode.path(topic), data)
+
+        errors: dict[str, Exception] = {}
+        for topic, results in zip(topics, self._guarded_many(epoch_zk_version, [builder(t) for t in topics])):
+            err = self._op_error(results[0])
+            if isinstance(err, NoNodeError):
+                errors[topic] = NoSuchTopicError(f"Topic '{topic}' does not exist.")
+            elif err is not None:
+                errors[topic] = err
+        return errors
+
     def get_partition_states(self, partitions: list[tuple[str, int]] | set[tuple[str, int]]
                              ) -> dict[tuple[str, int], LeaderAndIsr]:
         """Partition states (zk_version = znode version = partition epoch) of those that exist."""
-        pending = [(tp, self._zk.get_async(TopicPartitionStateZNode.path(*tp))) for tp in partitions]
+        tps = list(partitions)
         out: dict[tuple[str, int], LeaderAndIsr] = {}
-        for tp, a in pending:
-            try:
-                data, stat = a.get()
-            except NoNodeError:
+        for tp, (result, error) in zip(tps, self._get_many(TopicPartitionStateZNode.path(*tp) for tp in tps)):
+            if isinstance(error, NoNodeError):
                 continue
+            if error is not None:
+                raise error
+            data, stat = result
             out[tp] = TopicPartitionStateZNode.decode(data, int(stat.version))
         return out
 
@@ -916,18 +993,7 @@ class KafkaZkClient:
         """Create the state znodes of new partitions (and their parents); per partition the created state
         (zk_version 0) or the error (NodeExistsError if it already existed)."""
         tps = list(states)
-        topics = sorted({t for t, _ in tps})
-        # parents first: /brokers/topics/<t>/partitions and .../<p> (already there is fine)
-        parents = [TopicPartitionsZNode.path(t) for t in topics] + [TopicPartitionZNode.path(*tp) for tp in tps]
-        missing = [p for p, a in [(p, self._zk.exists_async(p)) for p in parents] if a.get() is None]
-        if missing:
-            def build_parents(tx: Any) -> None:
-                for p in missing:
-                    tx.create(p, b"")
-            results = self._guarded(epoch_zk_version, build_parents)
-            if any(self._op_error(r) for r in results):  # raced with someone: create one by one
-                for p in missing:
-                    self._guarded(epoch_zk_version, lambda tx, p=p: tx.create(p, b""))
+        self._create_partition_parents(tps, epoch_zk_version)
 
         def builder(tp: tuple[str, int]) -> Callable[[Any], None]:
             def build(tx: Any) -> None:
@@ -939,6 +1005,46 @@ class KafkaZkClient:
             err = self._op_error(results[0])
             out[tp] = err if err is not None else replace(states[tp], zk_version=0)
         return out
+
+    #: parent znodes created per guarded multi: one request for many partitions, far below jute.maxbuffer (1 MB)
+    PARENTS_PER_MULTI = 500
+
+    def _create_partition_parents(self, tps: list[tuple[str, int]], epoch_zk_version: int) -> None:
+        """Create /brokers/topics/<t>/partitions and .../partitions/<p> where missing, before the state znodes.
+
+        Kafka creates each with its own guarded create; here the partition znodes of a topic go in guarded
+        multis of up to PARENTS_PER_MULTI creates (10,000 new partitions: 20 requests, not 10,000). A chunk in
+        which one znode already exists is rolled back whole by ZooKeeper and then done Kafka's way, one guarded
+        create per znode, an existing one being fine."""
+        topics = sorted({t for t, _ in tps})
+        topic_paths = [TopicPartitionsZNode.path(t) for t in topics]
+        found = self._pipelined(partial(self._zk.exists_async, p) for p in topic_paths)
+        paths: list[str] = []
+        by_topic: dict[str, list[int]] = {}
+        for t, p in tps:
+            by_topic.setdefault(t, []).append(p)
+        for t, path, (stat, error) in zip(topics, topic_paths, found):
+            if error is not None:
+                raise error
+            if stat is None:
+                paths.append(path)
+            paths += [TopicPartitionZNode.path(t, p) for p in by_topic[t]]
+        chunks = [paths[i:i + self.PARENTS_PER_MULTI] for i in range(0, len(paths), self.PARENTS_PER_MULTI)]
+
+        def create_all(chunk: list[str]) -> Callable[[Any], None]:
+            def build(tx: Any) -> None:
+                for path in chunk:
+                    tx.create(path, b"")
+            return build
+
+        results = self._guarded_many(epoch_zk_version, [create_all(c) for c in chunks])
+        retry = [path for c, r in zip(chunks, results) if any(self._op_error(x) for x in r) for path in c]
+        if not retry:
+            return
+        for path, r in zip(retry, self._guarded_many(epoch_zk_version, [create_all([p]) for p in retry])):
+            err = self._op_error(r[0])
+            if err is not None and not isinstance(err, NodeExistsError):
+                log.warning("Creating %s failed: %r", path, err)
 
     def update_leader_and_isr(self, states: dict[tuple[str, int], LeaderAndIsr], controller_epoch: int,
                               epoch_zk_version: int
@@ -1017,14 +1123,13 @@ class KafkaZkClient:
 
     def get_partitions_from_isr_change_notifications(self, names: list[str]) -> set[tuple[str, int]]:
         out: set[tuple[str, int]] = set()
-        pending = [self._zk.get_async(f"{IsrChangeNotificationZNode.path}/{n}") for n in names]
-        for a in pending:
-            try:
-                data, _ = a.get()
-            except NoNodeError:
+        for result, error in self._get_many(f"{IsrChangeNotificationZNode.path}/{n}" for n in names):
+            if isinstance(error, NoNodeError):
                 continue
+            if error is not None:
+                raise error
             try:
-                out.update(IsrChangeNotificationZNode.decode(data))
+                out.update(IsrChangeNotificationZNode.decode(result[0]))
             except (ValueError, KeyError, TypeError):
                 log.warning("Ignoring an unreadable ISR change notification")
         return out

@@ -9,6 +9,7 @@ ids from 2.8-IV0; feature versioning (/feature enabled) from 2.7-IV0.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Mapping
 
 from broker.config.ibp import InterBrokerProtocolVersion
@@ -60,37 +61,38 @@ class ControllerConfig:
         )
 
     # ------------------------------------------------------------------ what the IBP enables
-    @property
+    # The IBP and what it enables are read per partition in request batches: parsed once (the config is frozen).
+    @cached_property
     def ibp(self) -> InterBrokerProtocolVersion:
         return InterBrokerProtocolVersion.parse(self.inter_broker_protocol_version)
 
-    @property
+    @cached_property
     def is_alter_partition_enabled(self) -> bool:
         """Leaders send AlterPartition (else they write the ISR and /isr_change_notification themselves)."""
         return self.ibp.is_at_least("2.7-IV2")
 
-    @property
+    @cached_property
     def is_allocate_producer_ids_enabled(self) -> bool:
         """Brokers ask the controller for producer-id blocks (else they claim them in ZooKeeper)."""
         return self.ibp.is_at_least("3.0-IV0")
 
-    @property
+    @cached_property
     def is_leader_recovery_supported(self) -> bool:
         return self.ibp.is_at_least("3.2-IV0")
 
-    @property
+    @cached_property
     def is_feature_versioning_supported(self) -> bool:
         return self.ibp.is_at_least("2.7-IV0")
 
-    @property
+    @cached_property
     def uses_topic_id(self) -> bool:
         return self.ibp.is_at_least("2.8-IV0")
 
-    @property
+    @cached_property
     def feature_znode_version(self) -> int:
         return 2 if self.ibp.is_at_least("3.3-IV0") else 1
 
-    @property
+    @cached_property
     def leader_and_isr_version(self) -> int:
         for ibp, v in (("3.4-IV0", 7), ("3.2-IV0", 6), ("2.8-IV1", 5), ("2.4-IV1", 4), ("2.4-IV0", 3),
                        ("2.2-IV0", 2), ("1.0-IV0", 1)):
@@ -98,7 +100,7 @@ class ControllerConfig:
                 return v
         return 0
 
-    @property
+    @cached_property
     def update_metadata_version(self) -> int:
         for ibp, v in (("3.4-IV0", 8), ("2.8-IV1", 7), ("2.4-IV1", 6), ("2.2-IV0", 5), ("1.0-IV0", 4),
                        ("0.10.2-IV0", 3), ("0.10.0-IV1", 2), ("0.9.0", 1)):
@@ -106,7 +108,7 @@ class ControllerConfig:
                 return v
         return 0
 
-    @property
+    @cached_property
     def stop_replica_version(self) -> int:
         for ibp, v in (("3.4-IV0", 4), ("2.6-IV0", 3), ("2.4-IV1", 2), ("2.2-IV0", 1)):
             if self.ibp.is_at_least(ibp):

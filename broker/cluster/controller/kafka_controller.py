@@ -28,13 +28,14 @@ from broker.cluster.controller.channel_manager import ControllerChannelManager
 from broker.cluster.controller.config import ControllerConfig
 from broker.cluster.controller.context import (NO_LEADER, ControllerContext, PartitionReplica, PartitionState,
                                                ReplicaAssignment, ReplicaState, TopicPartition)
-from broker.cluster.controller.election import preferred_replica_leader, with_new_epoch
+from broker.cluster.controller.election import preferred_replica_leader
 from broker.cluster.controller.event_manager import ControllerEvent, ControllerEventManager, Time
 from broker.cluster.controller.features import (SAFE_DOWNGRADE, UPGRADE, incompatible_features, supported_ranges,
                                                 validate_feature_update)
-from broker.cluster.controller.partition_state_machine import (CONTROLLED_SHUTDOWN, PREFERRED, REASSIGN,
+from broker.cluster.controller.partition_state_machine import (CONTROLLED_SHUTDOWN, PREFERRED,
                                                                ElectionStrategy, OfflineElection,
                                                                PartitionStateMachine, StateChangeFailed)
+from broker.cluster.controller.reassignment import PartitionReassignments
 from broker.cluster.controller.replica_state_machine import ReplicaStateMachine
 from broker.cluster.controller.request_batch import ControllerBrokerRequestBatch
 from broker.cluster.controller.topic_deletion_manager import DeletionClient, TopicDeletionManager
@@ -124,6 +125,11 @@ class KafkaController:
                            mute_partition_modifications=self._unwatch_topic,
                            send_metadata_update=lambda tps: self._send_update_metadata(
                                self.ctx.live_or_shutting_down_broker_ids, tps)))
+        self.reassignment = PartitionReassignments(
+            config, self.ctx, zk, self.batch, self.replica_sm, self.partition_sm, self.topic_deletion,
+            watch_isr=self._watch_reassignment_isr, unwatch_isr=self._unwatch_reassignment_isr,
+            remove_from_zk_reassignment=self._maybe_remove_from_zk_reassignment,
+            send_update_metadata=self._send_update_metadata)
         self._controller_watch: ZkWatch | None = None
         self._watches: list[ZkWatch] = []
         self._topic_watches: dict[str, ZkWatch] = {}
@@ -613,10 +619,9 @@ class KafkaController:
         replicas = ctx.replicas_on_brokers(set(new_brokers))
         self.replica_sm.handle_state_changes(replicas, ReplicaState.ONLINE)
         self.partition_sm.trigger_online_partition_state_change()
-        for tp in sorted(ctx.partitions_being_reassigned):
-            a = ctx.partition_full_replica_assignment(tp)
-            if any(r in new_brokers for r in a.target_replicas):
-                self._on_partition_reassignment(tp, a)
+        resumed = {tp: ctx.partition_full_replica_assignment(tp) for tp in sorted(ctx.partitions_being_reassigned)}
+        self._on_partition_reassignment({tp: a for tp, a in resumed.items()
+                                         if any(r in new_brokers for r in a.target_replicas)})
         deleting = {tp[0] for tp, _ in replicas if self.topic_deletion.is_topic_queued_for_deletion(tp[0])}
         if deleting:
             log.info("Some replicas for topics scheduled for deletion %s are on the newly restarted brokers %s. "
@@ -771,9 +776,7 @@ class KafkaController:
             if partitions:
                 self.ctx.leadership.update(self.zk.get_partition_states(partitions))
                 self._send_update_metadata(self.ctx.live_or_shutting_down_broker_ids, partitions)
-                for tp in partitions:
-                    if tp in self.ctx.partitions_being_reassigned:
-                        self._maybe_complete_reassignment(tp)
+                self.reassignment.maybe_complete(partitions)
         finally:
             self.zk.delete_isr_change_notifications(names, self.ctx.epoch_zk_version)
 
@@ -1031,9 +1034,7 @@ class KafkaController:
             e.callback({"throttle_time_ms": 0, "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "topics": []})
             return
         e.callback(response)
-        for tp in accepted:
-            if tp in self.ctx.partitions_being_reassigned:
-                self._maybe_complete_reassignment(tp)
+        self.reassignment.maybe_complete(accepted)
 
     def _try_alter_partition(self, request: Any, version: int) -> tuple[dict, list[TopicPartition]]:
         ctx = self.ctx
@@ -1186,6 +1187,7 @@ class KafkaController:
     def _maybe_trigger_partition_reassignment(self, reassignments: dict[TopicPartition, ReplicaAssignment]
                                               ) -> dict[TopicPartition, tuple[int, str | None]]:
         out: dict[TopicPartition, tuple[int, str | None]] = {}
+        valid: dict[TopicPartition, ReplicaAssignment] = {}
         for tp, a in reassignments.items():
             if self.topic_deletion.is_topic_queued_for_deletion(tp[0]):
                 log.info("Skipping reassignment of %s since the topic is currently being deleted", _tp_str(tp))
@@ -1193,124 +1195,40 @@ class KafkaController:
             elif not self.ctx.partition_replica_assignment(tp):
                 out[tp] = (int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "The partition does not exist.")
             else:
-                try:
-                    self._on_partition_reassignment(tp, a)
-                    out[tp] = (int(ErrorCode.NONE), None)
-                except ControllerMovedError:
-                    raise
-                except Exception as exc:
-                    log.exception("Error completing reassignment of partition %s", _tp_str(tp))
-                    out[tp] = (int(ErrorCode.UNKNOWN_SERVER_ERROR), str(exc) or None)
+                valid[tp] = a
+        failed = self._on_partition_reassignment(valid)
+        for tp in valid:
+            exc = failed.get(tp)
+            out[tp] = (int(ErrorCode.NONE), None) if exc is None else (int(ErrorCode.UNKNOWN_SERVER_ERROR),
+                                                                         str(exc) or None)
         return out
 
-    def _on_partition_reassignment(self, tp: TopicPartition, a: ReplicaAssignment) -> None:
-        """Kafka's phases: U (record RS = ORS + TRS with adding/removing), A (not yet in sync: bump the epoch,
-        LeaderAndIsr to RS, start new replicas) or B (TRS in ISR: move leadership into TRS if needed, drop
-        ORS - TRS from the ISR and delete them, record RS = TRS, UpdateMetadata)."""
-        self.topic_deletion.mark_topic_ineligible_for_deletion({tp[0]}, "topic reassignment in progress")
-        self._update_current_reassignment(tp, a)
-        if not self._is_reassignment_complete(tp, a):
-            self._update_leader_epoch_and_send_request(tp, a)
-            for r in a.adding:
-                self.replica_sm.handle_state_changes([(tp, r)], ReplicaState.NEW)
-            return
-        self.replica_sm.handle_state_changes([(tp, r) for r in a.adding], ReplicaState.ONLINE)
-        completed = ReplicaAssignment.of(a.target_replicas)
-        self.ctx.update_partition_full_replica_assignment(tp, completed)
-        self._move_reassigned_partition_leader_if_required(tp, completed)
-        self._stop_removed_replicas(tp, list(a.removing))
-        self._update_replica_assignment(tp, completed)
-        self._remove_partition_from_reassigning(tp, completed)
-        self._send_update_metadata(self.ctx.live_or_shutting_down_broker_ids, [tp])
-        self.topic_deletion.resume_deletion_for_topics({tp[0]})
+    def _on_partition_reassignment(self, reassignments: dict[TopicPartition, ReplicaAssignment]
+                                   ) -> dict[TopicPartition, Exception]:
+        """Kafka's onPartitionReassignment over many partitions at once (see reassignment.py); {tp: error} of the
+        partitions whose reassignment step failed (logged)."""
+        try:
+            failed = self.reassignment.on_partition_reassignment(reassignments)
+        except ControllerMovedError:
+            raise
+        except Exception as exc:
+            log.exception("Error completing reassignment of partitions %s", [_tp_str(tp) for tp in reassignments])
+            return {tp: exc for tp in reassignments}
+        for tp, exc in sorted(failed.items()):
+            log.error("Error completing reassignment of partition %s: %r", _tp_str(tp), exc)
+        return failed
 
-    def _update_current_reassignment(self, tp: TopicPartition, a: ReplicaAssignment) -> None:
-        current = self.ctx.partition_full_replica_assignment(tp)
-        if current != a:
-            self._update_replica_assignment(tp, a)
-            self.ctx.update_partition_full_replica_assignment(tp, a)
-            unneeded = [r for r in current.replicas if r not in a.replicas]
-            if unneeded:
-                self._stop_removed_replicas(tp, unneeded)
-        if not self.config.is_alter_partition_enabled and tp not in self._reassign_isr_watches:
+    def _watch_reassignment_isr(self, tp: TopicPartition) -> None:
+        """IBP < 2.7: the leader writes the ISR itself; watch the state znode to notice the new replicas join."""
+        if tp not in self._reassign_isr_watches:
             self._reassign_isr_watches[tp] = self.zk.watch_data(
                 TopicPartitionStateZNode.path(*tp),
                 lambda: self.event_manager.put(ev.PartitionReassignmentIsrChange(tp)))
-        self.ctx.partitions_being_reassigned.add(tp)
 
-    def _is_reassignment_complete(self, tp: TopicPartition, a: ReplicaAssignment) -> bool:
-        if not a.is_being_reassigned:
-            return True
-        s = self.zk.get_partition_states([tp]).get(tp)
-        return s is not None and set(a.target_replicas) <= set(s.isr)
-
-    def _update_replica_assignment(self, tp: TopicPartition, a: ReplicaAssignment) -> None:
-        topic = tp[0]
-        full = dict(self.ctx.assignments.get(topic, {}))
-        full[tp[1]] = a
-        ta = TopicAssignment(self.ctx.topic_ids.get(topic),
-                             {p: list(x.replicas) for p, x in full.items()},
-                             {p: list(x.adding) for p, x in full.items() if x.adding},
-                             {p: list(x.removing) for p, x in full.items() if x.removing})
-        self.zk.set_topic_assignment(topic, ta, self.ctx.epoch_zk_version)
-        log.info("Successfully updated assignment of partition %s to %s", _tp_str(tp), a)
-
-    def _update_leader_epoch_and_send_request(self, tp: TopicPartition, a: ReplicaAssignment) -> None:
-        updated = self._update_leader_epoch(tp)
-        if updated is None:
-            log.error("Failed to send LeaderAndIsr request with new replica assignment %s to leader for partition "
-                      "being reassigned %s", a, _tp_str(tp))
-            return
-        self.batch.new_batch()
-        try:
-            self.batch.add_leader_and_isr(a.origin_replicas, tp, updated, a, is_new=False)
-            self.batch.add_leader_and_isr(a.adding, tp, updated, a, is_new=True)
-            self.batch.send_requests(self.ctx.epoch)
-        finally:
-            self.batch.clear()
-
-    def _update_leader_epoch(self, tp: TopicPartition) -> LeaderAndIsr | None:
-        """Bump the leader epoch without changing leader or ISR (the leader learns the new replica set)."""
-        while True:
-            s = self.zk.get_partition_states([tp]).get(tp)
-            if s is None:
-                raise StateChangeFailed(f"Cannot update leader epoch for partition {_tp_str(tp)} as leaderAndIsr "
-                                        "path is empty")
-            if s.controller_epoch > self.ctx.epoch:
-                raise StateChangeFailed("Leader and isr path written by another controller")
-            written, retry = self.zk.update_leader_and_isr({tp: with_new_epoch(s)}, self.ctx.epoch,
-                                                           self.ctx.epoch_zk_version)
-            r = written.get(tp)
-            if isinstance(r, LeaderAndIsr):
-                self.ctx.leadership[tp] = r
-                return r
-            if isinstance(r, Exception):
-                raise r
-
-    def _move_reassigned_partition_leader_if_required(self, tp: TopicPartition, a: ReplicaAssignment) -> None:
-        leader = self.ctx.leadership[tp].leader
-        if leader not in a.replicas:
-            log.info("Leader %d for partition %s being reassigned, is not in the new list of replicas %s. "
-                     "Re-electing leader", leader, _tp_str(tp), list(a.replicas))
-            self.partition_sm.handle_state_changes([tp], PartitionState.ONLINE, REASSIGN)
-        elif self.ctx.is_replica_online(leader, tp):
-            self._update_leader_epoch_and_send_request(tp, a)
-        else:
-            self.partition_sm.handle_state_changes([tp], PartitionState.ONLINE, REASSIGN)
-
-    def _stop_removed_replicas(self, tp: TopicPartition, removed: list[int]) -> None:
-        replicas = [(tp, r) for r in removed]
-        self.replica_sm.handle_state_changes(replicas, ReplicaState.OFFLINE)
-        self.replica_sm.handle_state_changes(replicas, ReplicaState.DELETION_STARTED)
-        self.replica_sm.handle_state_changes(replicas, ReplicaState.DELETION_SUCCESSFUL)
-        self.replica_sm.handle_state_changes(replicas, ReplicaState.NON_EXISTENT)
-
-    def _remove_partition_from_reassigning(self, tp: TopicPartition, a: ReplicaAssignment) -> None:
+    def _unwatch_reassignment_isr(self, tp: TopicPartition) -> None:
         w = self._reassign_isr_watches.pop(tp, None)
         if w is not None:
             w.cancel()
-        self._maybe_remove_from_zk_reassignment(lambda x, replicas: x == tp and list(replicas) == list(a.replicas))
-        self.ctx.partitions_being_reassigned.discard(tp)
 
     def _maybe_remove_from_zk_reassignment(self, should_remove: Callable[[TopicPartition, list[int]], bool]) -> None:
         current = self.zk.get_partition_reassignment()
@@ -1351,16 +1269,8 @@ class KafkaController:
 
     def _initialize_partition_reassignments(self) -> None:
         resumed = self._process_zk_partition_reassignment()
-        for tp in sorted(self.ctx.partitions_being_reassigned):
-            if tp not in resumed:
-                self._on_partition_reassignment(tp, self.ctx.partition_full_replica_assignment(tp))
-
-    def _maybe_complete_reassignment(self, tp: TopicPartition) -> None:
-        a = self.ctx.partition_full_replica_assignment(tp)
-        if self._is_reassignment_complete(tp, a):
-            log.info("Target replicas %s have all caught up with the leader for reassigning partition %s",
-                     a.target_replicas, _tp_str(tp))
-            self._on_partition_reassignment(tp, a)
+        self._on_partition_reassignment({tp: self.ctx.partition_full_replica_assignment(tp)
+                                         for tp in sorted(self.ctx.partitions_being_reassigned) if tp not in resumed})
 
     def _process_partition_reassignment_isr_change(self, tp: TopicPartition) -> None:
         if self.is_active and tp in self.ctx.partitions_being_reassigned:
@@ -1368,7 +1278,7 @@ class KafkaController:
             s = self.zk.get_partition_states([tp]).get(tp)
             if s is not None:
                 self.ctx.leadership[tp] = s
-            self._maybe_complete_reassignment(tp)
+            self.reassignment.maybe_complete([tp])
 
     def _process_list_partition_reassignments(self, e: ev.ListPartitionReassignments) -> None:
         if not self.is_active:

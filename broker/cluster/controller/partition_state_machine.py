@@ -72,6 +72,22 @@ CONTROLLED_SHUTDOWN = ControlledShutdownElection()
 Results = dict[TopicPartition, "LeaderAndIsr | Exception"]
 
 
+def known_partition_states(ctx: ControllerContext, zk: KafkaZkClient, partitions: list[TopicPartition]
+                           ) -> dict[TopicPartition, LeaderAndIsr]:
+    """The partitions' states as the controller last wrote or read them, read from ZooKeeper where it has none.
+
+    Kafka reads every state znode before it changes them; here the first attempt starts from the controller's
+    copy, because every write compares the znode version (the partition epoch) and is guarded by the
+    /controller_epoch version: a copy that is out of date (an ISR a leader wrote itself before IBP 2.7, an
+    operator's edit) only costs a version conflict, after which the callers re-read those partitions and
+    retry. At 3,333 partitions that is 3,333 ZooKeeper round trips fewer per election."""
+    known = {tp: ctx.leadership[tp] for tp in partitions if tp in ctx.leadership}
+    missing = [tp for tp in partitions if tp not in known]
+    if missing:
+        known.update(zk.get_partition_states(missing))
+    return known
+
+
 class PartitionStateMachine:
     def __init__(self, config: ControllerConfig, ctx: ControllerContext, zk: KafkaZkClient,
                  batch: ControllerBrokerRequestBatch, unclean_enabled: Callable[[str], bool]) -> None:
@@ -197,8 +213,10 @@ class PartitionStateMachine:
     def _elect_leaders(self, partitions: list[TopicPartition], strategy: ElectionStrategy) -> Results:
         remaining = partitions
         finished: Results = {}
+        fresh = False  # the first attempt from the controller's copy, retries from ZooKeeper
         while remaining:
-            done, remaining = self._do_elect_leaders(remaining, strategy)
+            done, remaining = self._do_elect_leaders(remaining, strategy, fresh)
+            fresh = True
             for tp, r in done.items():
                 if isinstance(r, Exception):
                     state_change_log.error("Controller %d epoch %d failed to change state for partition %s from "
@@ -209,9 +227,10 @@ class PartitionStateMachine:
                 log.info("Retrying leader election for partitions %s (the state changed concurrently)", remaining)
         return finished
 
-    def _do_elect_leaders(self, partitions: list[TopicPartition], strategy: ElectionStrategy
+    def _do_elect_leaders(self, partitions: list[TopicPartition], strategy: ElectionStrategy, fresh: bool = True
                           ) -> tuple[Results, list[TopicPartition]]:
-        current = self.zk.get_partition_states(partitions)
+        current = (self.zk.get_partition_states(partitions) if fresh
+                   else known_partition_states(self.ctx, self.zk, partitions))
         failed: Results = {}
         valid: list[tuple[TopicPartition, LeaderAndIsr]] = []
         for tp in partitions:

@@ -13,6 +13,7 @@ from typing import Iterable
 from broker.cluster.controller.context import (NO_LEADER, REPLICA_VALID_PREVIOUS, ControllerContext,
                                                PartitionReplica, ReplicaState, TopicPartition)
 from broker.cluster.controller.election import with_new_leader
+from broker.cluster.controller.partition_state_machine import known_partition_states
 from broker.cluster.controller.request_batch import ControllerBrokerRequestBatch
 from broker.zk.client import KafkaZkClient
 from broker.zk.errors import ControllerMovedError
@@ -135,8 +136,11 @@ class ReplicaStateMachine:
         bumping the leader epoch. Returns the partitions' states afterwards (changed or not)."""
         results: dict[TopicPartition, LeaderAndIsr] = {}
         remaining = partitions
+        fresh = False  # the first attempt from the controller's copy (versions fence it), retries from ZooKeeper
         while remaining:
-            current = self.zk.get_partition_states(remaining)
+            current = (self.zk.get_partition_states(remaining) if fresh
+                       else known_partition_states(self.ctx, self.zk, remaining))
+            fresh = True
             to_write: dict[TopicPartition, LeaderAndIsr] = {}
             for tp in remaining:
                 s = current.get(tp)

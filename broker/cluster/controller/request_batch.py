@@ -178,17 +178,20 @@ class ControllerBrokerRequestBatch:
         live_brokers = self._live_brokers_body(version)
         targets = sorted(self.update_metadata_brokers & self.ctx.live_or_shutting_down_broker_ids)
         log.info("Sending UpdateMetadata request to brokers %s for %d partitions", targets, len(states))
+        # Every broker gets the same partition states: built once, shared by the bodies (read-only from here on).
+        if version >= 5:
+            topics: dict[str, list[dict]] = {}
+            for ps in states:
+                topics.setdefault(ps["topic_name"], []).append(ps)
+            partitions: dict[str, Any] = {"topic_states": [
+                {"topic_name": t, "topic_id": self._topic_uuid(t), "partition_states": pss}
+                for t, pss in topics.items()]}
+        else:
+            partitions = {"ungrouped_partition_states": states}
         for broker in targets:
             body = self._header(controller_epoch, broker)
             body["live_brokers"] = live_brokers
-            if version >= 5:
-                topics: dict[str, list[dict]] = {}
-                for ps in states:
-                    topics.setdefault(ps["topic_name"], []).append(ps)
-                body["topic_states"] = [{"topic_name": t, "topic_id": self._topic_uuid(t), "partition_states": pss}
-                                        for t, pss in topics.items()]
-            else:
-                body["ungrouped_partition_states"] = states
+            body.update(partitions)
             self._send(broker, UPDATE_METADATA, version, body, lambda resp, b=broker: self._on_um(b, resp))
         self.update_metadata_brokers.clear()
         self.update_metadata_partitions.clear()

@@ -47,7 +47,8 @@ def test_fetch_request_contents(tmp_path) -> None:
             body = fetches_from(c, 2)[-1]
             assert body["replica_state"] == {"replica_id": 2, "replica_epoch": 102}
             assert (body["max_wait_ms"], body["min_bytes"], body["max_bytes"]) == (200, 1, 10485760)
-            assert body["session_id"] == 0 and body["session_epoch"] == -1 and body["isolation_level"] == 0
+            # a full request opening a fetch session (KIP-227); this leader keeps none (session id 0 in its answers)
+            assert body["session_id"] == 0 and body["session_epoch"] == 0 and body["isolation_level"] == 0
             [topic] = body["topics"]
             assert topic["topic_id"] == TOPIC_ID
             parts = {p["partition"]: p for p in topic["partitions"]}

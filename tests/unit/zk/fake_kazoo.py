@@ -285,7 +285,14 @@ class FakeZooKeeper:
     def multi(self, client: "FakeKazooClient", ops: list[tuple]) -> list[Any]:
         """All-or-nothing multi-op; results as kazoo's TransactionRequest.commit() returns them."""
         with self._lock:
-            saved_nodes = {p: n.copy() for p, n in self.nodes.items()}
+            # undo log: the nodes an op may change, as they were before this multi (None: absent)
+            undo: dict[str, _Node | None] = {}
+
+            def remember(path: str) -> None:
+                if path not in undo:
+                    node = self.nodes.get(path)
+                    undo[path] = node.copy() if node is not None else None
+
             saved_zxid, saved_now = self.zxid, self.now_ms
             events: list[tuple[str, str]] = []
             results: list[Any] = []
@@ -296,13 +303,20 @@ class FakeZooKeeper:
                 try:
                     if kind == "create":
                         _, path, data, ephemeral, sequence = op
-                        results.append(client._unchroot(
-                            self._do_create(path, data, ephemeral, sequence, client.session_id, events)))
+                        remember(_parent(path))
+                        if not sequence:
+                            remember(path)
+                        created = self._do_create(path, data, ephemeral, sequence, client.session_id, events)
+                        undo.setdefault(created, None)
+                        results.append(client._unchroot(created))
                     elif kind == "set":
                         _, path, data, version = op
+                        remember(path)
                         results.append(self._do_set(path, data, version, events))
                     elif kind == "delete":
                         _, path, version = op
+                        remember(path)
+                        remember(_parent(path))
                         self._do_delete(path, events, version)
                         results.append(True)
                     elif kind == "check":
@@ -318,7 +332,11 @@ class FakeZooKeeper:
             if failed_at < 0:
                 self._fire(events)
                 return results
-            self.nodes = saved_nodes
+            for path, node in undo.items():
+                if node is None:
+                    self.nodes.pop(path, None)
+                else:
+                    self.nodes[path] = node
             self.zxid, self.now_ms = saved_zxid, saved_now
             return ([RolledBackError() for _ in range(failed_at)] + [error]
                     + [RuntimeInconsistency() for _ in range(len(ops) - failed_at - 1)])

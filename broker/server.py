@@ -67,7 +67,11 @@ from broker.storage.cleaner import CleanerConfig
 from broker.storage.config import LogConfig
 from broker.storage.log_manager import LogManager
 from broker.util.broker_channel import BrokerChannel, BrokerNode
+from broker.util import runtime_tuning
 from broker.util.executor import NamedExecutor
+from broker.util.fd_budget import (
+    WARN_FRACTION, DescriptorBudget, effective_reserve, estimate_descriptors, raise_nofile_limit,
+)
 from broker.zk.client import KafkaZkClient
 
 log = logging.getLogger(__name__)
@@ -156,6 +160,7 @@ class BrokerServer:
     async def start(self) -> None:
         cfg = self.config.current
         loop = asyncio.get_running_loop()
+        runtime_tuning.configure()
         # A port in use ends start-up before ZooKeeper or any log is touched (Kafka finds out after loading logs).
         bind_error = await loop.run_in_executor(None, first_bind_error,
                                                 [(e.listener_name, e.host, e.port) for e in cfg.listeners])
@@ -166,9 +171,11 @@ class BrokerServer:
                 os.makedirs(d, exist_ok=True)
             except OSError as exc:
                 raise StartupError(f"Cannot create log directory {d} (log.dirs): {exc.strerror}") from None
+        await loop.run_in_executor(None, self._check_descriptors)
         await self._start_metrics_endpoint()
 
-        zk = self.zk = KafkaZkClient(cfg.zk_connect, cfg.zk_session_timeout_ms, cfg.zk_connection_timeout_ms)
+        zk = self.zk = KafkaZkClient(cfg.zk_connect, cfg.zk_session_timeout_ms, cfg.zk_connection_timeout_ms,
+                                     max_in_flight_requests=int(cfg.get("zookeeper.max.in.flight.requests")))
         await self.zk_calls.run(zk.start)
         cluster_id = await self.zk_calls.run(zk.get_or_create_cluster_id)
         self.metadata.cluster_id = cluster_id
@@ -248,7 +255,10 @@ class BrokerServer:
         self.config.add_listener(self._on_config_change)
         self.socket_server = SocketServer(self.dispatcher, listeners, cfg.get("socket.request.max.bytes"),
                                           cfg.get("socket.send.buffer.bytes"), cfg.get("socket.receive.buffer.bytes"),
-                                          self._connection_limits())
+                                          self._connection_limits(),
+                                          DescriptorBudget(lambda: int(self.config.current.get("broker.fd.reserve"))),
+                                          listen_backlog=int(cfg.get("socket.listen.backlog.size")),
+                                          connections_max_idle_ms=int(cfg.get("connections.max.idle.ms")))
         # Ports are bound now (the registration advertises them); requests are processed only once registered,
         # as Kafka's enableRequestProcessing: a restarted broker waiting for its stale registration to expire
         # must not answer clients (UNKNOWN_TOPIC_OR_PARTITION for partitions whose logs it holds) meanwhile.
@@ -271,8 +281,23 @@ class BrokerServer:
         if not await self.metadata.wait_initialized(cfg.zk_session_timeout_ms / 1000.0 + 5):
             log.warning("No UpdateMetadata from a controller yet; serving with an empty view of the cluster")
         self._quota_report_task = loop.create_task(self._report_quotas(QUOTA_REPORT_INTERVAL_S))
+        runtime_tuning.freeze_long_lived("start-up: logs, partitions and metadata loaded")
         log.info("[KafkaServer id=%d] started (listeners: %s)", self.broker_id,
                  ", ".join(e.connection_string() for e in endpoints))
+
+    def _check_descriptors(self) -> None:
+        """Raise the open file limit to the hard limit (as the JVM does) and log what the logs on disk will need
+        of it, before any is loaded; WARN when that leaves little for connections (docs/descriptors.md)."""
+        cfg = self.config.current
+        limit = raise_nofile_limit()
+        estimate = estimate_descriptors(limit, cfg.log_dirs, int(cfg.get("broker.storage.segment.file.cache.size")),
+                                        effective_reserve(int(cfg.get("broker.fd.reserve")), limit.soft))
+        log.info(estimate.describe())
+        if estimate.close_to_limit:
+            log.warning("File descriptors: the logs on disk and the reserve need about %d of the limit of %d (more "
+                        "than %d%%): new client connections will be refused early. Raise the hard limit (ulimit -Hn, "
+                        "LimitNOFILE= in a systemd unit) or lower broker.storage.segment.file.cache.size",
+                        estimate.needed, estimate.limit, int(100 * WARN_FRACTION))
 
     async def _start_authorizer(self) -> None:
         """authorizer.class.name = Kafka's AclAuthorizer: load every ACL from ZooKeeper and follow its changes
@@ -405,7 +430,9 @@ class BrokerServer:
                           flush_start_offset_checkpoint_interval_ms=cfg.get(
                               "log.flush.start.offset.checkpoint.interval.ms"),
                           producer_id_expiration_ms=cfg.get("producer.id.expiration.ms"),
-                          cleaner_config=CleanerConfig.from_broker_config(cfg.get))
+                          cleaner_config=CleanerConfig.from_broker_config(cfg.get),
+                          recovery_threads_per_data_dir=cfg.get("num.recovery.threads.per.data.dir"),
+                          segment_file_cache_size=cfg.get("broker.storage.segment.file.cache.size"))
 
     def _advertised_endpoints(self) -> List[Endpoint]:
         """Advertised listeners, with the real port where the config asked for port 0."""

@@ -6,6 +6,9 @@ import zlib
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.object cimport PyTypeObject
+from cpython.ref cimport Py_INCREF
+from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
 
 from buffers cimport read_i16, read_i32, read_i64, read_u32, read_varint, write_i32, write_i64, write_u16, write_u32
@@ -16,8 +19,13 @@ from broker.protocol.records.errors import CorruptRecordError, InvalidRecordErro
 
 broker_crc32c_init()
 
+cdef extern from "Python.h":
+    object PyType_GenericAlloc(PyTypeObject* type, Py_ssize_t nitems)
+
 # tuple.__new__ skips the NamedTuple's Python-level __new__ (a large share of a header scan's cost).
 _tuple_new = tuple.__new__
+# BatchInfo is built in place, as tuple.__new__ would build it but without the argument tuple it copies from
+cdef PyTypeObject* _BATCH_INFO = <PyTypeObject*>BatchInfo
 
 cdef enum:
     LOG_OVERHEAD = 12
@@ -26,7 +34,9 @@ cdef enum:
     MAGIC_OFFSET = 16
     CRC_OFFSET = 17
     ATTRIBUTES_OFFSET = 21
+    LAST_OFFSET_DELTA_OFFSET = 23
     MAX_TIMESTAMP_OFFSET = 35
+    RECORD_COUNT_OFFSET = 57
     LEGACY_V0_MESSAGE_MIN = 14
     LEGACY_V1_MESSAGE_MIN = 22
     MAX_CODEC = 4
@@ -156,12 +166,29 @@ cdef uint32_t _crc_maybe_nogil(const uint8_t* p, Py_ssize_t position, Py_ssize_t
     return _crc(p, position, end)
 
 
+cdef inline void _put(object t, Py_ssize_t i, object value):
+    Py_INCREF(value)  # PyTuple_SET_ITEM steals a reference
+    PyTuple_SET_ITEM(t, i, value)
+
+
 cdef object _info(const uint8_t* p, Py_ssize_t pos):
-    return _tuple_new(BatchInfo, (pos, read_i32(p + pos + 8) + LOG_OVERHEAD, read_i64(p + pos),
-                                  read_i32(p + pos + 23), read_i32(p + pos + 12), p[pos + 16],
-                                  read_u32(p + pos + 17), read_i16(p + pos + 21), read_i64(p + pos + 27),
-                                  read_i64(p + pos + 35), read_i64(p + pos + 43), read_i16(p + pos + 51),
-                                  read_i32(p + pos + 53), read_i32(p + pos + 57)))
+    """The BatchInfo of the magic-2 header at p[pos] (bounds already checked)."""
+    cdef object t = PyType_GenericAlloc(_BATCH_INFO, 14)
+    _put(t, 0, pos)
+    _put(t, 1, read_i32(p + pos + 8) + LOG_OVERHEAD)
+    _put(t, 2, read_i64(p + pos))
+    _put(t, 3, read_i32(p + pos + 23))
+    _put(t, 4, read_i32(p + pos + 12))
+    _put(t, 5, p[pos + 16])
+    _put(t, 6, read_u32(p + pos + 17))
+    _put(t, 7, read_i16(p + pos + 21))
+    _put(t, 8, read_i64(p + pos + 27))
+    _put(t, 9, read_i64(p + pos + 35))
+    _put(t, 10, read_i64(p + pos + 43))
+    _put(t, 11, read_i16(p + pos + 51))
+    _put(t, 12, read_i32(p + pos + 53))
+    _put(t, 13, read_i32(p + pos + 57))
+    return t
 
 
 def validate_records(records_bytes, record_count):
@@ -184,7 +211,7 @@ def validate_batches(buf, check_crc=True):
     cdef Py_ssize_t n, pos = 0, end
     cdef int32_t length, count, lod
     cdef int codec
-    cdef bint crc = bool(check_crc)
+    cdef bint crc = check_crc
     cdef list infos = []
     PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
     try:
@@ -232,7 +259,7 @@ def scan_batches(buf, Py_ssize_t pos=0, Py_ssize_t end=-1, check_crc=False):
     cdef int32_t length
     cdef uint8_t magic
     cdef int64_t ts
-    cdef bint crc = bool(check_crc)
+    cdef bint crc = check_crc
     cdef list infos = []
     if pos < 0:
         raise ValueError("negative position")
@@ -331,6 +358,44 @@ def set_log_append_time(buf, Py_ssize_t position, int64_t timestamp_ms):
         write_u32(p + position + CRC_OFFSET, _crc_maybe_nogil(p, position, end))
     finally:
         PyBuffer_Release(&view)
+
+
+def assign_offsets(buf, int64_t base_offset, int32_t leader_epoch, stamp_epoch, int64_t log_append_time_ms):
+    """Stamp every batch of ``buf`` in one pass (offsets, leader epoch, LogAppendTime); see the pure twin."""
+    cdef Py_buffer view
+    cdef uint8_t* p
+    cdef Py_ssize_t n, pos = 0, end
+    cdef int64_t offset = base_offset, last, ts, max_ts = -1, offset_of_max_ts = -1, num_records = 0
+    cdef bint epoch = stamp_epoch
+    cdef list appended = []
+    _get_writable(buf, &view)
+    try:
+        p = <uint8_t*>view.buf
+        n = view.len
+        while pos < n:
+            end = _check_header(p, n, pos)
+            write_i64(p + pos, offset)
+            if epoch:
+                write_i32(p + pos + 12, leader_epoch)
+            last = offset + read_i32(p + pos + LAST_OFFSET_DELTA_OFFSET)
+            if log_append_time_ms >= 0:
+                write_i64(p + pos + MAX_TIMESTAMP_OFFSET, log_append_time_ms)
+                write_u16(p + pos + ATTRIBUTES_OFFSET, <uint16_t>(read_i16(p + pos + ATTRIBUTES_OFFSET)
+                                                                  | TIMESTAMP_TYPE_MASK))
+                write_u32(p + pos + CRC_OFFSET, _crc_maybe_nogil(p, pos, end))
+                ts = log_append_time_ms
+            else:
+                ts = read_i64(p + pos + MAX_TIMESTAMP_OFFSET)
+            if ts > max_ts:
+                max_ts = ts
+                offset_of_max_ts = last
+            appended.append((last, ts, end - pos))
+            num_records += read_i32(p + pos + RECORD_COUNT_OFFSET)
+            offset = last + 1
+            pos = end
+    finally:
+        PyBuffer_Release(&view)
+    return appended, max_ts, offset_of_max_ts, num_records, pos
 
 
 cdef object _bytes_or_none(const uint8_t* p, Py_ssize_t pos, int64_t length):

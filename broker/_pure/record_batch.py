@@ -33,7 +33,9 @@ RECORD_BATCH_OVERHEAD = 61
 BATCH_LENGTH_MIN = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
+LAST_OFFSET_DELTA_OFFSET = 23
 MAX_TIMESTAMP_OFFSET = 35
+RECORD_COUNT_OFFSET = 57
 MAGIC_OFFSET = 16
 LEGACY_V0_MESSAGE_MIN = 14  # crc 4 + magic 1 + attributes 1 + key len 4 + value len 4
 LEGACY_V1_MESSAGE_MIN = 22  # + timestamp 8
@@ -237,6 +239,46 @@ def set_log_append_time(buf: Any, position: int, timestamp_ms: int) -> None:
     attributes = _I16.unpack_from(buf, position + ATTRIBUTES_OFFSET)[0] | TIMESTAMP_TYPE_MASK
     _I16.pack_into(buf, position + ATTRIBUTES_OFFSET, attributes)
     _U32.pack_into(buf, position + CRC_OFFSET, _batch_crc(buf, position, end))
+
+
+def assign_offsets(buf: Any, base_offset: int, leader_epoch: int, stamp_epoch: bool,
+                   log_append_time_ms: int) -> tuple[list[tuple[int, int, int]], int, int, int, int]:
+    """Stamp every batch of ``buf`` in one pass, as a leader's append does once the batches passed its rules.
+
+    ``buf`` holds whole magic-2 batches (as ``validate_batches`` accepted them). Each batch gets the next
+    offsets from ``base_offset`` on (its baseOffset; its records follow by offset delta), partitionLeaderEpoch =
+    ``leader_epoch`` when ``stamp_epoch``, and, when ``log_append_time_ms >= 0``, LogAppendTime with that
+    maxTimestamp (CRC recomputed). Returns ``(appended, max_timestamp, offset_of_max_timestamp, num_records,
+    valid_bytes)``: ``appended`` holds ``(last_offset, max_timestamp, size)`` per batch (what the segment and its
+    indexes take), the max timestamp is -1 and its offset -1 when no batch has a timestamp above -1.
+    """
+    n = len(buf)
+    pos = 0
+    offset = base_offset
+    appended: list[tuple[int, int, int]] = []
+    max_ts = -1
+    offset_of_max_ts = -1
+    num_records = 0
+    while pos < n:
+        end = _check_header(buf, pos)
+        _I64.pack_into(buf, pos, offset)
+        if stamp_epoch:
+            _I32.pack_into(buf, pos + 12, leader_epoch)
+        last = offset + _I32.unpack_from(buf, pos + LAST_OFFSET_DELTA_OFFSET)[0]
+        if log_append_time_ms >= 0:
+            set_log_append_time(buf, pos, log_append_time_ms)
+            ts = log_append_time_ms
+        else:
+            ts = _I64.unpack_from(buf, pos + MAX_TIMESTAMP_OFFSET)[0]
+        if ts > max_ts:
+            max_ts = ts
+            offset_of_max_ts = last
+        size = end - pos
+        appended.append((last, ts, size))
+        num_records += _I32.unpack_from(buf, pos + RECORD_COUNT_OFFSET)[0]
+        offset = last + 1
+        pos = end
+    return appended, max_ts, offset_of_max_ts, num_records, pos
 
 
 def _read_records(data: Any, count: int, info: BatchInfo) -> list[Record]:

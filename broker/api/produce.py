@@ -7,12 +7,15 @@ are converted to magic 2 first, as a Kafka 3.x broker does.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
+import struct
+from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from broker.api.authz import Authz
 from broker.api.leader_hint import current_leader
 from broker.api.registry import CLOSE_CONNECTION
 from broker.errors import ErrorCode
+from broker.protocol.api import ApiKey, response_schema
+from broker.protocol.codec import ElementLayout, PreEncoded, element_layout
 from broker.security.acl import AclOperation, ResourceType
 
 if TYPE_CHECKING:
@@ -23,10 +26,16 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+TopicPartition = Tuple[str, int]
+
 MIN_VERSION, MAX_VERSION = 0, 11
 _MAGIC_OFFSET = 16  # baseOffset(8) + batchLength(4) + partitionLeaderEpoch(4)
 _ATTRIBUTES_OFFSET = 21  # ... magic(1) + crc(4)
 _TRANSACTIONAL_FLAG = 0x10
+_BATCH_LENGTH_OFFSET = 8
+_I32 = struct.Struct(">i")
+#: an answer's empty record_errors: one shared immutable value (a Produce answers thousands of partitions)
+_NO_RECORD_ERRORS: Tuple[Any, ...] = ()
 _ALLOW_ALL = Authz()
 _SILENT = object()  # acks=0 request refused without an answer
 
@@ -61,31 +70,37 @@ def _authorize(ctx: "RequestContext", request: Any, authz: Authz) -> Tuple[Set[s
     return set(names) - authz.filter_allowed(ctx, AclOperation.WRITE, ResourceType.TOPIC, names), None
 
 
-def _prepare(records: Any, version: int) -> Tuple[int, Any, str]:
-    """(error_code, writable buffer, message) for one partition's records."""
-    if records is None or len(records) == 0:
-        return ErrorCode.INVALID_RECORD, None, "Produce request carries no record batch for this partition"
-    if len(records) <= _MAGIC_OFFSET:
-        return ErrorCode.CORRUPT_MESSAGE, None, "Record set is too short to hold a batch header"
+class _Refused(NamedTuple):
+    """A partition answered without an append: the error and, where Kafka sends one, its message."""
+
+    error_code: int
+    message: str
+
+
+def _prepare(records: Any, version: int) -> Any:
+    """The writable buffer of one partition's records, or the ``_Refused`` answer when they cannot be appended."""
+    size = len(records) if records is not None else 0
+    if size <= _MAGIC_OFFSET:
+        if size == 0:
+            return _Refused(ErrorCode.INVALID_RECORD, "Produce request carries no record batch for this partition")
+        return _Refused(ErrorCode.CORRUPT_MESSAGE, "Record set is too short to hold a batch header")
     magic = records[_MAGIC_OFFSET]
-    if magic == 2 and version >= 3:
-        # Kafka: v3+ carries exactly one record batch per partition.
-        batch_length = int.from_bytes(records[8:12], "big", signed=True)
-        if batch_length + 12 != len(records):
-            return (ErrorCode.INVALID_RECORD, None,
-                    f"Produce requests with version {version} must contain exactly one record batch")
     if magic != 2:
         if version >= 3:
-            return ErrorCode.INVALID_RECORD, None, f"Produce v{version} requires magic 2 batches, got magic {magic}"
+            return _Refused(ErrorCode.INVALID_RECORD, f"Produce v{version} requires magic 2 batches, got magic {magic}")
         from broker.protocol.records.legacy import convert_legacy_message_set
         try:
-            return 0, bytearray(convert_legacy_message_set(records)), ""
+            return bytearray(convert_legacy_message_set(records))
         except Exception as exc:  # CorruptRecordError and friends
-            return ErrorCode.CORRUPT_MESSAGE, None, str(exc)
+            return _Refused(ErrorCode.CORRUPT_MESSAGE, str(exc))
+    if version >= 3 and _I32.unpack_from(records, _BATCH_LENGTH_OFFSET)[0] + 12 != size:
+        # Kafka: v3+ carries exactly one record batch per partition.
+        return _Refused(ErrorCode.INVALID_RECORD, f"Produce requests with version {version} must contain exactly "
+                                                  "one record batch")
     # Writable copy only when the frame is read-only: offsets are stamped in place.
-    if isinstance(records, memoryview) and not records.readonly:
-        return 0, records, ""
-    return 0, bytearray(records), ""
+    if records.__class__ is memoryview and not records.readonly:
+        return records
+    return bytearray(records)
 
 
 #: append errors Kafka's ReplicaManager answers with LogAppendInfo.UNKNOWN_LOG_APPEND_INFO (log start offset -1)
@@ -96,13 +111,71 @@ _UNKNOWN_APPEND_INFO = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCod
 
 def partition_answer(idx: int, r: Any) -> dict:
     """One partition's ProduceResponse entry from an append result, with Kafka's rules for the error cases."""
-    unknown = r.error_code in _UNKNOWN_APPEND_INFO
-    return {"index": idx, "error_code": r.error_code, "base_offset": r.base_offset,
+    code = r.error_code
+    if not code:  # the common case, without the error rules
+        return {"index": idx, "error_code": 0, "base_offset": r.base_offset, "log_append_time_ms": r.log_append_time_ms,
+                "log_start_offset": r.log_start_offset, "record_errors": _NO_RECORD_ERRORS, "error_message": None}
+    unknown = code in _UNKNOWN_APPEND_INFO
+    return {"index": idx, "error_code": code, "base_offset": r.base_offset,
             "log_append_time_ms": r.log_append_time_ms, "log_start_offset": -1 if unknown else r.log_start_offset,
             "record_errors": [{"batch_index": i, "batch_index_error_message": m} for i, m in r.record_errors],
             # Kafka sends the message only where hasCustomErrorMessage: a RecordValidationException (the errors
             # that name records) and a failed KIP-890 verification
-            "error_message": r.error_message if r.error_code and (r.record_errors or r.custom_message) else None}
+            "error_message": r.error_message if r.record_errors or r.custom_message else None}
+
+
+def _success_layout(version: int) -> Optional[ElementLayout]:
+    """How a successful partition answer encodes at ``version`` (v5+: every field after log_start_offset holds its
+    default), so that a Produce of thousands of partitions answers each with one pack; None before v5."""
+    if version < 5:
+        return None
+    layout = _SUCCESS_LAYOUTS.get(version)
+    if layout is None:
+        layout = _SUCCESS_LAYOUTS[version] = element_layout(
+            response_schema(ApiKey.PRODUCE, version), ("responses", "partition_responses"), version,
+            ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset"))
+    return layout
+
+
+_SUCCESS_LAYOUTS: Dict[int, ElementLayout] = {}
+
+
+def _refused_answer(idx: int, code: int) -> dict:
+    """A partition refused before the append (authorization, unknown partition, ProduceRequest.validateRecords):
+    Kafka answers the error alone, without a message."""
+    return {"index": idx, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
+            "log_start_offset": -1, "record_errors": _NO_RECORD_ERRORS, "error_message": None}
+
+
+def _partition_entries(request: Any, version: int, metadata: "MetadataCache", denied: Optional[Set[str]]
+                       ) -> Tuple[Dict[TopicPartition, Any], Dict[TopicPartition, _Refused]]:
+    """({partition: records to append}, {partition: its answer} for those answered without an append), checked in
+    Kafka's order: WRITE on the topic, acks, the partition exists, the records (``_prepare``)."""
+    entries: Dict[TopicPartition, Any] = {}
+    refused: Dict[TopicPartition, _Refused] = {}
+    acks_valid = request.acks in (0, 1, -1)
+    for topic in request.topic_data:
+        name = topic.name
+        if denied is not None and name in denied:
+            for pd in topic.partition_data:
+                refused[(name, pd.index)] = _Refused(ErrorCode.TOPIC_AUTHORIZATION_FAILED, "")
+            continue
+        topic_meta = metadata.topic(name)
+        known = topic_meta.partitions if topic_meta is not None else {}
+        for pd in topic.partition_data:
+            idx = pd.index
+            tp = (name, idx)
+            if not acks_valid:
+                refused[tp] = _Refused(ErrorCode.INVALID_REQUIRED_ACKS, "")
+            elif idx not in known:
+                refused[tp] = _Refused(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")
+            else:
+                buf = _prepare(pd.records, version)
+                if buf.__class__ is _Refused:
+                    refused[tp] = buf
+                else:
+                    entries[tp] = buf
+    return entries, refused
 
 
 async def handle(ctx: "RequestContext", request: Any, *,
@@ -115,30 +188,7 @@ async def handle(ctx: "RequestContext", request: Any, *,
         denied, refusal = _authorize(ctx, request, authz)
         if refusal is not None:
             return None if refusal is _SILENT else refusal
-    entries: Dict[Tuple[str, int], Any] = {}
-    results: Dict[Tuple[str, int], Tuple[int, str]] = {}
-    order: List[Tuple[str, List[int]]] = []
-    for topic in request.topic_data:
-        idxs = []
-        refused = denied is not None and topic.name in denied
-        for pd in topic.partition_data:
-            tp = (topic.name, pd.index)
-            idxs.append(pd.index)
-            if refused:
-                results[tp] = (ErrorCode.TOPIC_AUTHORIZATION_FAILED, "")
-                continue
-            if acks not in (0, 1, -1):
-                results[tp] = (ErrorCode.INVALID_REQUIRED_ACKS, "")
-                continue
-            if metadata.partition(topic.name, pd.index) is None:
-                results[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "")
-                continue
-            code, buf, msg = _prepare(pd.records, version)
-            if code:
-                results[tp] = (code, msg)
-                continue
-            entries[tp] = buf
-        order.append((topic.name, idxs))
+    entries, refused = _partition_entries(request, version, metadata, denied)
 
     if not entries:
         appended = {}
@@ -147,31 +197,33 @@ async def handle(ctx: "RequestContext", request: Any, *,
     else:
         appended = await replica_manager.append_records(acks, entries, timeout_ms=request.timeout_ms)
 
-    any_error = False
-    responses = []
-    node_endpoints: Dict[int, dict] = {}
-    for name, idxs in order:
-        parts = []
-        for idx in idxs:
-            tp = (name, idx)
-            r = appended.get(tp)
-            if r is not None:
-                any_error |= r.error_code != 0
-                parts.append(partition_answer(idx, r))
-                if version >= 10 and r.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
-                    parts[-1]["current_leader"] = current_leader(tp, ctx.listener_name, replica_manager, metadata,
-                                                                 node_endpoints)
-            else:
-                code, msg = results[tp]
-                any_error = True
-                # Kafka answers partitions refused before the append (authorization, unknown partition,
-                # ProduceRequest.validateRecords) with the error alone: no message
-                parts.append({"index": idx, "error_code": code, "base_offset": -1, "log_append_time_ms": -1,
-                              "log_start_offset": -1, "record_errors": [], "error_message": None})
-        responses.append({"name": name, "partition_responses": parts})
     if acks == 0:
         # No response; on error Kafka closes the connection so the client notices.
-        return CLOSE_CONNECTION if any_error else None
+        failed = any(r.error_code for r in appended.values()) or any(tp not in appended for tp in refused)
+        return CLOSE_CONNECTION if failed else None
+    node_endpoints: Dict[int, dict] = {}
+    responses = []
+    layout = _success_layout(version)
+    for topic in request.topic_data:
+        name = topic.name
+        parts: List[Any] = []
+        for pd in topic.partition_data:
+            idx = pd.index
+            tp = (name, idx)
+            r = appended.get(tp)
+            if r is None:
+                parts.append(_refused_answer(idx, refused[tp].error_code))
+                continue
+            if layout is not None and not r.error_code:  # partition_answer's success case, already encoded
+                parts.append(PreEncoded(layout.prefix.pack(idx, 0, r.base_offset, r.log_append_time_ms,
+                                                           r.log_start_offset) + layout.suffix))
+                continue
+            part = partition_answer(idx, r)
+            if version >= 10 and r.error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER:
+                part["current_leader"] = current_leader(tp, ctx.listener_name, replica_manager, metadata,
+                                                        node_endpoints)
+            parts.append(part)
+        responses.append({"name": name, "partition_responses": parts})
     out = {"responses": responses, "throttle_time_ms": 0}
     if node_endpoints:
         out["node_endpoints"] = list(node_endpoints.values())

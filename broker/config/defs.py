@@ -87,8 +87,9 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("zookeeper.session.timeout.ms", T.INT, 18000, H, "ZooKeeper session timeout."),
     ConfigDef("zookeeper.connection.timeout.ms", T.INT, None, H,
               "Max wait to connect to ZooKeeper; default zookeeper.session.timeout.ms."),
-    ConfigDef("zookeeper.max.in.flight.requests", T.INT, 10, H, "Pipelined ZooKeeper requests.", at_least(1),
-              ignored=True),
+    ConfigDef("zookeeper.max.in.flight.requests", T.INT, 10, H,
+              "Most pipelined ZooKeeper requests unanswered at once (the controller's bulk reads and writes).",
+              at_least(1)),
     ConfigDef("zookeeper.set.acl", T.BOOLEAN, False, H, "Use secure ACLs on znodes.", ignored=True),
     ConfigDef("inter.broker.protocol.version", T.STRING, "3.9-IV0", M,
               "Inter-broker protocol version: AlterPartition from 2.7, AllocateProducerIds from 3.0.",
@@ -110,7 +111,10 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("socket.request.max.bytes", T.INT, 104857600, H, "Largest request frame.", at_least(1)),
     ConfigDef("socket.send.buffer.bytes", T.INT, 102400, H, "SO_SNDBUF; -1 = OS default."),
     ConfigDef("socket.receive.buffer.bytes", T.INT, 102400, H, "SO_RCVBUF; -1 = OS default."),
-    ConfigDef("socket.listen.backlog.size", T.INT, 50, M, "listen() backlog.", at_least(1)),
+    ConfigDef("socket.listen.backlog.size", T.INT, 1024, M,
+              "Connections the kernel queues until accepted. Default 1024, not Kafka's 50: Kafka accepts on a "
+              "thread of its own, this broker on its event loop between requests, so storms wait in the queue.",
+              at_least(1)),
     ConfigDef("connections.max.idle.ms", T.LONG, 600000, M, "Close idle connections after this."),
     ConfigDef("max.connections", T.INT, INT_MAX, M, "Max connections per broker.", at_least(0), CW),
     ConfigDef("max.connections.per.ip", T.INT, INT_MAX, M, "Max connections per IP.", at_least(0), CW),
@@ -123,8 +127,8 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("num.io.threads", T.INT, 8, H, "Request handler threads.", at_least(1), CW, ignored=True),
     ConfigDef("background.threads", T.INT, 10, H, "Background threads.", at_least(1), CW, ignored=True),
     ConfigDef("num.replica.fetchers", T.INT, 1, H, "Replica fetchers per source broker.", at_least(1), CW),
-    ConfigDef("num.recovery.threads.per.data.dir", T.INT, 2, H, "Log recovery threads per log dir.", at_least(1),
-              CW, ignored=True),
+    ConfigDef("num.recovery.threads.per.data.dir", T.INT, 1, H,
+              "Threads per log dir loading (and after a crash recovering) the logs at start-up.", at_least(1), CW),
     ConfigDef("quota.window.num", T.INT, 11, L, "Samples kept for client quotas.", at_least(1)),
     ConfigDef("quota.window.size.seconds", T.INT, 1, L, "Time span of each quota sample.", at_least(1)),
     ConfigDef("replication.quota.window.num", T.INT, 11, L, "Samples kept for replication quotas.", at_least(1)),
@@ -339,6 +343,13 @@ _DEFS: list[ConfigDef] = [
               "0 = any free port.", between(0, 65535)),
     ConfigDef("broker.metrics.prometheus.host", T.STRING, "", L,
               "Project-only: address the Prometheus metrics endpoint binds; empty = every interface."),
+    ConfigDef("broker.fd.reserve", T.INT, -1, M,
+              "Project-only: file descriptors new client connections may never take, kept for ZooKeeper, "
+              "replication, the controller and log segments (the inter-broker listener may use half of them); "
+              "-1 = 5% of the open file limit, at least 256 (docs/descriptors.md).", at_least(-1), PB),
+    ConfigDef("broker.storage.segment.file.cache.size", T.INT, 1024, M,
+              "Project-only: most inactive segment data files held open at once (opened on demand beyond it).",
+              at_least(16)),
 ]
 
 BROKER_CONFIGS: dict[str, ConfigDef] = {}

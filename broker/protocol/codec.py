@@ -31,7 +31,7 @@ from __future__ import annotations
 import struct
 import uuid
 from functools import lru_cache
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from .exceptions import MalformedMessageError
 from .schema import Field, MessageSchema
@@ -329,6 +329,56 @@ def element_encoder(schema: MessageSchema, path: tuple[str, ...], version: int) 
 
         _element_encoders[key] = fn
     return fn
+
+
+class ElementLayout(NamedTuple):
+    """How an element of a struct array encodes when only its leading fixed-width fields vary (see
+    :func:`element_layout`): ``PreEncoded(prefix.pack(*values) + suffix)``."""
+
+    prefix: struct.Struct
+    suffix: bytes
+
+
+_element_layouts: dict[tuple[str, tuple[str, ...], int, tuple[str, ...]], ElementLayout] = {}
+
+
+def element_layout(schema: MessageSchema, path: tuple[str, ...], version: int,
+                   leading: tuple[str, ...]) -> ElementLayout:
+    """The encoding of an element of the struct array at ``path`` whose fields other than ``leading`` hold their
+    defaults: the ``leading`` fields (the element's first fields at ``version``, in order, each a fixed-width
+    number) packed big-endian, then the bytes every such element shares (the other fields at their defaults, as
+    :func:`element_encoder` writes them).
+
+    For answers built by the thousand (a Produce's partitions): one pack and one concatenation per element
+    instead of the encoder's walk over a dict. Raises ValueError when ``leading`` does not fit that description.
+    """
+    key = (schema.name, path, version, leading)
+    layout = _element_layouts.get(key)
+    if layout is None:
+        fields = _element_fields(schema, path, version)
+        present = [f for f in fields if version in f.versions and not is_tagged(f, version)]
+        codes = []
+        for i, name in enumerate(leading):
+            f = present[i] if i < len(present) else None
+            if f is None or f.name != name or f.is_array or f.type not in _INT_STRUCTS:
+                raise ValueError(f"{schema.name} {'.'.join(path)} v{version}: {name} is not leading field {i} "
+                                 "of fixed width")
+            codes.append(_INT_STRUCTS[f.type].format[1:])
+        prefix = struct.Struct(">" + "".join(codes))
+        defaults = element_encoder(schema, path, version)({}).data
+        layout = _element_layouts[key] = ElementLayout(prefix, defaults[prefix.size:])
+    return layout
+
+
+def _element_fields(schema: MessageSchema, path: tuple[str, ...], version: int) -> tuple[Field, ...]:
+    """The fields of the elements of the struct array at ``path`` (names from the top of ``schema``)."""
+    fields = schema.fields
+    for step in path:
+        f = next((x for x in fields if x.name == step), None)
+        if f is None or not (f.is_array and f.is_struct) or version not in f.versions:
+            raise ValueError(f"{schema.name}: {'.'.join(path)} is not an array of structs at v{version}")
+        fields = f.fields
+    return fields
 
 
 def codec_for(schema: MessageSchema, version: int) -> MessageCodec:

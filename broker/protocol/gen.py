@@ -264,10 +264,15 @@ class _Gen:
         self.run.append((fmt, target))
 
     def read_uvarint(self, ind: int, target: str) -> None:
+        # one and two bytes inline (lengths below 16,384: a Produce's record sets, most strings), longer ones
+        # through the helper
         self.dflush(ind)
         self.emit(ind, f"{target} = buf[pos]")
         self.emit(ind, f"if {target} < 128:")
         self.emit(ind + 1, "pos += 1")
+        self.emit(ind, "elif buf[pos + 1] < 128:")
+        self.emit(ind + 1, f"{target} = ({target} & 127) | (buf[pos + 1] << 7)")
+        self.emit(ind + 1, "pos += 2")
         self.emit(ind, "else:")
         self.emit(ind + 1, f"{target}, pos = _ruv(buf, pos)")
 

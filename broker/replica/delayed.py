@@ -33,6 +33,12 @@ class DelayedOperation:
         """Check the condition; complete and return True when satisfied."""
         raise NotImplementedError
 
+    def try_complete_key(self, key: Hashable) -> bool:
+        """Re-check after ``key`` changed (its HW, low watermark or leadership); by default the whole condition.
+        An operation over many keys overrides it to look at ``key`` alone, so a request over 1,000 partitions
+        costs O(partitions) checks as they complete one by one, not O(partitions^2)."""
+        return self.try_complete()
+
     def force_complete(self) -> bool:
         if self.future.done():
             return False
@@ -66,10 +72,14 @@ class OperationPurgatory:
             return 0
         n = 0
         for op in list(ops):
-            if op.completed or op.try_complete():
+            if op.completed or op.try_complete_key(key):
                 self.remove(op)
                 n += 1
         return n
+
+    def watching(self) -> bool:
+        """Whether any operation waits (one test before checking many keys)."""
+        return bool(self._watchers)
 
     def remove(self, op: DelayedOperation) -> None:
         for k in op.keys:
@@ -97,6 +107,10 @@ class ProduceStatus:
     acks_pending: bool = True
 
 
+_REQUEST_TIMED_OUT = int(ErrorCode.REQUEST_TIMED_OUT)
+_NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+
+
 class DelayedProduce(DelayedOperation):
     """acks=-1: done when every partition's HW reached its required offset, or errored."""
 
@@ -104,27 +118,40 @@ class DelayedProduce(DelayedOperation):
         super().__init__()
         self.statuses = statuses
         self._get_partition = get_partition
-        for st in statuses.values():
+        #: the partitions still waiting for their HW
+        self._pending: Dict[Any, ProduceStatus] = {}
+        for tp, st in statuses.items():
             if st.result.error_code == 0:
                 st.acks_pending = True
-                st.result.error_code = int(ErrorCode.REQUEST_TIMED_OUT)
+                st.result.error_code = _REQUEST_TIMED_OUT
+                self._pending[tp] = st
             else:
                 st.acks_pending = False
 
+    def _check(self, tp: Any, st: ProduceStatus) -> None:
+        p = self._get_partition(tp)
+        if p is None:
+            # The replica went away while we waited (deleted or reassigned).
+            done, error = False, _NOT_LEADER_OR_FOLLOWER
+        else:
+            done, error = p.check_enough_replicas_reach_offset(st.required_offset)
+        if error or done:
+            st.acks_pending = False
+            st.result.error_code = error
+            del self._pending[tp]
+
     def try_complete(self) -> bool:
-        for tp, st in self.statuses.items():
-            if not st.acks_pending:
-                continue
-            p = self._get_partition(tp)
-            if p is None:
-                # The replica went away while we waited (deleted or reassigned).
-                done, error = False, int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-            else:
-                done, error = p.check_enough_replicas_reach_offset(st.required_offset)
-            if error or done:
-                st.acks_pending = False
-                st.result.error_code = error
-        if any(st.acks_pending for st in self.statuses.values()):
+        for tp, st in list(self._pending.items()):
+            self._check(tp, st)
+        if self._pending:
+            return False
+        return self.force_complete()
+
+    def try_complete_key(self, key: Hashable) -> bool:
+        st = self._pending.get(key)
+        if st is not None:
+            self._check(key, st)
+        if self._pending:
             return False
         return self.force_complete()
 

@@ -30,7 +30,7 @@ import os
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
 
 from broker.errors import ErrorCode, error_for_code
@@ -46,6 +46,7 @@ from broker.replica.partition import (EPOCH_DURING_DELETE, NO_EPOCH, AlterPartit
                                       LeaderAndIsrPartitionState, Partition)
 from broker.replica.purgatory import FetchPurgatory
 from broker.replica.replication_quota import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, ReplicationQuotas
+from broker.util import runtime_tuning
 from broker.util.broker_channel import BrokerChannelFactory, BrokerNode
 from broker.util.request_time import parked
 
@@ -63,13 +64,15 @@ __all__ = ["ReplicaManager", "Partition", "LeaderAndIsrPartitionState", "Produce
            "FetchPartitionInfo", "ClientMetadata", "fetch_request_replica", "ReplicaConfig"]
 
 
-@dataclass
+@dataclass(slots=True)
 class ProduceResult:
+    """One partition's append outcome (slots and no per-result list: a Produce may carry thousands)."""
+
     error_code: int = 0
     base_offset: int = -1
     log_append_time_ms: int = -1
     log_start_offset: int = -1
-    record_errors: List[Tuple[int, Optional[str]]] = field(default_factory=list)
+    record_errors: Sequence[Tuple[int, Optional[str]]] = ()
     error_message: Optional[str] = None
     last_offset: int = -1
     #: Kafka's hasCustomErrorMessage: the message goes on the wire (record validation, KIP-890 verification)
@@ -114,6 +117,9 @@ class ClientMetadata(NamedTuple):
 
 
 FetchRead = Union[Tuple[TopicPartition, int, int], Tuple[TopicPartition, FetchPartitionInfo]]
+#: what a worker needs for one append as leader: (Partition, records, the leader epoch the append was accepted in,
+#: is_from_client, KIP-890 guard or None, whether the append moves the HW: Partition.high_watermark_follows_leo)
+_AppendJob = Tuple[Partition, Any, int, bool, Optional[object], bool]
 
 
 def fetch_request_replica(request: Any, api_version: int) -> Tuple[int, int]:
@@ -382,13 +388,17 @@ class ReplicaManager:
                     ) -> Tuple[Any, Optional[uuid.UUID]]:
         """(log, topic id stored in partition.metadata); runs on a worker. A log without one gets ours."""
         from broker.storage.checkpoints import read_partition_metadata, write_partition_metadata
+        created = self.log_manager.get_log((topic, partition)) is None
         plog = self.log_manager.get_or_create_log(topic, partition, log_config, _topic_id_str(topic_id))
+        if created and topic_id is not None and topic_id != ZERO_UUID:
+            return plog, topic_id  # a new log: its partition.metadata was just written with this id
         try:
             stored = _parse_topic_id(read_partition_metadata(plog.dir))
         except ValueError:
             stored = None
         if stored is None and topic_id is not None and topic_id != ZERO_UUID:
-            write_partition_metadata(plog.dir, _topic_id_str(topic_id))  # type: ignore[arg-type]
+            plog.note_unsynced_file(write_partition_metadata(plog.dir, _topic_id_str(topic_id),  # type: ignore[arg-type]
+                                                             sync=False))
             stored = topic_id
         return plog, stored
 
@@ -466,33 +476,13 @@ class ReplicaManager:
                                  st.leader_epoch)
                     responses[tp] = int(ErrorCode.STALE_CONTROLLER_EPOCH)
 
-            # Create (or open) the logs, each on its partition's worker.
-            async def ensure(p: Partition, st: LeaderAndIsrPartitionState) -> Optional[int]:
-                if p.log is not None:
-                    return None
-                try:
-                    cfg = await log_config_for(st.topic)
-                    self.update_throttled_replicas(st.topic, cfg)
-                    plog, stored = await self.run_io(self._ensure_log, st.topic, st.partition_index, cfg,
-                                                     tid(st.topic), key=p.tp)
-                except Exception as exc:
-                    log.error("Cannot create the log of %s-%d: %s", *p.tp, exc)
-                    return int(ErrorCode.KAFKA_STORAGE_ERROR)
-                req_tid = tid(st.topic)
-                if req_tid is not None and stored is not None and stored != req_tid:
-                    log.error("Topic id %s in the log of %s-%d does not match the LeaderAndIsr topic id %s", stored,
-                              *p.tp, req_tid)
-                    return int(ErrorCode.INCONSISTENT_TOPIC_ID)
-                p.log = plog
-                p.topic_id = stored or req_tid
-                return None
-
-            errs = await asyncio.gather(*(ensure(p, st) for p, st, _ in accepted))
+            failed = await self._create_logs([(p, st) for p, st, _ in accepted if p.log is None], tid,
+                                             log_config_for)
             leaders: List[Tuple[Partition, LeaderAndIsrPartitionState]] = []
             followers: List[Tuple[Partition, LeaderAndIsrPartitionState]] = []
-            for (p, st, created), err in zip(accepted, errs):
-                if err is not None:
-                    responses[p.tp] = err
+            for p, st, created in accepted:
+                if p.tp in failed:
+                    responses[p.tp] = failed[p.tp]
                     continue
                 if created:
                     # Hosted only once its log exists (everything reading ``partitions`` may use ``p.log``).
@@ -508,7 +498,57 @@ class ReplicaManager:
                 await self.fetcher_manager.shutdown_idle_fetchers()
             await self._notify("on_become_leader", became_leaders)
             await self._notify("on_resign", became_followers)
+            created_count = sum(1 for _, _, created in accepted if created)
+            if created_count >= runtime_tuning.FREEZE_AFTER_PARTITIONS:
+                runtime_tuning.freeze_long_lived("LeaderAndIsr hosting %d new partitions" % created_count)
             return 0, responses
+
+    async def _create_logs(self, items: List[Tuple[Partition, LeaderAndIsrPartitionState]],
+                           tid: Callable[[str], Optional[uuid.UUID]],
+                           log_config_for: Callable[[str], Awaitable[Any]]) -> Dict[TopicPartition, int]:
+        """Open (loaded at start-up) or create the log of each partition that has none yet; {tp: error code} of
+        those that failed. The topic's config is read once per topic (ZooKeeper; it also carries the topic's
+        throttled replicas), the log work runs on the partitions' own workers a chunk per job."""
+        failed: Dict[TopicPartition, int] = {}
+        if not items:
+            return failed
+        topics = sorted({st.topic for _, st in items})
+        configs: Dict[str, Any] = {}
+        for topic, cfg in zip(topics, await asyncio.gather(*(log_config_for(t) for t in topics),
+                                                           return_exceptions=True)):
+            if isinstance(cfg, BaseException):
+                log.error("Cannot create the logs of topic %s: reading its config failed: %s", topic, cfg)
+                continue
+            configs[topic] = cfg
+            self.update_throttled_replicas(topic, cfg)
+        jobs = []
+        for p, st in items:
+            if st.topic in configs:
+                jobs.append((p.tp, configs[st.topic], tid(st.topic)))
+            else:
+                failed[p.tp] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+        outcomes = await self._workers.run_each(self._ensure_log_job, jobs, [tp for tp, _, _ in jobs])
+        by_tp = {p.tp: (p, st) for p, st in items}
+        for (tp, _, req_tid), (found, exc) in zip(jobs, outcomes):
+            p, st = by_tp[tp]
+            if exc is not None:
+                log.error("Cannot create the log of %s-%d: %s", *tp, exc)
+                failed[tp] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+                continue
+            plog, stored = found
+            if req_tid is not None and stored is not None and stored != req_tid:
+                log.error("Topic id %s in the log of %s-%d does not match the LeaderAndIsr topic id %s", stored,
+                          *tp, req_tid)
+                failed[tp] = int(ErrorCode.INCONSISTENT_TOPIC_ID)
+                continue
+            p.log = plog
+            p.topic_id = stored or req_tid
+        return failed
+
+    def _ensure_log_job(self, job: Tuple[TopicPartition, Any, Optional[uuid.UUID]]
+                        ) -> Tuple[Any, Optional[uuid.UUID]]:
+        tp, cfg, topic_id = job
+        return self._ensure_log(tp[0], tp[1], cfg, topic_id)
 
     async def _make_leaders(self, items: List[Tuple[Partition, LeaderAndIsrPartitionState]],
                             tid: Callable[[str], Optional[uuid.UUID]],
@@ -519,30 +559,43 @@ class ReplicaManager:
         for p, _ in items:
             if p.transition is None:
                 p.transition = loop.create_future()
+        became: List[TopicPartition] = []
+        # A new leader epoch is recorded in the log after every append queued before this point (the
+        # partition's worker runs them in order); a chunk of partitions per job.
+        new_epoch = [(p, st) for p, st in items if st.leader_epoch > p.leader_epoch]
+        same_epoch = [(p, st) for p, st in items if st.leader_epoch <= p.leader_epoch]
 
-        async def one(p: Partition, st: LeaderAndIsrPartitionState) -> bool:
+        def finish(chunk: List[Tuple[Partition, LeaderAndIsrPartitionState, Optional[int],
+                                     Optional[BaseException]]]) -> None:
+            for p, st, start, exc in chunk:
+                try:
+                    if exc is None:
+                        if p.make_leader(st, tid(st.topic), self._clock(), start):
+                            became.append(p.tp)
+                        # Parked fetches/produces re-check against the new epoch.
+                        self._complete_delayed_fetch_and_produce(p.tp)
+                except Exception as e:  # noqa: BLE001 - this partition fails, the others go on
+                    exc = e
+                finally:
+                    fut, p.transition = p.transition, None
+                    if fut is not None and not fut.done():
+                        fut.set_result(None)
+                if exc is not None:
+                    log.error("Become-leader of %s-%d failed: %r", *p.tp, exc)
+                    responses[p.tp] = error_code_for(exc)
+
+        finish([(p, st, None, None) for p, st in same_epoch])
+        jobs = self._workers.submit_each(_assign_epoch_start_job, [(p.log, st.leader_epoch) for p, st in new_epoch],
+                                         [p.tp for p, _ in new_epoch])
+
+        async def when_done(indexes: List[int], fut: "asyncio.Future[List[Any]]") -> None:
             try:
-                start = None
-                if st.leader_epoch > p.leader_epoch:
-                    # Record the epoch start in the log after every append queued before this point.
-                    start = await self.run_io(_assign_epoch_start, p.log, st.leader_epoch, key=p.tp)
-                return p.make_leader(st, tid(st.topic), self._clock(), start)
-            finally:
-                fut, p.transition = p.transition, None
-                if fut is not None and not fut.done():
-                    fut.set_result(None)
+                outcomes = await fut
+            except Exception as e:  # noqa: BLE001 - the whole job failed (worker gone)
+                outcomes = [(None, e)] * len(indexes)
+            finish([(new_epoch[i][0], new_epoch[i][1], start, exc) for i, (start, exc) in zip(indexes, outcomes)])
 
-        results = await asyncio.gather(*(one(p, st) for p, st in items), return_exceptions=True)
-        became = []
-        for (p, _), r in zip(items, results):
-            if isinstance(r, BaseException):
-                log.error("Become-leader of %s-%d failed: %r", *p.tp, r)
-                responses[p.tp] = error_code_for(r) if isinstance(r, Exception) else int(ErrorCode.UNKNOWN_SERVER_ERROR)
-                continue
-            # Parked fetches/produces re-check against the new epoch.
-            self._complete_delayed_fetch_and_produce(p.tp)
-            if r:
-                became.append(p.tp)
+        await asyncio.gather(*(when_done(indexes, fut) for indexes, fut in jobs))
         return became
 
     async def _make_followers(self, items: List[Tuple[Partition, LeaderAndIsrPartitionState]],
@@ -561,9 +614,19 @@ class ReplicaManager:
         for p, _, _ in changed:
             self._complete_delayed_fetch_and_produce(p.tp)
         if self.fetcher_manager is not None and changed and not self.is_shutting_down:
+            # The offset to fetch from is read on each partition's worker, after every append queued there: an
+            # append accepted while this broker still led may pass its leadership check on the worker just before
+            # make_follower ran (Kafka excludes that with its leaderIsrUpdateLock); read on the loop, the LEO would
+            # then miss it and the fetcher would start one batch behind the log. Appends queued later fail that
+            # check, so the LEO read here is final.
+            offsets = await self._workers.run_each(lambda item: self._initial_fetch_offset(item.log),
+                                                   [p for p, _, _ in changed], [p.tp for p, _, _ in changed])
             initial = {}
-            for p, _, node in changed:
-                initial[p.tp] = InitialFetchState(p.topic_id, node, p.leader_epoch, self._initial_fetch_offset(p.log))
+            for (p, _, node), (offset, exc) in zip(changed, offsets):
+                if exc is not None:
+                    log.error("Cannot become a follower of %s-%d: reading its log failed: %s", *p.tp, exc)
+                    continue
+                initial[p.tp] = InitialFetchState(p.topic_id, node, p.leader_epoch, offset)
             await self.fetcher_manager.add_fetcher_for_partitions(initial)
         return [p.tp for p, _, _ in changed]
 
@@ -619,10 +682,10 @@ class ReplicaManager:
             self._complete_delayed_fetch_and_produce(tp)
         await self._notify("on_resign", deleted)
         errors: Dict[TopicPartition, int] = {}
-        for tp in deleted:
-            try:
-                await self.run_io(self.log_manager.delete_log, tp[0], tp[1], key=tp)
-            except Exception as exc:
+        # each on its partition's worker, a chunk of partitions per job (a topic deletion stops them all at once)
+        outcomes = await self._workers.run_each(lambda tp: self.log_manager.delete_log(*tp), deleted, deleted)
+        for tp, (_, exc) in zip(deleted, outcomes):
+            if exc is not None:
                 log.error("Deleting the log of %s-%d failed: %s", *tp, exc)
                 errors[tp] = error_code_for(exc)
         return errors
@@ -781,48 +844,18 @@ class ReplicaManager:
         """
         if acks not in (0, 1, -1):
             return {tp: ProduceResult(int(ErrorCode.INVALID_REQUIRED_ACKS)) for tp in entries}
+        partitions = self.partitions
         for tp in entries:
-            p = self.partitions.get(tp)
+            p = partitions.get(tp)
             while p is not None and p.transition is not None:
                 await asyncio.shield(p.transition)
-                p = self.partitions.get(tp)
+                p = partitions.get(tp)
         results: Dict[TopicPartition, ProduceResult] = {}
-        work: List[Tuple[Partition, Any, int]] = []
-        for tp, buf in entries.items():
-            p = self.partitions.get(tp)
-            if p is None or p.log is None:
-                results[tp] = ProduceResult(self._missing_partition_error(tp))
-            elif not p.is_leader:
-                results[tp] = ProduceResult(int(ErrorCode.NOT_LEADER_OR_FOLLOWER))
-            elif acks == -1 and len(p.isr) < p.effective_min_isr():
-                results[tp] = ProduceResult(
-                    int(ErrorCode.NOT_ENOUGH_REPLICAS), error_message=(
-                        "The size of the current ISR %s is insufficient to satisfy the min.isr requirement of %d for "
-                        "partition %s-%d" % (list(p.isr), p.effective_min_isr(), tp[0], tp[1])))
-            else:
-                work.append((p, buf, p.leader_epoch))
-        if work:
-            guards = verification_guards or {}
-            if len(work) == 1:
-                p, buf, epoch = work[0]
-                done = [await self.run_io(self._append_one, p, buf, epoch, is_from_client, guards.get(p.tp),
-                                          key=p.tp)]
-            else:
-                done = await asyncio.gather(*(self.run_io(self._append_one, p, buf, epoch, is_from_client,
-                                                          guards.get(p.tp), key=p.tp)
-                                              for p, buf, epoch in work))
-            now = self._clock()
-            stats = self.topic_stats
-            for (p, buf, _), res in zip(work, done):
-                results[p.tp] = res
-                if res.error_code == 0:
-                    if stats is not None:  # BytesInPerSec / MessagesInPerSec, as Kafka's appendToLocalLog marks them
-                        stats.record_append(p.topic, len(buf), res.last_offset - res.base_offset + 1)
-                    # Followers parked on this partition fetch the new records at once.
-                    self.purgatory.check_and_complete(p.tp)
-                    if p.maybe_increment_leader_hw(now):
-                        self.try_complete_delayed(p.tp)
-        if acks == -1 and any(results[p.tp].error_code == 0 for p, _, _ in work):
+        tps, jobs = self._leader_appends(acks, entries, results, is_from_client, verification_guards or {})
+        if jobs:
+            done = await self._append_on_workers(tps, jobs)
+            self._after_leader_appends(tps, jobs, done, results)
+        if acks == -1 and any(results[tp].error_code == 0 for tp in tps) and not self._replicated_at_once(results):
             statuses = {tp: ProduceStatus(r.last_offset + 1, r) for tp, r in results.items()}
             op = DelayedProduce(statuses, self.partitions.get)
             if not self.produce_purgatory.try_complete_else_watch(op, list(statuses)):
@@ -835,29 +868,132 @@ class ReplicaManager:
                         op.future.cancel()
         return results
 
-    def _append_one(self, p: Partition, buf: Any, epoch: int, is_from_client: bool = True,
-                     guard: Optional[object] = None) -> ProduceResult:
+    def _replicated_at_once(self, results: Dict[TopicPartition, ProduceResult]) -> bool:
+        """acks=-1: True when every appended partition's HW already passed its records (leaders without followers),
+        the answers then made final as a DelayedProduce completing at once would make them, without one.
+        False, changing nothing, when some partition must wait (the DelayedProduce then checks them all)."""
+        finals = []
+        for tp, r in results.items():
+            if r.error_code:
+                continue
+            p = self.partitions.get(tp)
+            if p is None:
+                return False
+            done, error = p.check_enough_replicas_reach_offset(r.last_offset + 1)
+            if not done:
+                return False
+            finals.append((r, error))
+        for r, error in finals:
+            r.error_code = error
+        return True
+
+    def _leader_appends(self, acks: int, entries: Dict[TopicPartition, Any],
+                        results: Dict[TopicPartition, ProduceResult], is_from_client: bool,
+                        guards: Dict[TopicPartition, object]) -> Tuple[List[TopicPartition], List[_AppendJob]]:
+        """(partitions, their append jobs) of the appends this broker makes as leader; the other partitions' answers
+        go to ``results`` (not here, not the leader, or, for acks=-1, an ISR below min.insync.replicas)."""
+        partitions = self.partitions
+        tps: List[TopicPartition] = []
+        jobs: List[_AppendJob] = []
+        for tp, buf in entries.items():
+            p = partitions.get(tp)
+            if p is None or p.log is None:
+                results[tp] = ProduceResult(self._missing_partition_error(tp))
+            elif p.leader_id != p.local_broker_id:  # not p.is_leader (its log is there)
+                results[tp] = ProduceResult(int(ErrorCode.NOT_LEADER_OR_FOLLOWER))
+            elif acks == -1 and p.is_under_min_isr:
+                results[tp] = ProduceResult(
+                    int(ErrorCode.NOT_ENOUGH_REPLICAS), error_message=(
+                        "The size of the current ISR %s is insufficient to satisfy the min.isr requirement of %d for "
+                        "partition %s-%d" % (list(p.isr), p.effective_min_isr(), tp[0], tp[1])))
+            else:
+                tps.append(tp)
+                jobs.append((p, buf, p.leader_epoch, is_from_client, guards.get(tp) if guards else None,
+                             p.high_watermark_follows_leo()))
+        return tps, jobs
+
+    async def _append_on_workers(self, tps: List[TopicPartition], jobs: List[_AppendJob]) -> List[ProduceResult]:
+        """Run the appends, each on its partition's worker; their results in the order of ``jobs``."""
+        if len(jobs) == 1:
+            return [await self.run_io(self._append_one, jobs[0], key=tps[0])]
+        # One job per worker (not a task and a hand-off per partition): a Produce spread over 1,000 partitions
+        # costs a few loop wake-ups, and each partition still appends on its own worker. The jobs run one at a
+        # time: side by side the workers would pass the GIL back and forth at every append's pwrite.
+        outcomes = await self._workers.run_each(self._append_one, jobs, tps, one_at_a_time=True)
+        done = []
+        for res, exc in outcomes:
+            if exc is not None:
+                raise exc
+            done.append(res)
+        return done
+
+    def _after_leader_appends(self, tps: List[TopicPartition], jobs: List[_AppendJob], done: List[ProduceResult],
+                              results: Dict[TopicPartition, ProduceResult]) -> None:
+        """Per appended partition, as Kafka after appendToLocalLog: count BytesIn/MessagesIn, wake the followers'
+        fetches (the LEO moved), advance the HW and complete what waits on it.
+
+        What waits is looked at once: nothing registers in a purgatory while this runs (completions only schedule
+        callbacks), so a broker nobody fetches from pays no purgatory lookups per partition.
+        """
+        now = self._clock()
+        fetches = self.purgatory if self.purgatory.watching() else None
+        hw_waiters = (self.produce_purgatory.watching() or self.hw_purgatory.watching()
+                      or self.delete_records_purgatory.watching())
+        for tp, job, res in zip(tps, jobs, done):
+            results[tp] = res
+            if res.error_code == 0:
+                if fetches is not None:  # followers parked on this partition fetch the new records at once
+                    fetches.check_and_complete(tp)
+                # a leader without followers had its HW moved by the append (Partition.high_watermark_follows_leo)
+                hw_moved = job[5] or job[0].maybe_increment_leader_hw(now)
+                if hw_moved and hw_waiters:
+                    self.try_complete_delayed(tp)
+        if self.topic_stats is not None:
+            self._record_append_stats(tps, jobs, done)
+
+    def _record_append_stats(self, tps: List[TopicPartition], jobs: List[_AppendJob], done: List[ProduceResult]
+                             ) -> None:
+        """BytesInPerSec / MessagesInPerSec, as Kafka's appendToLocalLog marks them: one update per run of
+        partitions of the same topic (a request lists a topic's partitions together)."""
+        stats = self.topic_stats
+        assert stats is not None
+        topic: Optional[str] = None
+        size = messages = 0
+        for tp, job, res in zip(tps, jobs, done):
+            if res.error_code:
+                continue
+            if tp[0] != topic:
+                if topic is not None:
+                    stats.record_append(topic, size, messages)
+                topic, size, messages = tp[0], 0, 0
+            size += len(job[1])
+            messages += res.last_offset - res.base_offset + 1
+        if topic is not None:
+            stats.record_append(topic, size, messages)
+
+    def _append_one(self, job: _AppendJob) -> ProduceResult:
         """Worker thread: append as leader, unless leadership moved since the request was accepted.
 
         Runs on the partition's own worker, like every append and marker of the partition, so the
         verification guard check and the append cannot interleave with the producer's marker.
         """
+        p, buf, epoch, is_from_client, guard, hw_follows_leo = job
         try:
             if p.deleted or p.leader_id != self.broker_id or p.leader_epoch != epoch:
                 raise error_for_code(ErrorCode.NOT_LEADER_OR_FOLLOWER)(
                     "leadership of %s-%d changed before the append" % p.tp)
-            pid = int.from_bytes(buf[43:51], "big", signed=True) if len(buf) >= 61 else -1
             if guard is not None:
-                epoch_of_batch = int.from_bytes(buf[51:53], "big", signed=True)
-                if not _has_ongoing_txn(p.log, pid, epoch_of_batch) \
-                        and self._verification_guards.get((p.tp, pid)) is not guard:
+                if not _has_ongoing_txn(p.log, _producer_id(buf), _producer_epoch(buf)) \
+                        and self._verification_guards.get((p.tp, _producer_id(buf))) is not guard:
                     raise error_for_code(ErrorCode.INVALID_TXN_STATE)("The transaction was not verified")
-            info = p.log.append_as_leader(buf, epoch, is_from_client=is_from_client)
-            if pid >= 0 and (guard is not None or not is_from_client):
-                # the transaction started (or a marker ended one): a pending verification is spent
-                self._verification_guards.pop((p.tp, pid), None)
-            return ProduceResult(0, info.first_offset, info.log_append_time, info.log_start_offset,
-                                 last_offset=info.last_offset)
+            first_offset, last_offset, log_append_time, log_start_offset, *_ = p.log.append_as_leader(
+                buf, epoch, is_from_client=is_from_client, high_watermark_to_leo=hw_follows_leo)
+            if guard is not None or not is_from_client:
+                pid = _producer_id(buf)
+                if pid >= 0:
+                    # the transaction started (or a marker ended one): a pending verification is spent
+                    self._verification_guards.pop((p.tp, pid), None)
+            return ProduceResult(0, first_offset, log_append_time, log_start_offset, (), None, last_offset)
         except Exception as exc:  # storage errors become per-partition codes
             code = error_code_for(exc)
             if code == ErrorCode.UNKNOWN_SERVER_ERROR:
@@ -1159,10 +1295,24 @@ class ReplicaManager:
             await asyncio.get_running_loop().run_in_executor(self._checkpoint_pool, fn)
 
 
+def _producer_id(buf: Any) -> int:
+    """Producer id of the first batch of a Produce buffer (-1 when it cannot hold a batch header)."""
+    return int.from_bytes(buf[43:51], "big", signed=True) if len(buf) >= 61 else -1
+
+
+def _producer_epoch(buf: Any) -> int:
+    """Producer epoch of the first batch of a Produce buffer."""
+    return int.from_bytes(buf[51:53], "big", signed=True)
+
+
 def _has_ongoing_txn(plog: Any, producer_id: int, producer_epoch: int) -> bool:
     """The log holds an open transaction of this producer at this epoch (no verification needed)."""
     entry = plog.producer_state.last_entry(producer_id)
     return entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == producer_epoch
+
+
+def _assign_epoch_start_job(job: Tuple[Any, int]) -> int:
+    return _assign_epoch_start(*job)
 
 
 def _assign_epoch_start(plog: Any, leader_epoch: int) -> int:
@@ -1194,6 +1344,12 @@ def _read_logs(jobs: List[_ReadJob], max_bytes: int, min_one_message: bool) -> D
         except Exception:
             lso = hw
         res = ReadResult(0, hw, lso, start, None, 0, leo)
+        if (job.upper == "leo" and job.fetch_offset == leo and start <= leo
+                and (job.last_fetched_epoch < 0 or job.last_fetched_epoch == plog.latest_epoch)):
+            # A follower at the end of the log, in the leader's latest epoch: nothing to read, nothing can have
+            # diverged (the epoch's end is the LEO). Most partitions of an idle follower's fetch are this case.
+            out[job.tp] = res
+            continue
         try:
             if job.last_fetched_epoch >= 0:
                 epoch, end = plog.end_offset_for_epoch(job.last_fetched_epoch)

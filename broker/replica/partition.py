@@ -28,6 +28,9 @@ TopicPartition = Tuple[str, int]
 LEADER_RECOVERY_RECOVERED = 0
 LEADER_RECOVERY_RECOVERING = 1
 
+_NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+_NOT_ENOUGH_REPLICAS_AFTER_APPEND = int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+
 #: StopReplica leader epoch sentinels (LeaderAndIsr.EpochDuringDelete / NoEpoch)
 EPOCH_DURING_DELETE = -2
 NO_EPOCH = -1
@@ -251,7 +254,13 @@ class Partition:
 
     @property
     def is_under_min_isr(self) -> bool:
-        return self.is_leader and len(self.isr_state.isr) < self.effective_min_isr()
+        return self.is_leader and self._isr_below_min_isr()
+
+    def _isr_below_min_isr(self) -> bool:
+        """ISR smaller than the effective min.insync.replicas. That minimum is at most the number of replicas
+        (followers + 1), so a full ISR is never below it and the config is read only when the ISR is short."""
+        isr_size = len(self.isr_state.isr)
+        return isr_size <= len(self.remote_replicas) and isr_size < self.effective_min_isr()
 
     @property
     def is_under_replicated(self) -> bool:
@@ -472,31 +481,48 @@ class Partition:
         than the effective min.insync.replicas. Returns True if the HW moved up.
         """
         plog = self.log
-        if plog is None or not self.is_leader or self.is_under_min_isr:
+        if plog is None or self.leader_id != self.local_broker_id:
             return False
-        now = self._clock() if now_ms is None else now_ms
+        remote = self.remote_replicas
+        isr_size = len(self.isr_state.isr)
+        if isr_size <= len(remote) and isr_size < self.effective_min_isr():  # is_under_min_isr, without the calls
+            return False
+        if not remote:  # a leader without followers (one replica): the HW is the LEO
+            return plog.maybe_increment_high_watermark(None)
         leo = plog.log_end_offset
         new_hw = leo
+        now = self._clock() if now_ms is None else now_ms
         maximal = self.isr_state.maximal_isr
         lag = self.replica_lag_time_max_ms
-        for rid, rs in self.remote_replicas.items():
+        for rid, rs in remote.items():
             if rs.log_end_offset < new_hw and (
                     rid in maximal or (rs.is_caught_up(leo, now, lag) and self._is_replica_isr_eligible(rid))):
                 new_hw = rs.log_end_offset
-        if new_hw > plog.high_watermark:
-            plog.update_high_watermark(new_hw)
-            return True
-        return False
+        return plog.maybe_increment_high_watermark(new_hw)
+
+    def high_watermark_follows_leo(self) -> bool:
+        """As leader: no followers, and its ISR (itself) satisfies min.insync.replicas, so the HW is the LEO.
+
+        The ReplicaManager then lets each append move the HW under the log's lock, on the partition's worker
+        (Log.append_as_leader ``high_watermark_to_leo``), rather than calling maybe_increment_leader_hw after it
+        on the loop. That stays right while the append waits for the worker: followers only join with a new
+        leader epoch, which the append checks on the worker and which is recorded there after the append (an ISR
+        grows only through this leader's own AlterPartition, which needs a follower).
+        """
+        return not self.remote_replicas and len(self.isr_state.isr) > 0
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> Tuple[bool, int]:
         """For a waiting acks=-1 produce: (done, error). Done once the HW passes ``required_offset``;
         NOT_ENOUGH_REPLICAS_AFTER_APPEND if by then the ISR fell below min.insync.replicas."""
-        if not self.is_leader:
-            return False, int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        if self.log.high_watermark >= required_offset:
-            if self.effective_min_isr() <= len(self.isr_state.maximal_isr):
+        plog = self.log
+        if plog is None or self.leader_id != self.local_broker_id:  # not is_leader
+            return False, _NOT_LEADER_OR_FOLLOWER
+        if plog.high_watermark >= required_offset:
+            # the effective minimum is at most the number of replicas: a maximal ISR of them all always meets it
+            maximal = len(self.isr_state.maximal_isr)
+            if maximal > len(self.remote_replicas) or self.effective_min_isr() <= maximal:
                 return True, 0
-            return True, int(ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND)
+            return True, _NOT_ENOUGH_REPLICAS_AFTER_APPEND
         return False, 0
 
     def low_watermark_if_leader(self) -> int:

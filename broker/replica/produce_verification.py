@@ -66,6 +66,8 @@ class ProduceVerification:
                      transactional_id: Optional[str], api_version: int) -> Dict[TopicPartition, "ProduceResult"]:
         from broker.replica.manager import ProduceResult
         rm = self.replica_manager
+        if transactional_id is None or not self.enabled():  # nothing to verify: no need to look at the batches
+            return await rm.append_records(acks, entries, timeout_ms=timeout_ms)
         producers: Set[Tuple[int, int]] = set()
         txn_tps = []
         for tp, buf in entries.items():
@@ -73,7 +75,7 @@ class ProduceVerification:
             if prod is not None:
                 producers.add(prod)
                 txn_tps.append(tp)
-        if not txn_tps or transactional_id is None or not self.enabled():
+        if not txn_tps:
             return await rm.append_records(acks, entries, timeout_ms=timeout_ms)
         if len(producers) > 1:  # Kafka: InvalidPidMappingException for the whole request
             return {tp: ProduceResult(int(ErrorCode.INVALID_PRODUCER_ID_MAPPING), error_message=(

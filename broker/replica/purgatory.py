@@ -46,5 +46,9 @@ class FetchPurgatory:
                 n += 1
         return n
 
+    def watching(self) -> bool:
+        """Whether any fetch waits (one test before checking many keys)."""
+        return bool(self._watchers)
+
     def __len__(self) -> int:
         return sum(len(s) for s in self._watchers.values())

@@ -7,6 +7,7 @@ LogConfig with ``LogConfig.from_props``; this module does no broker-level valida
 from __future__ import annotations
 
 import dataclasses
+import functools
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
@@ -26,7 +27,11 @@ def _list(v: str) -> tuple[str, ...]:
 
 @dataclass(frozen=True)
 class LogConfig:
-    """Effective topic config of one log; attribute names are the Kafka keys with '.' -> '_'."""
+    """Effective topic config of one log; attribute names are the Kafka keys with '.' -> '_'.
+
+    Values derived from the keys and read on every append are ``cached_property``: the config is immutable, and a
+    plain property would cost a call per read.
+    """
 
     segment_bytes: int = 1073741824
     segment_ms: int = 604800000
@@ -57,7 +62,7 @@ class LogConfig:
     local_retention_bytes: int = -2
     extra: Mapping[str, str] = field(default_factory=dict, compare=False)
 
-    @property
+    @functools.cached_property
     def compact(self) -> bool:
         return "compact" in self.cleanup_policy
 
@@ -65,11 +70,11 @@ class LogConfig:
     def delete(self) -> bool:
         return "delete" in self.cleanup_policy
 
-    @property
+    @functools.cached_property
     def log_append_time(self) -> bool:
         return self.message_timestamp_type == "LogAppendTime"
 
-    @property
+    @functools.cached_property
     def timestamp_before_limit_ms(self) -> int:
         """``message.timestamp.before.max.ms``, or, left at its default, the deprecated
         ``message.timestamp.difference.max.ms`` (Kafka 3.9's LogConfig falls back the same way)."""
@@ -77,7 +82,7 @@ class LogConfig:
             return self.message_timestamp_before_max_ms
         return self.message_timestamp_difference_max_ms
 
-    @property
+    @functools.cached_property
     def timestamp_after_limit_ms(self) -> int:
         """``message.timestamp.after.max.ms``, or the deprecated difference key, as for the before limit."""
         if self.message_timestamp_after_max_ms != LONG_MAX:

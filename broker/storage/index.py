@@ -54,6 +54,11 @@ class _Index:
     """Entry bookkeeping, residency and file writes common to the two index kinds."""
 
     ENTRY_SIZE = 8
+    __slots__ = ("path", "base_offset", "_max_size", "_writable", "_buf", "_written", "_file_len", "__weakref__")
+    #: entries kept free when deciding that the index is full
+    RESERVED_ENTRIES = 0
+    #: full when fewer bytes than this are left: (RESERVED_ENTRIES + 1) * ENTRY_SIZE
+    _FULL_BELOW = 8
 
     def __init__(self, path: str, base_offset: int, max_index_size: int, writable: bool = True, *,
                  resident: bool = True, load: bool = True) -> None:
@@ -141,7 +146,13 @@ class _Index:
         return size - size % self.ENTRY_SIZE
 
     def is_full(self) -> bool:
-        return self.entries >= self.max_entries
+        """No room for another entry (``entries >= max_entries - RESERVED_ENTRIES``), computed without the
+        properties: every append asks it, through LogSegment.should_roll."""
+        buf = self._buf
+        if buf is None:  # not resident: max_entries is the number of entries
+            return True
+        # the resident entries and the size limit are both whole entries: room for fewer than RESERVED_ENTRIES + 1
+        return self._max_size - len(buf) < self._FULL_BELOW
 
     def resize(self, new_size: int) -> None:
         """The most bytes this index may grow to (segment.index.bytes; never below its entries)."""
@@ -227,6 +238,7 @@ class OffsetIndex(_Index):
     """Maps offsets to batch-start positions in the segment's .log file, one entry per index.interval.bytes."""
 
     ENTRY_SIZE = 8
+    __slots__ = ()
 
     def _entry(self, buf: Buffer, slot: int) -> tuple[int, int]:
         rel, pos = _ENTRY.unpack_from(buf, slot * 8)
@@ -327,10 +339,10 @@ class TimeIndex(_Index):
     """Maps the growing max timestamp of a segment to the offset that carried it."""
 
     ENTRY_SIZE = 12
-
-    def is_full(self) -> bool:
-        # one slot stays free for the final entry written when the segment becomes inactive
-        return self.entries >= self.max_entries - 1
+    __slots__ = ()
+    #: one slot stays free for the final entry written when the segment becomes inactive
+    RESERVED_ENTRIES = 1
+    _FULL_BELOW = 24
 
     def _entry(self, buf: Buffer, slot: int) -> tuple[int, int]:
         ts, rel = _TENTRY.unpack_from(buf, slot * 12)

@@ -33,8 +33,10 @@ class LeaderEpochFileCache:
     def __init__(self, path: str, read: bool = True) -> None:
         """``read=False``: a new partition directory, nothing to read."""
         self.path = path
-        #: written since the last sync
+        #: written (or marked to be written) since the last sync
         self.unsynced = False
+        #: changed in memory, not written yet
+        self.unwritten = False
         self._entries: list[tuple[int, int]] = []
         if read and os.path.exists(path):
             self._entries = read_checkpoint(path, VERSION, lambda p: (int(p[0]), int(p[1])))
@@ -53,12 +55,12 @@ class LeaderEpochFileCache:
 
     def assign(self, epoch: int, start_offset: int) -> None:
         """Record that ``epoch`` began at ``start_offset``; entries at or after it are replaced."""
-        if epoch < 0 or start_offset < 0:
-            raise ValueError("invalid epoch entry (%d, %d)" % (epoch, start_offset))
-        if self._entries:
+        if self._entries:  # first the common case, every leader append: the epoch is already the latest
             last_epoch, last_start = self._entries[-1]
             if epoch == last_epoch and start_offset >= last_start:
                 return
+        if epoch < 0 or start_offset < 0:
+            raise ValueError("invalid epoch entry (%d, %d)" % (epoch, start_offset))
         while self._entries and (self._entries[-1][0] >= epoch or self._entries[-1][1] >= start_offset):
             self._entries.pop()
         self._entries.append((epoch, start_offset))
@@ -89,13 +91,14 @@ class LeaderEpochFileCache:
             return requested_epoch, higher_start
         return self._entries[hi - 1][0], higher_start
 
-    def truncate_from_end(self, end_offset: int) -> None:
-        """Drop entries starting at or after ``end_offset`` (log truncated to end_offset)."""
+    def truncate_from_end(self, end_offset: int, write: bool = True) -> None:
+        """Drop entries starting at or after ``end_offset`` (log truncated to end_offset). ``write=False``
+        (log load) leaves the file to the next write or sync (see :attr:`unwritten`)."""
         if end_offset >= 0 and self._entries and self._entries[-1][1] >= end_offset:
             self._entries = [e for e in self._entries if e[1] < end_offset]
-            self.flush()
+            self.flush(write)
 
-    def truncate_from_start(self, start_offset: int) -> None:
+    def truncate_from_start(self, start_offset: int, write: bool = True) -> None:
         """Log start moved to ``start_offset``: drop older entries, the last of them re-based."""
         removed = [e for e in self._entries if e[1] <= start_offset]
         if not removed:
@@ -104,19 +107,31 @@ class LeaderEpochFileCache:
         entries = [(removed[-1][0], start_offset)] + kept
         if entries != self._entries:  # at load the first entry usually starts at the log start offset already
             self._entries = entries
-            self.flush()
+            self.flush(write)
 
     def clear(self) -> None:
         self._entries = []
         self.flush()
 
-    def flush(self) -> None:
-        """Write the checkpoint (durable at the next :meth:`sync`)."""
-        write_checkpoint(self.path, VERSION, ("%d %d" % e for e in self._entries), sync=False)
+    def flush(self, write: bool = True) -> None:
+        """Write the checkpoint (durable at the next :meth:`sync`); ``write=False`` only marks it to be written
+        (at load, a broker that last led a partition drops the epoch it began at the log end, as Kafka's
+        LogLoader: writing that at once cost a rename per partition at every start)."""
+        if write:
+            write_checkpoint(self.path, VERSION, ("%d %d" % e for e in self._entries), sync=False)
+            self.unwritten = False
+        else:
+            self.unwritten = True
         self.unsynced = True
 
+    def write_pending(self) -> None:
+        """Write the checkpoint if a change was only marked (see :meth:`flush`)."""
+        if self.unwritten:
+            self.flush()
+
     def sync(self) -> None:
-        """fsync the checkpoint and its directory if written since the last sync."""
+        """Write a marked change, then fsync the checkpoint and its directory if written since the last sync."""
+        self.write_pending()
         if self.unsynced:
             self.unsynced = False
             fsync_file(self.path)

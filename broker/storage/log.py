@@ -57,6 +57,9 @@ SwapHook = Callable[[str], None]
 # ``<base>.swapend``: the end offset of the segment group a committed cleaner swap replaces (text).
 SWAP_END_SUFFIX = ".swapend"
 
+# tuple.__new__ builds a NamedTuple (every field given) without its Python-level __new__: once per append
+_tuple_new = tuple.__new__
+
 
 class UnexpectedAppendOffsetError(StorageError):
     """A follower append starts below the LEO (the replica fetcher must truncate first)."""
@@ -243,8 +246,8 @@ class Log:
         if self._log_start_offset > self._leo:
             self._log_start_offset = self._leo
         self._recovery_point = min(recovery_point, self._leo) if clean_shutdown else min(recovery_point, self._leo)
-        self.leader_epoch_cache.truncate_from_end(self._leo)
-        self.leader_epoch_cache.truncate_from_start(self._log_start_offset)
+        self.leader_epoch_cache.truncate_from_end(self._leo, write=False)
+        self.leader_epoch_cache.truncate_from_start(self._log_start_offset, write=False)
         self._rebuild_producer_state()
 
     def _complete_interrupted_swaps(self) -> None:
@@ -409,7 +412,13 @@ class Log:
     @property
     def last_stable_offset(self) -> int:
         """LSO: the first unstable offset (oldest transaction open or with its marker not yet below the HW),
-        clamped to the log start offset, capped by the HW."""
+        clamped to the log start offset, capped by the HW. Without transactions (their dicts empty: reading
+        their size needs no lock) it is the HW, read without the log's lock that every fetch would take: the HW
+        is read first, so a transaction starting meanwhile starts at or above it."""
+        hw = self._hw
+        psm = self.producer_state
+        if not psm.ongoing_txns and not psm.unreplicated_txns:
+            return hw
         with self._lock:
             return self._last_stable_offset_locked()
 
@@ -430,6 +439,24 @@ class Log:
             self._hw = max(self._log_start_offset, min(hw, self._leo))
             self.producer_state.on_high_watermark_updated(self._hw)
             return self._hw
+
+    def maybe_increment_high_watermark(self, hw: Optional[int]) -> bool:
+        """Raise the HW to ``hw`` (None: the LEO; clamped as :meth:`update_high_watermark` does) if that is above
+        it; True if it moved. A leader asks after every append, so a HW that would not move costs no lock."""
+        if hw is None:
+            hw = self._leo
+        if hw <= self._hw:
+            return False
+        with self._lock:
+            leo = self._leo
+            hw = hw if hw < leo else leo
+            self._hw = hw if hw > self._log_start_offset else self._log_start_offset
+            self.producer_state.on_high_watermark_updated(self._hw)
+            return True
+
+    def _set_high_watermark_to_leo(self) -> None:
+        self._hw = self._leo
+        self.producer_state.on_high_watermark_updated(self._leo)
 
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
@@ -455,69 +482,114 @@ class Log:
                     for e in self.producer_state.producers.values()]
 
     # ------------------------------------------------------------------ appends
-    def append_as_leader(self, buf: bytearray, leader_epoch: int, *, is_from_client: bool = True) -> LogAppendInfo:
+    def append_as_leader(self, buf: bytearray, leader_epoch: int, *, is_from_client: bool = True,
+                         high_watermark_to_leo: bool = False) -> LogAppendInfo:
         """Validate ``buf`` (whole batches), assign offsets in place, append; see LogAppendInfo.
 
         Raises the storage errors of errors.py (CorruptRecordError, InvalidRecordError,
         RecordTooLargeError, InvalidProducerEpochError, OutOfOrderSequenceError, ...). A batch
         already written by the same producer (same epoch and sequence range) is not written again.
+        ``high_watermark_to_leo``: the leader has no followers (its HW is its LEO), so the HW moves to the new LEO
+        under the same lock as the append (see Partition.high_watermark_follows_leo).
         """
         batches = parse_batches(buf)
-        with self._lock:
+        lock = self._lock
+        lock.acquire()  # not ``with``: the context-manager protocol costs as much again as the lock itself
+        try:
+            return self._append_as_leader_locked(buf, batches, leader_epoch, is_from_client, high_watermark_to_leo)
+        finally:
+            lock.release()
+
+    def _append_as_leader_locked(self, buf: bytearray, batches: list[BatchInfo], leader_epoch: int,
+                                 is_from_client: bool, high_watermark_to_leo: bool) -> LogAppendInfo:
+        """append_as_leader under the lock. Every step of a plain append (one batch, no producer id, the topic's
+        codec kept) is a field read or one call: this runs once per partition of every Produce, and a Python call
+        costs more than most steps."""
+        if self._closed:
             self._check_open()
-            if not batches:
-                return LogAppendInfo(-1, -1, -1, self._log_start_offset)
-            now = self._now_ms()
-            converted = recompress_if_needed(buf, batches, self.config.compression_type)
+        if not batches:
+            if high_watermark_to_leo:
+                self._set_high_watermark_to_leo()
+            return LogAppendInfo(-1, -1, -1, self._log_start_offset)
+        now = int(self._time() * 1000)  # _now_ms
+        config = self.config
+        if config.compression_type != "producer":
+            converted = recompress_if_needed(buf, batches, config.compression_type)
             if converted is not None:
                 buf = converted
                 batches = parse_batches(buf)
-            v = validate_and_assign_offsets(buf, batches, self._leo, leader_epoch, self.config, now, is_from_client)
-            origin = CLIENT if is_from_client else COORDINATOR
-            updates: dict[int, ProducerAppendInfo] = {}
-            completed: list[CompletedTxn] = []
-            psm = self.producer_state
-            for info, (last, max_ts, _size) in zip(batches, v.appended):
-                pid = info.producer_id
-                if pid < 0:
-                    continue
-                first = last - info.last_offset_delta
-                if is_from_client:
-                    entry = psm.last_entry(pid)
-                    if entry is not None:
-                        dup = entry.find_duplicate(info.producer_epoch, info.base_sequence,
-                                                   last_sequence(info.base_sequence, info.last_offset_delta))
-                        if dup is not None:
-                            # as Kafka's UnifiedLog.append: the original batch's offsets, and its (max)
-                            # timestamp as the log append time
-                            return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
-                                                 self._log_start_offset, True, 0, 0)
-                upd = updates.get(pid)
-                if upd is None:
-                    upd = updates[pid] = psm.prepare_update(pid, origin)
-                if info.is_control:
-                    marker = _batch_marker(buf, info)
-                    if marker is None:
-                        raise InvalidRecordError("a control batch must hold one COMMIT or ABORT marker")
-                    done = upd.append_end_txn_marker(info.producer_epoch, marker.coordinator_epoch, marker.committed,
-                                                     first, max_ts)
-                    if done is not None:
-                        completed.append(done)
-                else:
-                    upd.append_data_batch(info.producer_epoch, info.base_sequence,
-                                          last_sequence(info.base_sequence, info.last_offset_delta), max_ts, first,
-                                          last, info.is_transactional)
-            seg = self._maybe_roll(v.valid_bytes, v.max_timestamp, v.last_offset, now)
-            seg.append(buf, v.appended)
-            if leader_epoch >= 0:
-                self.leader_epoch_cache.assign(leader_epoch, v.first_offset)
+        (_, appended, first_offset, last_offset, max_timestamp, offset_of_max_timestamp, num_records,
+         valid_bytes) = validate_and_assign_offsets(buf, batches, self._leo, leader_epoch, config, now,
+                                                    is_from_client)
+        updates: Optional[dict[int, ProducerAppendInfo]] = None
+        completed: list[CompletedTxn] = []
+        if len(batches) > 1 or batches[0].producer_id >= 0:  # else no producer state to check or keep
+            found = self._leader_producer_updates(buf, batches, appended, is_from_client, completed)
+            if isinstance(found, LogAppendInfo):  # a duplicate: nothing written
+                if high_watermark_to_leo:
+                    self._set_high_watermark_to_leo()
+                return found
+            updates = found
+        seg = self._maybe_roll(valid_bytes, max_timestamp, last_offset, now)
+        seg.append(buf, appended)
+        if leader_epoch >= 0:
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
+        if updates is not None:
             self._apply_producer_updates(seg, updates, completed)
-            self._leo = v.last_offset + 1
-            psm.update_map_end_offset(self._leo)
-            self._after_append(v.num_records)
-            return LogAppendInfo(v.first_offset, v.last_offset, now if self.config.log_append_time else -1,
-                                 self._log_start_offset, False, v.num_records, v.valid_bytes, v.max_timestamp,
-                                 v.offset_of_max_timestamp)
+        leo = self._leo = last_offset + 1
+        self.producer_state.update_map_end_offset(leo)
+        if high_watermark_to_leo:  # _set_high_watermark_to_leo
+            self._hw = leo
+            self.producer_state.on_high_watermark_updated(leo)
+        self._unflushed_messages += num_records  # _after_append
+        if self._unflushed_messages >= config.flush_messages:
+            self._flush_locked(leo)
+        return _tuple_new(LogAppendInfo, (first_offset, last_offset, now if config.log_append_time else -1,
+                                          self._log_start_offset, False, num_records, valid_bytes,
+                                          max_timestamp, offset_of_max_timestamp))
+
+    def _leader_producer_updates(self, buf: bytearray, batches: list[BatchInfo],
+                                 appended: list[tuple[int, int, int]], is_from_client: bool,
+                                 completed: list[CompletedTxn]) -> "dict[int, ProducerAppendInfo] | LogAppendInfo":
+        """The producer-state changes of a leader append, checked (epoch, sequence, transaction state), or, when a
+        client batch repeats one already in the log, that batch's LogAppendInfo (Kafka's duplicate answer).
+
+        Markers that complete a transaction go to ``completed``. Called under the lock, before anything is written.
+        """
+        origin = CLIENT if is_from_client else COORDINATOR
+        updates: dict[int, ProducerAppendInfo] = {}
+        psm = self.producer_state
+        for info, (last, max_ts, _size) in zip(batches, appended):
+            pid = info.producer_id
+            if pid < 0:
+                continue
+            first = last - info.last_offset_delta
+            if is_from_client:
+                entry = psm.last_entry(pid)
+                if entry is not None:
+                    dup = entry.find_duplicate(info.producer_epoch, info.base_sequence,
+                                               last_sequence(info.base_sequence, info.last_offset_delta))
+                    if dup is not None:
+                        # as Kafka's UnifiedLog.append: the original batch's offsets, and its (max)
+                        # timestamp as the log append time
+                        return LogAppendInfo(dup.first_offset, dup.last_offset, dup.timestamp,
+                                             self._log_start_offset, True, 0, 0)
+            upd = updates.get(pid)
+            if upd is None:
+                upd = updates[pid] = psm.prepare_update(pid, origin)
+            if info.is_control:
+                marker = _batch_marker(buf, info)
+                if marker is None:
+                    raise InvalidRecordError("a control batch must hold one COMMIT or ABORT marker")
+                done = upd.append_end_txn_marker(info.producer_epoch, marker.coordinator_epoch, marker.committed,
+                                                 first, max_ts)
+                if done is not None:
+                    completed.append(done)
+            else:
+                upd.append_data_batch(info.producer_epoch, info.base_sequence,
+                                      last_sequence(info.base_sequence, info.last_offset_delta), max_ts, first,
+                                      last, info.is_transactional)
+        return updates
 
     def append_as_follower(self, buf: "bytes | bytearray") -> LogAppendInfo:
         """Append replicated batches keeping their offsets and epochs (CRC checked; offsets >= LEO)."""
@@ -600,8 +672,10 @@ class Log:
     def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int,
                     first_offset: Optional[int] = None) -> LogSegment:
         seg = self.segments[-1]
-        roll_ms = self.config.segment_ms - self._roll_jitter(seg.base_offset)
-        if seg.should_roll(messages_size, max_timestamp, max_offset, now_ms, self.config.segment_bytes, roll_ms):
+        config = self.config
+        roll_ms = config.segment_ms - self._roll_jitter(seg.base_offset) if config.segment_jitter_ms > 0 \
+            else config.segment_ms
+        if seg.should_roll(messages_size, max_timestamp, max_offset, now_ms, config.segment_bytes, roll_ms):
             base = self._leo if first_offset is None else max(first_offset, self._leo)
             if seg.size == 0 and seg.base_offset == base:
                 return seg
@@ -1025,6 +1099,7 @@ class Log:
         paths = list(self._unsynced_files)
         self._unsynced_files.clear()
         cache = self.leader_epoch_cache
+        cache.write_pending()  # under the log's lock: the file holds the entries as of now
         epochs = cache.unsynced
         if epochs:
             cache.unsynced = False
@@ -1038,6 +1113,12 @@ class Log:
         for path in paths:
             fsync_file(path)
         fsync_dir(self.dir)
+
+    def take_unsynced_files(self) -> list[str]:
+        """The small files written without fsync since the last sync (a marked leader-epoch change written now),
+        handed to a caller that makes them durable itself (LogManager: one syncfs for thousands of partitions)."""
+        with self._lock:
+            return self._take_unsynced()[0]
 
     def sync_metadata_files(self) -> None:
         """fsync the small files (leader epochs, producer snapshots, partition.metadata) written without fsync
@@ -1063,6 +1144,8 @@ class Log:
                 seg.close()
             if sync:
                 self._sync_metadata_files(self._take_unsynced())
+            else:
+                self.leader_epoch_cache.write_pending()
             self._closed = True
 
     def mark_flushed(self) -> None:

@@ -30,11 +30,12 @@ import shutil
 import threading
 import time as _time
 import uuid
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional
 
 from . import file_cache, files
-from .checkpoints import (OffsetCheckpointFile, atomic_write, fsync_dir, read_partition_metadata,
+from .checkpoints import (OffsetCheckpointFile, atomic_write, fsync_dir, fsync_file, read_partition_metadata,
                           sync_filesystem, write_partition_metadata)
 from .config import LONG_MAX, LogConfig
 from .errors import InconsistentClusterIdError, KafkaStorageError
@@ -45,6 +46,9 @@ from .scheduler import Scheduler
 logger = logging.getLogger(__name__)
 
 TopicPartition = tuple[str, int]
+
+#: more small partition files than this waiting for their fsync: one syncfs per log dir instead
+SYNCFS_ABOVE_FILES = 256
 
 
 class InconsistentBrokerIdError(KafkaStorageError):
@@ -137,6 +141,9 @@ class LogManager:
         #: where the next log of a partition goes (AlterReplicaLogDirs before the replica exists)
         self._preferred_dirs: dict[TopicPartition, str] = {}
         self._last_flush_ms: dict[TopicPartition, int] = {}
+        #: partitions whose log is being created, with their creation lock and the dir chosen for each
+        self._creating: dict[TopicPartition, threading.Lock] = {}
+        self._dirs_in_creation: dict[TopicPartition, str] = {}
         self._started = False
         self._shut_down = False
         self._dir_locks: list[int] = []
@@ -327,35 +334,58 @@ class LogManager:
 
     def get_or_create_log(self, topic: str, partition: int, config: Optional[LogConfig] = None,
                           topic_id: Optional[str] = None) -> Log:
-        """The partition's log; a new one goes to the log dir holding the fewest partitions."""
+        """The partition's log; a new one goes to the log dir holding the fewest partitions.
+
+        The files of a new log are made outside the manager's lock (under one lock per partition), so the disk
+        I/O workers create thousands of partitions side by side rather than one at a time."""
         tp = (topic, partition)
         with self._lock:
             log = self._logs.get(tp)
             if log is not None:
                 return log
-            if config is not None:
-                self._topic_configs[topic] = config
-            counts = self._partitions_per_dir()
-            d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
-            preferred = self._preferred_dirs.pop(tp, None)
-            if preferred in counts:
-                d = preferred  # type: ignore[assignment]
-            path = os.path.join(d, files.topic_partition_dir_name(topic, partition))
-            log = self._open_log(path, self._config_for(topic), clean_shutdown=True)
-            if topic_id is not None:
-                # fsynced with the log's next flush or by the periodic checkpoint task (Kafka's flush-metadata-file)
-                log.note_unsynced_file(write_partition_metadata(path, topic_id, sync=False))
-            self._logs[tp] = log
-            self._log_dir_of[tp] = d
-            logger.info("Created log for partition %s-%d in %s", topic, partition, d)
-            return log
+            creating = self._creating.setdefault(tp, threading.Lock())
+        with creating:
+            with self._lock:
+                log = self._logs.get(tp)
+                if log is not None:
+                    return log
+                if config is not None:
+                    self._topic_configs[topic] = config
+                counts = self._partitions_per_dir()
+                d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
+                preferred = self._preferred_dirs.pop(tp, None)
+                if preferred in counts:
+                    d = preferred  # type: ignore[assignment]
+                self._dirs_in_creation[tp] = d
+                cfg = self._config_for(topic)
+            try:
+                path = os.path.join(d, files.topic_partition_dir_name(topic, partition))
+                log = self._open_log(path, cfg, clean_shutdown=True)
+                if topic_id is not None:
+                    # fsynced with the log's next flush or by the periodic checkpoint task (Kafka's
+                    # flush-metadata-file)
+                    log.note_unsynced_file(write_partition_metadata(path, topic_id, sync=False))
+            except BaseException:
+                with self._lock:
+                    self._dirs_in_creation.pop(tp, None)
+                    self._creating.pop(tp, None)
+                raise
+            with self._lock:  # one step: whoever finds no creation lock finds the log
+                self._logs[tp] = log
+                self._log_dir_of[tp] = d
+                self._dirs_in_creation.pop(tp, None)
+                self._creating.pop(tp, None)
+        logger.info("Created log for partition %s-%d in %s", topic, partition, d)
+        return log
 
     def _partitions_per_dir(self) -> dict[str, int]:
-        """Partitions per log dir (under the lock); one pass over the dirs, not over the partitions."""
-        counts = {d: 0 for d in self.log_dirs}
-        if len(self.log_dirs) > 1:
-            for d in self._log_dir_of.values():
-                counts[d] += 1
+        """Partitions per log dir, those being created included (under the lock; with one dir, nothing to count)."""
+        if len(self.log_dirs) == 1:
+            return {self.log_dirs[0]: 0}
+        counts = dict.fromkeys(self.log_dirs, 0)
+        counts.update(Counter(self._log_dir_of.values()))
+        for d in self._dirs_in_creation.values():
+            counts[d] += 1
         return counts
 
     def delete_log(self, topic: str, partition: int) -> bool:
@@ -538,13 +568,29 @@ class LogManager:
         """Write recovery point, log start offset and HW checkpoints of every log dir; first make durable the
         small partition files written without fsync (partition.metadata, leader epochs) of logs not flushed
         since."""
-        for log in self.all_logs().values():
-            try:
-                log.sync_metadata_files()
-            except OSError:
-                logger.exception("Could not fsync the metadata files of %s", log.dir)
+        self.sync_metadata_files()
         for d in self.log_dirs:
             self.checkpoint_dir(d)
+
+    def sync_metadata_files(self) -> None:
+        """fsync every partition's small files written without fsync; past ``SYNCFS_ABOVE_FILES`` of them (after
+        thousands of partitions were created or changed leader) one syncfs per log dir does it at once."""
+        pending: list[tuple[Log, list[str]]] = []
+        for log in self.all_logs().values():
+            paths = log.take_unsynced_files()
+            if paths:
+                pending.append((log, paths))
+        try:
+            if sum(len(p) for _, p in pending) > SYNCFS_ABOVE_FILES:
+                for d in self.log_dirs:
+                    sync_filesystem(d)
+                return
+            for log, paths in pending:
+                for path in paths:
+                    fsync_file(path)
+                fsync_dir(log.dir)
+        except OSError:
+            logger.exception("Could not fsync the partition metadata files")
 
     def _logs_in_dir(self, log_dir: str) -> dict[TopicPartition, Log]:
         """Current and future logs in ``log_dir`` (one partition has at most one log per dir)."""

@@ -269,7 +269,8 @@ class ProducerStateManager:
         self.unreplicated_txns[completed.first_offset] = (completed.producer_id, completed.last_offset)
 
     def on_high_watermark_updated(self, high_watermark: int) -> None:
-        self._remove_unreplicated_txns(high_watermark)
+        if self.unreplicated_txns:
+            self._remove_unreplicated_txns(high_watermark)
 
     def _remove_unreplicated_txns(self, offset: int) -> None:
         if self.unreplicated_txns:
@@ -362,16 +363,22 @@ class ProducerStateManager:
 
         The caller replays the log from the returned offset to ``log_end_offset``.
         """
-        for off in self.list_snapshot_offsets():
+        offsets = self.list_snapshot_offsets()
+        kept = []
+        for off in offsets:
             if off > log_end_offset or off < log_start_offset:
                 self._delete_snapshot(off)
-        return self.load_latest_snapshot_at_or_below(log_end_offset, log_start_offset, now_ms)
+            else:
+                kept.append(off)
+        return self.load_latest_snapshot_at_or_below(log_end_offset, log_start_offset, now_ms, kept)
 
-    def load_latest_snapshot_at_or_below(self, offset: int, log_start_offset: int, now_ms: int) -> int:
+    def load_latest_snapshot_at_or_below(self, offset: int, log_start_offset: int, now_ms: int,
+                                         offsets: Optional[list[int]] = None) -> int:
         """Replace the state with the newest readable snapshot in [log start, ``offset``] (none: empty state at
-        the log start offset), deleting unreadable ones; returns the offset the state is as of."""
+        the log start offset), deleting unreadable ones; returns the offset the state is as of. ``offsets``: the
+        snapshot offsets, when the caller just listed them."""
         self.producers.clear()
-        for off in reversed(self.list_snapshot_offsets()):
+        for off in reversed(offsets if offsets is not None else self.list_snapshot_offsets()):
             if off > offset or off < log_start_offset:
                 continue
             try:

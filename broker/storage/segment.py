@@ -65,34 +65,36 @@ class LogSegment:
     between the two states.
     """
 
+    __slots__ = ("dir", "base_offset", "index_interval_bytes", "max_index_size", "created_ms", "_suffix",
+                 "_handle", "_size", "_oi", "_ti", "_xi", "_txn_exists", "bytes_since_last_index_entry",
+                 "_rolling_based_timestamp", "_max_ts", "next_offset", "__weakref__")
+
     def __init__(self, dir_path: str, base_offset: int, *, index_interval_bytes: int, max_index_size: int,
                  now_ms: int, file_already_exists: bool = False, file_suffix: str = "", active: bool = True,
                  existing_files: Optional[frozenset[str]] = None) -> None:
         """``file_suffix`` (e.g. ``.cleaned``) names a segment being built by the log cleaner. An existing
         segment loaded with ``active=False`` touches no file until it is read (``existing_files``, the names in
-        the partition dir, spares the stats of its transaction index)."""
+        the partition dir, spares the stats of its transaction index). Its index objects are made when first
+        used: a closed segment nobody reads is a few hundred bytes (190,000 of them at 10,000 partitions)."""
         self.dir = dir_path
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         self.max_index_size = max_index_size
         self.created_ms = now_ms
-        self._path = files.file_path(dir_path, base_offset, files.LOG_SUFFIX) + file_suffix
+        #: added to every file name: ``.cleaned`` while the cleaner builds it, ``.deleted`` once retired
+        self._suffix = file_suffix
         self._handle: Optional[FileHandle] = None
         self._size: Optional[int] = None
+        self._oi: Optional[OffsetIndex] = None
+        self._ti: Optional[TimeIndex] = None
+        self._xi: Optional[TransactionIndex] = None
+        self._txn_exists: Optional[bool] = None
         if not file_already_exists:
-            self._handle = open_handle(self._path, os.O_RDWR | os.O_CREAT)
+            self._handle = open_handle(self.path, os.O_RDWR | os.O_CREAT)
             self._size = 0
-        txn_path = files.file_path(dir_path, base_offset, files.TXN_INDEX_SUFFIX) + file_suffix
-        txn_exists: Optional[bool] = None
-        if not file_already_exists:
-            txn_exists = os.path.exists(txn_path)
+            self._txn_exists = os.path.exists(self._file(files.TXN_INDEX_SUFFIX))
         elif existing_files is not None:
-            txn_exists = os.path.basename(txn_path) in existing_files
-        self.offset_index = OffsetIndex(files.file_path(dir_path, base_offset, files.INDEX_SUFFIX) + file_suffix,
-                                        base_offset, max_index_size, resident=False)
-        self.time_index = TimeIndex(files.file_path(dir_path, base_offset, files.TIME_INDEX_SUFFIX) + file_suffix,
-                                    base_offset, max_index_size, resident=False)
-        self.txn_index = TransactionIndex(txn_path, base_offset, txn_exists)
+            self._txn_exists = files.filename_prefix(base_offset) + files.TXN_INDEX_SUFFIX in existing_files
         self.bytes_since_last_index_entry = 0
         self._rolling_based_timestamp: Optional[int] = None
         self._max_ts: Optional[tuple[int, int]] = None
@@ -105,9 +107,36 @@ class LogSegment:
             self.activate()
 
     # ------------------------------------------------------------------ state
+    def _file(self, kind_suffix: str) -> str:
+        return files.file_path(self.dir, self.base_offset, kind_suffix) + self._suffix
+
     @property
     def path(self) -> str:
-        return self._path
+        """The ``.log`` file's current path."""
+        return self._file(files.LOG_SUFFIX)
+
+    @property
+    def offset_index(self) -> OffsetIndex:
+        oi = self._oi
+        if oi is None:
+            oi = self._oi = OffsetIndex(self._file(files.INDEX_SUFFIX), self.base_offset, self.max_index_size,
+                                        resident=False)
+        return oi
+
+    @property
+    def time_index(self) -> TimeIndex:
+        ti = self._ti
+        if ti is None:
+            ti = self._ti = TimeIndex(self._file(files.TIME_INDEX_SUFFIX), self.base_offset, self.max_index_size,
+                                      resident=False)
+        return ti
+
+    @property
+    def txn_index(self) -> TransactionIndex:
+        xi = self._xi
+        if xi is None:
+            xi = self._xi = TransactionIndex(self._file(files.TXN_INDEX_SUFFIX), self.base_offset, self._txn_exists)
+        return xi
 
     @property
     def active(self) -> bool:
@@ -123,14 +152,14 @@ class LogSegment:
         return SEGMENT_FILES.get(self, self._path_of)
 
     def _path_of(self) -> str:
-        return self._path
+        return self.path
 
     @property
     def size(self) -> int:
         size = self._size
         if size is None:
             try:
-                size = os.stat(self._path).st_size
+                size = os.stat(self.path).st_size
             except FileNotFoundError:
                 size = 0
             self._size = size
@@ -169,7 +198,7 @@ class LogSegment:
         if self._handle is not None:
             return
         SEGMENT_FILES.discard(self)
-        self._handle = open_handle(self._path, os.O_RDWR | os.O_CREAT)
+        self._handle = open_handle(self.path, os.O_RDWR | os.O_CREAT)
         self._size = os.fstat(self._handle.fd).st_size
         self.offset_index.make_resident(load=True)
         self.time_index.make_resident(load=True)
@@ -194,6 +223,8 @@ class LogSegment:
         """Kafka's load-time check (LogSegment.sanityCheck): the offset index exists and the transaction index
         is valid; offset and time indexes are checked when the segment becomes active (the caller checks that
         the index files exist)."""
+        if self._txn_exists is False:
+            return True
         try:
             self.txn_index.sanity_check()
         except CorruptIndexError:
@@ -233,57 +264,75 @@ class LogSegment:
 
     def should_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int,
                     segment_bytes: int, roll_ms: int) -> bool:
-        """Kafka's LogSegment.shouldRoll: size, segment.ms (minus jitter), full index, offset overflow."""
-        if self.size > segment_bytes - messages_size:
+        """Kafka's LogSegment.shouldRoll: size, segment.ms (minus jitter), full index, offset overflow.
+
+        Asked before every append, so it reads fields rather than the properties and helpers that say the same.
+        """
+        size = self._size
+        if size is None:
+            size = self.size
+        if size > segment_bytes - messages_size:
             return True
-        if self.size > 0:
-            first_ts = self.first_batch_timestamp()
+        if size > 0:
+            first_ts = self._rolling_based_timestamp
+            if first_ts is None:
+                first_ts = self.first_batch_timestamp()
             waited = max_timestamp - first_ts if first_ts >= 0 else now_ms - self.created_ms
             if waited > roll_ms:
                 return True
-        return (self.offset_index.is_full() or self.time_index.is_full()
-                or not self.can_convert_to_relative_offset(max_offset))
+        oi, ti = self._oi, self._ti  # an active segment has both (the properties make them on first use)
+        if oi is None or ti is None:
+            oi, ti = self.offset_index, self.time_index
+        return (oi.is_full() or ti.is_full()
+                or not 0 <= max_offset - self.base_offset <= INT32_MAX)  # can_convert_to_relative_offset
 
     def can_convert_to_relative_offset(self, offset: int) -> bool:
         return 0 <= offset - self.base_offset <= INT32_MAX
 
     # ------------------------------------------------------------------ append
     def append(self, buf: "bytes | bytearray | memoryview", batches: Sequence[tuple[int, int, int]]) -> None:
-        """Write ``buf`` (whole batches) at the end; ``batches`` = (last_offset, max_timestamp, size) each."""
+        """Write ``buf`` (whole batches) at the end; ``batches`` = (last_offset, max_timestamp, size) each.
+
+        Then the bookkeeping of Kafka 3.9's LogSegment.append: the max timestamp and its offset, an index entry
+        every index.interval.bytes, the size and next offset. One call per append: the fields are read directly.
+        """
         if not batches:
             return
-        if not self.can_convert_to_relative_offset(batches[-1][0]):
-            raise LogSegmentOffsetOverflowError(
-                "offset %d does not fit in segment %d" % (batches[-1][0], self.base_offset))
-        position = self.size
+        last = batches[-1][0]
+        if not 0 <= last - self.base_offset <= INT32_MAX:  # can_convert_to_relative_offset
+            raise LogSegmentOffsetOverflowError("offset %d does not fit in segment %d" % (last, self.base_offset))
+        position = self._size
+        if position is None:
+            position = self.size
         if position == 0:
             self._rolling_based_timestamp = batches[0][1]
         handle = self._handle
         if handle is None:
             raise ValueError("segment %d of %s is not active" % (self.base_offset, self.dir))
-        fd = handle.fd
-        view = memoryview(buf)
-        written = 0
-        total = len(view)
-        while written < total:
-            written += os.pwrite(fd, view[written:], position + written)
+        written = os.pwrite(handle.fd, buf, position)
+        if written < len(buf):
+            _write_rest(handle.fd, buf, position, written)
         since = self.bytes_since_last_index_entry
         interval = self.index_interval_bytes
-        max_ts = self.max_timestamp_so_far
+        old = self._max_ts
+        if old is None:
+            old = self._max_timestamp()
+        max_ts, offset_of_max_ts = old
         for last_offset, batch_max_ts, size in batches:
             if batch_max_ts > max_ts:
                 max_ts = batch_max_ts
-                self.max_timestamp_so_far = max_ts
-                self.offset_of_max_timestamp_so_far = last_offset
+                offset_of_max_ts = last_offset
             if since > interval:
                 self.offset_index.append(last_offset, position)
-                self.time_index.maybe_append(max_ts, self.offset_of_max_timestamp_so_far)
+                self.time_index.maybe_append(max_ts, offset_of_max_ts)
                 since = 0
             position += size
             since += size
+        if max_ts != old[0]:
+            self._max_ts = (max_ts, offset_of_max_ts)
         self.bytes_since_last_index_entry = since
-        self.size = position
-        self.next_offset = batches[-1][0] + 1
+        self._size = position
+        self.next_offset = last + 1
 
     # ------------------------------------------------------------------ reads
     def iter_headers(self, start_position: int = 0, end_position: int = -1) -> Iterator[BatchInfo]:
@@ -386,7 +435,7 @@ class LogSegment:
         self._max_ts = (-1, self.base_offset)
         self.next_offset = self.base_offset
         self.bytes_since_last_index_entry = 0
-        handle = self._handle if self._handle is not None else open_handle(self._path, os.O_RDWR)
+        handle = self._handle if self._handle is not None else open_handle(self.path, os.O_RDWR)
         SEGMENT_FILES.discard(self)
         fd = handle.fd
         file_size = os.fstat(fd).st_size
@@ -484,12 +533,17 @@ class LogSegment:
         self.release()
 
     def _buf_resident(self) -> bool:
-        return self.offset_index.resident or self.time_index.resident
+        return (self._oi is not None and self._oi.resident) or (self._ti is not None and self._ti.resident)
+
+    def _indexes(self) -> tuple["OffsetIndex | TimeIndex | TransactionIndex", ...]:
+        """The index objects made so far (a closed segment nobody read has none)."""
+        return tuple(i for i in (self._oi, self._ti, self._xi) if i is not None)
 
     def release(self) -> None:
         """Write out and drop the in-memory index entries; unpin the data file (into the cache)."""
-        self.offset_index.release()
-        self.time_index.release()
+        for idx in (self._oi, self._ti):
+            if idx is not None:
+                idx.release()
         h, self._handle = self._handle, None
         if h is not None:
             SEGMENT_FILES.put(self, h)
@@ -502,9 +556,8 @@ class LogSegment:
         """fsync the segment and its indexes, timed as Kafka's LogFlushStats.LogFlushRateAndTimeMs."""
         start = _time.monotonic_ns()
         os.fsync(self.log_file.fd)
-        self.offset_index.flush()
-        self.time_index.flush()
-        self.txn_index.flush()
+        for idx in self._indexes():
+            idx.flush()
         LOG_FLUSH_STATS.update((_time.monotonic_ns() - start) / 1e6)
 
     def close(self) -> None:
@@ -516,9 +569,8 @@ class LogSegment:
                     self.time_index.maybe_append(max_ts, max_off, skip_full_check=True)
                 except ValueError:
                     pass
-        self.offset_index.close()
-        self.time_index.close()
-        self.txn_index.close()
+        for idx in self._indexes():
+            idx.close()
         self._drop_files()
 
     def _drop_files(self) -> None:
@@ -528,50 +580,58 @@ class LogSegment:
 
     def close_handlers(self) -> None:
         """Let go of every file without writing the indexes (the files are being deleted or replaced)."""
-        self.offset_index.close_handler()
-        self.time_index.close_handler()
-        self.txn_index.close()
+        for idx in (self._oi, self._ti):
+            if idx is not None:
+                idx.close_handler()
         self._drop_files()
 
     def rename_files(self, suffix: str) -> list[str]:
         """Add ``suffix`` (``.deleted``) to each file of the segment; reads go on through the new names.
         Returns the renamed paths (the transaction index's even when it does not exist)."""
         renamed = []
-        try:
-            os.rename(self._path, self._path + suffix)
-            self._path += suffix
-            renamed.append(self._path)
-        except FileNotFoundError:
-            pass
-        for idx in (self.offset_index, self.time_index):
+        for kind, idx in ((files.LOG_SUFFIX, None), (files.INDEX_SUFFIX, self._oi), (files.TIME_INDEX_SUFFIX, self._ti),
+                          (files.TXN_INDEX_SUFFIX, self._xi)):
+            src = self._file(kind)
             try:
-                idx.rename_to(idx.path + suffix)
-                renamed.append(idx.path)
+                os.rename(src, src + suffix)
+                renamed.append(src + suffix)
             except FileNotFoundError:
-                pass
-        self.txn_index.rename_to(self.txn_index.path + suffix)  # lazily created: renamed only when it exists
-        renamed.append(self.txn_index.path)
+                if kind == files.TXN_INDEX_SUFFIX:  # lazily created: renamed only when it exists
+                    renamed.append(src + suffix)
+            if idx is not None:
+                idx.path = src + suffix
+        self._suffix += suffix
         return renamed
 
     def delete(self) -> None:
         """Let go of and remove the segment's files."""
-        self.offset_index.delete()
-        self.time_index.delete()
-        self.txn_index.delete()
+        for idx in (self._oi, self._ti):
+            if idx is not None:
+                idx.close_handler()
+        if self._xi is not None:
+            self._xi.delete()
         self._drop_files()
-        try:
-            os.unlink(self._path)
-        except FileNotFoundError:
-            pass
+        for kind in (files.INDEX_SUFFIX, files.TIME_INDEX_SUFFIX, files.TXN_INDEX_SUFFIX, files.LOG_SUFFIX):
+            try:
+                os.unlink(self._file(kind))
+            except FileNotFoundError:
+                pass
 
     def last_modified_ms(self) -> int:
         try:
-            return int(os.stat(self._path).st_mtime * 1000)
+            return int(os.stat(self.path).st_mtime * 1000)
         except FileNotFoundError:
             return 0
 
     def __repr__(self) -> str:
         return "LogSegment(base_offset=%d, size=%d)" % (self.base_offset, self.size)
+
+
+def _write_rest(fd: int, buf: "bytes | bytearray | memoryview", position: int, written: int) -> None:
+    """Finish a pwrite of ``buf`` at ``position`` that wrote only ``written`` bytes (a signal, a full disk)."""
+    view = memoryview(buf)
+    while written < len(view):
+        written += os.pwrite(fd, view[written:], position + written)
 
 
 def now_ms() -> int:

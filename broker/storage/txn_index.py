@@ -88,6 +88,8 @@ class TransactionIndex:
     segment would not fit 10,000 partitions in a process's descriptor limit); the decoded entries are kept
     once read, since read_committed fetches of the active segment read them again and again."""
 
+    __slots__ = ("path", "start_offset", "_entries", "_unsynced", "_size_known")
+
     def __init__(self, path: str, start_offset: int, exists: Optional[bool] = None) -> None:
         """``exists``: whether the file is known to exist (False spares a stat per segment at load)."""
         self.path = path

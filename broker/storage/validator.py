@@ -12,7 +12,7 @@ from typing import NamedTuple
 
 from broker.accel import record_batch
 from broker.protocol.records import errors as record_errors
-from broker.protocol.records.batch_info import BatchInfo
+from broker.protocol.records.batch_info import COMPRESSION_MASK, CONTROL_MASK, TIMESTAMP_TYPE_MASK, BatchInfo
 from broker.protocol.records.compression import decompress
 
 from .config import LogConfig
@@ -20,6 +20,10 @@ from .errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampErr
                      RecordTooLargeError, UnsupportedForMessageFormatError)
 
 RECORD_BATCH_OVERHEAD = 61
+#: message.timestamp.before/after.max.ms at or above this are "no limit" (Kafka's default is Long.MAX_VALUE)
+_NO_LIMIT = 1 << 62
+# tuple.__new__ builds a NamedTuple without its Python-level __new__ (as the native record_batch does)
+_tuple_new = tuple.__new__
 
 
 class ValidatedBatches(NamedTuple):
@@ -56,72 +60,79 @@ def _batch_records(buf: "bytearray", info: BatchInfo) -> list:
 
 def validate_and_assign_offsets(buf: bytearray, batches: list[BatchInfo], next_offset: int, leader_epoch: int,
                                 config: LogConfig, now_ms: int, is_from_client: bool) -> ValidatedBatches:
-    """Apply Kafka's per-batch validation rules, then stamp offsets/epoch (and LogAppendTime) in place."""
+    """Apply Kafka's per-batch validation rules, then stamp offsets/epoch (and LogAppendTime) in place.
+
+    Every batch passes the rules before any is stamped (one native pass stamps them all): a rejected append leaves
+    the offsets it would have had unwritten. This runs once per partition of every Produce, so the rules read each
+    header by unpacking it (a ``BatchInfo`` attribute read costs a descriptor call) and the result is built without
+    the NamedTuple's Python-level ``__new__``.
+    """
     max_bytes = config.max_message_bytes
+    segment_bytes = config.segment_bytes
     log_append_time = config.log_append_time
-    offset = next_offset
-    appended: list[tuple[int, int, int]] = []
-    max_ts = -1
-    offset_of_max_ts = -1
-    num_records = 0
-    before_max = config.timestamp_before_limit_ms
-    after_max = config.timestamp_after_limit_ms
+    compact = config.compact
+    before_max = after_max = _NO_LIMIT
+    if is_from_client and not log_append_time:
+        before_max = config.timestamp_before_limit_ms
+        after_max = config.timestamp_after_limit_ms
+    check_timestamps = before_max < _NO_LIMIT or after_max < _NO_LIMIT
     for info in batches:
-        if info.magic != 2:
-            raise UnsupportedForMessageFormatError("magic %d batches must be converted first" % info.magic)
-        if info.size > config.segment_bytes:
-            raise RecordBatchTooLargeError("batch of %d bytes exceeds segment.bytes %d" % (info.size, config.segment_bytes))
-        if info.size > max_bytes:
-            raise RecordTooLargeError("batch of %d bytes exceeds max.message.bytes %d" % (info.size, max_bytes))
-        count = info.record_count
+        (_, size, _, last_offset_delta, _, magic, _, attributes, base_timestamp, max_timestamp, producer_id, _,
+         base_sequence, record_count) = info
+        if magic != 2:
+            raise UnsupportedForMessageFormatError("magic %d batches must be converted first" % magic)
+        if size > segment_bytes:
+            raise RecordBatchTooLargeError("batch of %d bytes exceeds segment.bytes %d" % (size, segment_bytes))
+        if size > max_bytes:
+            raise RecordTooLargeError("batch of %d bytes exceeds max.message.bytes %d" % (size, max_bytes))
         if is_from_client:
-            if count <= 0 or info.last_offset_delta + 1 != count:
+            if record_count <= 0 or last_offset_delta + 1 != record_count:
                 raise InvalidRecordError("record count %d does not match last offset delta %d"
-                                         % (count, info.last_offset_delta))
-            if info.is_control:
+                                         % (record_count, last_offset_delta))
+            if attributes & CONTROL_MASK:
                 raise InvalidRecordError("clients are not allowed to write control records")
-            if info.producer_id >= 0 and info.base_sequence < 0:
-                raise InvalidRecordError("invalid sequence %d for producer %d"
-                                         % (info.base_sequence, info.producer_id))
-        if info.compression:
-            try:
-                data = decompress(info.compression, memoryview(buf)[info.position + RECORD_BATCH_OVERHEAD:
-                                                                    info.position + info.size])
-                record_batch.validate_records(data, count)
-            except record_errors.CorruptRecordError as e:
-                raise CorruptRecordError(e.message) from None
-            except record_errors.InvalidRecordError as e:
-                raise InvalidRecordError(e.message) from None
-            except Exception as e:  # a broken compressed stream
-                raise CorruptRecordError("cannot decompress batch: %s" % e) from None
-        if config.compact and not info.is_control:
-            missing = [(i, "Compacted topic cannot accept message without key in topic partition.")
-                       for i, rec in enumerate(_batch_records(buf, info)) if rec.key is None]
-            if missing:
-                raise InvalidRecordError("One or more records have been rejected due to missing keys", missing)
-        if not log_append_time and info.timestamp_type == 0 and is_from_client:
-            if (before_max < (1 << 62) and info.base_timestamp >= 0 and now_ms - info.base_timestamp > before_max) or \
-                    (after_max < (1 << 62) and info.max_timestamp - now_ms > after_max):
-                raise InvalidTimestampError(
-                    "timestamp of the batch is out of range (message.timestamp.before/after.max.ms)",)
-        pos = info.position
-        record_batch.stamp_base_offset(buf, pos, offset)
-        if leader_epoch >= 0 or is_from_client:
-            record_batch.stamp_partition_leader_epoch(buf, pos, leader_epoch)
-        last = offset + info.last_offset_delta
-        if log_append_time:
-            record_batch.set_log_append_time(buf, pos, now_ms)
-            batch_ts = now_ms
-        else:
-            batch_ts = info.max_timestamp
-        if batch_ts > max_ts:
-            max_ts = batch_ts
-            offset_of_max_ts = last
-        appended.append((last, batch_ts, info.size))
-        num_records += count
-        offset = last + 1
-    valid = sum(a[2] for a in appended)
-    return ValidatedBatches(batches, appended, next_offset, offset - 1, max_ts, offset_of_max_ts, num_records, valid)
+            if producer_id >= 0 and base_sequence < 0:
+                raise InvalidRecordError("invalid sequence %d for producer %d" % (base_sequence, producer_id))
+        if attributes & COMPRESSION_MASK:
+            _check_compressed_records(buf, info)
+        if compact and not attributes & CONTROL_MASK:
+            _check_keys(buf, info)
+        if check_timestamps and not attributes & TIMESTAMP_TYPE_MASK:
+            _check_timestamps(base_timestamp, max_timestamp, now_ms, before_max, after_max)
+    appended, max_ts, offset_of_max_ts, num_records, valid = record_batch.assign_offsets(
+        buf, next_offset, leader_epoch, leader_epoch >= 0 or is_from_client, now_ms if log_append_time else -1)
+    last_offset = appended[-1][0] if appended else next_offset - 1
+    return _tuple_new(ValidatedBatches, (batches, appended, next_offset, last_offset, max_ts, offset_of_max_ts,
+                                         num_records, valid))
+
+
+def _check_compressed_records(buf: bytearray, info: BatchInfo) -> None:
+    """A compressed batch's records are framed as its header says (the one per-record check of a plain append)."""
+    try:
+        data = decompress(info.compression, memoryview(buf)[info.position + RECORD_BATCH_OVERHEAD:
+                                                            info.position + info.size])
+        record_batch.validate_records(data, info.record_count)
+    except record_errors.CorruptRecordError as e:
+        raise CorruptRecordError(e.message) from None
+    except record_errors.InvalidRecordError as e:
+        raise InvalidRecordError(e.message) from None
+    except Exception as e:  # a broken compressed stream
+        raise CorruptRecordError("cannot decompress batch: %s" % e) from None
+
+
+def _check_keys(buf: bytearray, info: BatchInfo) -> None:
+    """A compacted topic refuses records without a key (each one named in the error, as Kafka's)."""
+    missing = [(i, "Compacted topic cannot accept message without key in topic partition.")
+               for i, rec in enumerate(_batch_records(buf, info)) if rec.key is None]
+    if missing:
+        raise InvalidRecordError("One or more records have been rejected due to missing keys", missing)
+
+
+def _check_timestamps(base_timestamp: int, max_timestamp: int, now_ms: int, before_max: int, after_max: int) -> None:
+    """CreateTime batches within message.timestamp.before/after.max.ms of now."""
+    if (before_max < _NO_LIMIT and base_timestamp >= 0 and now_ms - base_timestamp > before_max) or \
+            (after_max < _NO_LIMIT and max_timestamp - now_ms > after_max):
+        raise InvalidTimestampError("timestamp of the batch is out of range (message.timestamp.before/after.max.ms)",)
 
 
 TOPIC_CODECS = {"uncompressed": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
@@ -138,11 +149,13 @@ def recompress_if_needed(buf: bytearray, batches: list[BatchInfo], compression_t
     This is the only per-record path on append, as in Kafka (which also recompresses then).
     Producer id/epoch/sequence, transactional flag and CreateTime timestamps are kept.
     """
-    from broker.protocol.records.builder import build_batch
-
+    if compression_type == "producer":  # the default: nothing to look at
+        return None
     codec = target_codec(compression_type)
     if codec < 0 or all(b.compression == codec or b.is_control for b in batches):
         return None
+    from broker.protocol.records.builder import build_batch
+
     out = bytearray()
     for info in batches:
         raw = memoryview(buf)[info.position:info.position + info.size]

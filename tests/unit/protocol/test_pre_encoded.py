@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from broker.protocol import api as proto
 from broker.protocol.api import ApiKey
-from broker.protocol.codec import PreEncoded, codec_for, element_encoder
+from broker.protocol.codec import PreEncoded, codec_for, element_encoder, element_layout
 from broker.protocol.schema import load_messages
 
 from .strategies import struct_strategy
@@ -60,3 +60,35 @@ def test_nested_pre_encoded_elements_and_their_limits() -> None:
         element_encoder(schema, ("brokers", "host"), version)
     with pytest.raises(ValueError):
         element_encoder(schema, ("cluster_id",), version)
+
+
+LEADING = ("index", "error_code", "base_offset", "log_append_time_ms", "log_start_offset")
+PATH = ("responses", "partition_responses")
+
+
+@pytest.mark.parametrize("version", range(5, 12))
+@settings(max_examples=20, deadline=None)
+@given(values=st.tuples(st.integers(-2**31, 2**31 - 1), st.integers(-2**15, 2**15 - 1),
+                        *[st.integers(-2**63, 2**63 - 1)] * 3))
+def test_element_layout_packs_what_the_encoder_writes(version, values) -> None:
+    schema = proto.response_schema(ApiKey.PRODUCE, version)
+    layout = element_layout(schema, PATH, version, LEADING)
+    element = dict(zip(LEADING, values))
+    assert layout.prefix.pack(*values) + layout.suffix == element_encoder(schema, PATH, version)(element).data
+    message = {"responses": [{"name": "t", "partition_responses": [element, element]}], "throttle_time_ms": 0}
+    laid_out = PreEncoded(layout.prefix.pack(*values) + layout.suffix)
+    assert codec_for(schema, version).encode({**message, "responses": [
+        {"name": "t", "partition_responses": [laid_out, element]}]}) == codec_for(schema, version).encode(message)
+
+
+def test_element_layout_refuses_what_is_not_a_leading_fixed_width_field() -> None:
+    schema = proto.response_schema(ApiKey.PRODUCE, 9)
+    with pytest.raises(ValueError):
+        element_layout(schema, PATH, 9, ("error_code",))  # not the first field
+    with pytest.raises(ValueError):
+        element_layout(schema, PATH, 9, LEADING + ("record_errors",))  # an array
+    with pytest.raises(ValueError):
+        element_layout(schema, PATH, 1, LEADING)  # log_append_time_ms and log_start_offset are not in v1
+    with pytest.raises(ValueError):
+        element_layout(schema, ("responses", "name"), 9, ("index",))
+    assert element_layout(schema, ("responses",), 9, ()).prefix.size == 0

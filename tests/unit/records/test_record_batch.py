@@ -174,6 +174,38 @@ def test_in_place_stamps_keep_crc_valid(impl):
         impl.record_batch.set_log_append_time(buf[:-1], size, 1)
 
 
+def test_assign_offsets_stamps_every_batch_in_one_pass(impl):
+    buf = bytearray(build_batch(RECORDS) + build_batch(RECORDS[:1], compression=1) + build_batch(RECORDS[:2]))
+    sizes = [i.size for i in impl.record_batch.validate_batches(buf)]
+    appended, max_ts, offset_of_max_ts, num_records, valid = impl.record_batch.assign_offsets(buf, 100, 7, True, -1)
+    assert appended == [(102, 1007, sizes[0]), (103, 1000, sizes[1]), (105, 1007, sizes[2])]
+    assert (max_ts, offset_of_max_ts, num_records, valid) == (1007, 102, 6, len(buf))
+    infos = impl.record_batch.validate_batches(buf)  # CRCs still valid: offsets and epochs lie outside them
+    assert [(i.base_offset, i.partition_leader_epoch, i.timestamp_type) for i in infos] == [(100, 7, 0), (103, 7, 0),
+                                                                                             (104, 7, 0)]
+
+
+def test_assign_offsets_log_append_time_and_kept_epoch(impl):
+    buf = bytearray(build_batch(RECORDS, partition_leader_epoch=3) * 2)
+    appended, max_ts, offset_of_max_ts, num_records, _ = impl.record_batch.assign_offsets(buf, 0, 9, False, 5000)
+    assert [a[:2] for a in appended] == [(2, 5000), (5, 5000)] and (max_ts, offset_of_max_ts) == (5000, 2)
+    infos = impl.record_batch.validate_batches(buf)  # the CRC was recomputed for the new maxTimestamp
+    assert [(i.partition_leader_epoch, i.timestamp_type, i.max_timestamp) for i in infos] == [(3, 1, 5000)] * 2
+
+
+def test_assign_offsets_refuses_what_stamping_refuses(impl):
+    batch = bytearray(build_batch(RECORDS))
+    assert impl.record_batch.assign_offsets(bytearray(), 0, 0, True, -1) == ([], -1, -1, 0, 0)
+    with pytest.raises(TypeError):
+        impl.record_batch.assign_offsets(bytes(batch), 0, 0, True, -1)
+    with pytest.raises(ValueError):
+        impl.record_batch.assign_offsets(batch + batch[:30], 0, 0, True, -1)  # a torn second batch
+    bad = bytearray(batch)
+    bad[16] = 1
+    with pytest.raises(ValueError):
+        impl.record_batch.assign_offsets(bad, 0, 0, True, -1)
+
+
 def test_kafka_python_v2_batch_parity(impl):
     from kafka.record.default_records import DefaultRecordBatchBuilder
     for codec in (0, 1, 2, 3, 4):
@@ -259,6 +291,16 @@ def test_differential_validate_scan(both, buf, check_crc):
     assert _outcome(pure.record_batch.scan_batches, buf, 0, -1, check_crc) == \
         _outcome(native.record_batch.scan_batches, buf, 0, -1, check_crc)
     assert _outcome(pure.record_batch.iter_records, buf) == _outcome(native.record_batch.iter_records, buf)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(_buffers(), st.integers(0, 2**40), st.integers(-1, 2**31 - 1), st.booleans(), st.sampled_from([-1, 0, 2**41]))
+def test_differential_assign_offsets(both, buf, base_offset, epoch, stamp_epoch, append_time):
+    pure, native = both
+    pure_buf, native_buf = bytearray(buf), bytearray(buf)
+    assert _outcome(pure.record_batch.assign_offsets, pure_buf, base_offset, epoch, stamp_epoch, append_time) == \
+        _outcome(native.record_batch.assign_offsets, native_buf, base_offset, epoch, stamp_epoch, append_time)
+    assert pure_buf == native_buf
 
 
 @settings(max_examples=200)

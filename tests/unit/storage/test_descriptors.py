@@ -218,3 +218,21 @@ def test_a_roll_that_cannot_open_its_new_file_leaves_the_log_whole(tmp_path, clo
         assert [r for r in range(6) if log.read(r, 1 << 20).records is None] == []
     finally:
         log.close()
+
+
+def test_thousands_of_unsynced_partition_files_are_made_durable_with_one_syncfs(tmp_path, monkeypatch) -> None:
+    d = str(tmp_path / "d")
+    lm = LogManager([d], LogConfig(), broker_id=0, cluster_id="c")
+    try:
+        for p in range(200):
+            lm.get_or_create_log("t", p, topic_id="AAAAAAAAAAAAAAAAAAAAAA").assign_epoch_start_offset(1, 0)
+        calls: list[str] = []
+        fsynced: list[str] = []
+        monkeypatch.setattr("broker.storage.log_manager.sync_filesystem", lambda path: calls.append(path))
+        monkeypatch.setattr("broker.storage.log_manager.fsync_file", lambda path: fsynced.append(path))
+        lm.sync_metadata_files()  # 400 files: above SYNCFS_ABOVE_FILES
+        assert calls == [d] and fsynced == []
+        lm.sync_metadata_files()  # nothing left to sync
+        assert calls == [d]
+    finally:
+        lm.shutdown()

@@ -83,3 +83,33 @@ def test_spark_bench_quick_ours() -> None:
                 "streaming latency window end -> row p99 ms"):
         line = next((x for x in out.splitlines() if x.startswith(row)), "")
         assert line and line.split()[-3] != "nan", out
+
+
+def test_metadata_bench_fast() -> None:
+    out = _run("-m", "tools.bench.metadata_bench", "--fast")
+    for row in ("UpdateMetadata v8 decode", "all topics v12 walk p50/p99", "first request after a broker joined"):
+        assert row in out, out
+
+
+def test_scale_bench_quick_ours() -> None:
+    """The scale benchmark's every row group runs to the end on our brokers at CI size (300 partitions, 200 idle
+    connections, 20 groups); Kafka's column is the same code with Kafka's brokers (the full run with both is in
+    the module docstring of tools/bench/scale_bench.py and docs/sizing.md)."""
+    out = _run("-m", "tools.bench.scale_bench", "--quick", "--only", "ours", timeout=900)
+    assert "did not complete" not in out, out
+    rows = ("create N partitions -> all led s", "Metadata all topics p99 ms", "descriptors/partition, 1 segment",
+            "descriptors/partition, 20 segments (K)", "kill -9 restart: start -> all led s",
+            "spread/single throughput", "controlled shutdown -> leaders moved s", "kill -9 of a leader -> all led s",
+            "preferred election -> all preferred s", "reassign -> --verify complete s",
+            "end-to-end p99 ms, with idle connections", "RSS per idle connection KB", "OffsetCommit p99 ms",
+            "coordinator SIGKILL -> all its groups served s")
+    for row in rows:
+        line = next((ln for ln in out.splitlines() if ln.startswith(row)), None)
+        assert line is not None and line[len(row):].split()[0] != "-", (row, out)
+    assert "== summary" in out, out
+
+
+def test_produce_bench_fast() -> None:
+    """The in-process Produce benchmark (spread over partitions against one partition) prints both rows."""
+    out = _run("-m", "tools.bench.produce_bench", "--fast")
+    assert "spread" in out and "single" in out and "us/partition" in out, out

@@ -59,16 +59,18 @@ def test_kill_leader_repeatedly_during_idempotent_production(new_cluster) -> Non
     print(f"\nseed {seed}")
     c = new_cluster(3)
     view = ClusterView(c.bootstrap)
-    topic, nparts = "kill-leader", 3
+    # FAULT_PARTITIONS=3000 (with FAULT_LOAD_INTERVAL_S=1) runs the torture at production size (issue 16's note)
+    topic, nparts = "kill-leader", int(os.environ.get("FAULT_PARTITIONS", "3"))
     view.create_topic(topic, nparts, 3, TOPIC_CONFIG)
-    wait_for(lambda: full_isr(view, topic), 30, "topic online with full ISRs")
+    wait_for(lambda: full_isr(view, topic), 30 + nparts / 20, "topic online with full ISRs")
     # One request in flight per connection: with several, librdkafka (2.x) answers an OUT_OF_ORDER_SEQUENCE_NUMBER
     # that follows a retriable error of the previous request (a restarted leader answers the first retry
     # UNKNOWN_TOPIC_OR_PARTITION, then becomes leader) with an epoch bump that re-sends possibly persisted
     # records as new ones: duplicates against Kafka too (confluentinc/librdkafka#4953; the Java client does not).
     # FAULT_INFLIGHT=5 runs it with librdkafka's default.
     inflight = int(os.environ.get("FAULT_INFLIGHT", "1"))
-    load = ProduceLoad(c.bootstrap, topic, nparts, extra={"max.in.flight.requests.per.connection": inflight}).start()
+    load = ProduceLoad(c.bootstrap, topic, nparts, interval_s=float(os.environ.get("FAULT_LOAD_INTERVAL_S", "0.01")),
+                       extra={"max.in.flight.requests.per.connection": inflight}).start()
     failover: List[float] = []
     rejoin: List[float] = []
     try:

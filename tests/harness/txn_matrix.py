@@ -269,6 +269,11 @@ def _list(version: int, by_state: bool, by_pid: bool, duration_ms: int = -1) -> 
     def probe(c: Conn, ctx: Ctx) -> Any:
         d = describe(c, ctx.tid)
         states = [d.transaction_state] if by_state and d.error_code == 0 else []
+        if duration_ms >= 0 and d.error_code == 0 and d.transaction_start_time_ms > 0:
+            # Both brokers list a transaction only once it has run *longer* than the filter: wait until it has, so
+            # the answer does not depend on whether the list landed in the same millisecond as the start.
+            while time.time() * 1000 <= d.transaction_start_time_ms + duration_ms + 2:
+                time.sleep(0.002)
         r = c(ApiKey.LIST_TRANSACTIONS, version, {"state_filters": states,
                                                   "producer_id_filters": [ctx.pid] if by_pid else [],
                                                   "duration_filter": duration_ms})

@@ -500,8 +500,9 @@ def test_describe_broker_configs(pair: Pair) -> None:
 
 #: keys ours describes and Kafka 3.9.1 does not: the authorizer's (Kafka keeps them outside KafkaConfig), throttle
 #: rates (Kafka: dynamic-only, never listed), the Prometheus endpoint, and intervals Kafka hard-codes
-OURS_ONLY_BROKER_KEYS = ['allow.everyone.if.no.acl.found', 'broker.metrics.prometheus.host',
-                         'broker.metrics.prometheus.port', 'follower.replication.throttled.rate',
+OURS_ONLY_BROKER_KEYS = ['allow.everyone.if.no.acl.found', 'broker.fd.reserve', 'broker.metrics.prometheus.host',
+                         'broker.metrics.prometheus.port', 'broker.storage.segment.file.cache.size',
+                         'follower.replication.throttled.rate',
                          'leader.replication.throttled.rate', 'log.initial.task.delay.ms',
                          'producer.id.expiration.check.interval.ms', 'replica.alter.log.dirs.io.max.bytes.per.second',
                          'super.users']

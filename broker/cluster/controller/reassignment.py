@@ -89,7 +89,8 @@ class PartitionReassignments:
         """Finish (phase B) the reassignments among `partitions` whose target replicas are all in the ISR now."""
         items = {tp: self.ctx.partition_full_replica_assignment(tp) for tp in partitions
                  if tp in self.ctx.partitions_being_reassigned}
-        done = {tp: a for tp, a in items.items() if tp in self._completed(items)}
+        complete = self._completed(items)  # one pipelined read of their states (not one per partition)
+        done = {tp: a for tp, a in items.items() if tp in complete}
         for tp, a in sorted(done.items()):
             log.info("Target replicas %s have all caught up with the leader for reassigning partition %s",
                      a.target_replicas, _tp_str(tp))

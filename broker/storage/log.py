@@ -1143,7 +1143,9 @@ class Log:
         with self._lock:
             if self._closed:
                 return
-            self.producer_state.take_snapshot(self._leo, sync=sync)
+            if self._leo > self._log_start_offset or self.producer_state.producers:
+                # as Kafka's takeSnapshot, none for an empty log (10,000 fewer files at a 10,000-partition shutdown)
+                self.producer_state.take_snapshot(self._leo, sync=sync)
             for seg in self.segments:
                 seg.close()
             if sync:

@@ -355,3 +355,14 @@ def test_duplicate_batch_answers_the_original_offsets_and_timestamp(open_log) ->
     again = log.append_as_leader(batch(2, ts=TS + 40, producer_id=4, producer_epoch=0, base_sequence=0), 0)
     assert (again.duplicate, again.first_offset, again.last_offset, again.log_append_time) == (True, 1, 2, TS + 41)
     assert log.log_end_offset == 3
+
+
+def test_close_snapshots_producer_state_only_for_a_log_with_records(open_log) -> None:
+    """As Kafka's takeSnapshot: an empty log gets no snapshot at close (a 10,000-partition shutdown wrote 10,000
+    empty ones); a log with records gets one at its log end."""
+    empty, full = open_log(name="empty-0"), open_log(name="full-0")
+    full.append_as_leader(batch(2), 0)
+    empty.close()
+    full.close()
+    assert not [f for f in os.listdir(empty.dir) if f.endswith(".snapshot")]
+    assert [f for f in os.listdir(full.dir) if f.endswith(".snapshot")] == ["%020d.snapshot" % 2]

@@ -53,9 +53,8 @@ class LeaderEpochFileCache:
     def earliest_entry(self) -> tuple[int, int] | None:
         return self._entries[0] if self._entries else None
 
-    def assign(self, epoch: int, start_offset: int, write: bool = True) -> None:
-        """Record that ``epoch`` began at ``start_offset``; entries at or after it are replaced. ``write=False``
-        marks the file to be written later (see :meth:`flush`)."""
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Record that ``epoch`` began at ``start_offset``; entries at or after it are replaced."""
         if self._entries:  # first the common case, every leader append: the epoch is already the latest
             last_epoch, last_start = self._entries[-1]
             if epoch == last_epoch and start_offset >= last_start:
@@ -65,7 +64,7 @@ class LeaderEpochFileCache:
         while self._entries and (self._entries[-1][0] >= epoch or self._entries[-1][1] >= start_offset):
             self._entries.pop()
         self._entries.append((epoch, start_offset))
-        self.flush(write)
+        self.flush()
 
     def epoch_for_offset(self, offset: int) -> int | None:
         """The epoch in which ``offset`` was written (None if before the first entry)."""

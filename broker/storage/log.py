@@ -467,11 +467,7 @@ class Log:
         with self._lock:
             latest = self.leader_epoch_cache.latest_epoch
             if latest is None or leader_epoch > latest:
-                # Marked, not written: thousands of partitions change leader at once, and a file rename each on
-                # the become-leader path cost seconds (the file is written by the next flush, checkpoint or
-                # close, before the recovery point passes start_offset; a crash before that recovers the entry
-                # from the batches of this epoch, as Kafka's recovery re-assigns epochs past the recovery point).
-                self.leader_epoch_cache.assign(leader_epoch, start_offset, write=False)
+                self.leader_epoch_cache.assign(leader_epoch, start_offset)
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
         """(epoch, end offset) for OffsetForLeaderEpoch: where ``leader_epoch`` ended in this log."""
@@ -537,7 +533,7 @@ class Log:
         seg = self._maybe_roll(valid_bytes, max_timestamp, last_offset, now)
         seg.append(buf, appended)
         if leader_epoch >= 0:
-            self.leader_epoch_cache.assign(leader_epoch, first_offset, write=False)  # as assign_epoch_start_offset
+            self.leader_epoch_cache.assign(leader_epoch, first_offset)
         if updates is not None:
             self._apply_producer_updates(seg, updates, completed)
         leo = self._leo = last_offset + 1
@@ -629,7 +625,7 @@ class Log:
             for info in batches:
                 ple = info.partition_leader_epoch
                 if ple >= 0 and (cache.latest_epoch is None or ple > cache.latest_epoch):
-                    cache.assign(ple, info.base_offset, write=False)  # as assign_epoch_start_offset
+                    cache.assign(ple, info.base_offset)
                 pid = info.producer_id
                 if pid < 0:
                     continue
@@ -1175,10 +1171,7 @@ class Log:
     def rename_dir(self, new_dir: str) -> None:
         with self._lock:
             os.rename(self.dir, new_dir)
-            old, self.dir = self.dir, new_dir
-            # a marked leader-epoch change (see assign_epoch_start_offset) is written where the log now is
-            self.leader_epoch_cache.path = os.path.join(new_dir, os.path.basename(self.leader_epoch_cache.path))
-            self._unsynced_files = {os.path.join(new_dir, os.path.relpath(f, old)) for f in self._unsynced_files}
+            self.dir = new_dir
 
     def replace_with_future(self, future: "Log", new_dir: str, retired_dir: str,
                             reopen: Callable[[str, int, int, int], "Log"],

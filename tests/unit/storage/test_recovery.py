@@ -1,7 +1,6 @@
 import os
 
 from broker.accel import record_batch
-from broker.protocol.records.builder import build_batch
 from broker.storage.config import LogConfig
 from broker.storage.log import Log
 
@@ -135,63 +134,3 @@ def test_stray_files_are_removed(open_log, tmp_path, clock) -> None:
         assert log2.log_end_offset == 4
     finally:
         log2.close()
-
-
-def _epochs_on_disk(log: Log) -> list[tuple[int, int]]:
-    path = log.leader_epoch_cache.path
-    if not os.path.exists(path):
-        return []
-    lines = open(path).read().split("\n")
-    return [(int(a), int(b)) for a, b in (ln.split() for ln in lines[2:2 + int(lines[1])])]
-
-
-def test_a_new_leader_epoch_is_marked_and_recovered_from_its_batches_after_a_crash(open_log, tmp_path,
-                                                                                    clock) -> None:
-    """Becoming leader marks the epoch without writing the file (thousands of partitions change leader at once);
-    a crash before any flush leaves the entry to recovery, which re-assigns it from the epoch's batches."""
-    cfg = LogConfig()
-    log = open_log(cfg)
-    _fill(log, 3)  # epoch 1 from offset 0
-    log.flush()
-    assert _epochs_on_disk(log) == [(1, 0)]
-    log.assign_epoch_start_offset(4, 6)
-    assert log.leader_epoch_cache.entries == [(1, 0), (4, 6)]
-    assert _epochs_on_disk(log) == [(1, 0)]  # marked only
-    for _ in range(2):
-        log.append_as_leader(batch(2, ts=TS), 4)
-    assert _epochs_on_disk(log) == [(1, 0)]
-    recovery_point = log.recovery_point
-    _crash(log)
-    log2 = _reopen(tmp_path, clock, cfg, recovery_point=recovery_point)
-    try:
-        assert log2.log_end_offset == 10
-        assert log2.leader_epoch_cache.entries == [(1, 0), (4, 6)]
-    finally:
-        log2.close()
-
-
-def test_a_flush_writes_a_marked_epoch_before_the_recovery_point_passes_it(open_log) -> None:
-    log = open_log(LogConfig())
-    _fill(log, 1)
-    log.assign_epoch_start_offset(2, 2)
-    log.append_as_leader(batch(1, ts=TS), 2)
-    log.flush()
-    assert log.recovery_point == 3
-    assert _epochs_on_disk(log) == [(1, 0), (2, 2)]
-    # a follower's first batch of a new epoch is marked the same way, and written by the next flush or close
-    log.append_as_follower(bytearray(build_batch([(b"k", b"v", [], TS)], base_offset=3, partition_leader_epoch=5)))
-    assert _epochs_on_disk(log) == [(1, 0), (2, 2)]
-    log.close()
-    assert _epochs_on_disk(log) == [(1, 0), (2, 2), (5, 3)]
-
-
-def test_a_renamed_log_writes_its_marked_epoch_in_the_new_directory(open_log, tmp_path) -> None:
-    log = open_log(LogConfig())
-    _fill(log, 1)
-    log.assign_epoch_start_offset(3, 2)
-    new_dir = os.path.join(str(tmp_path), "topic-0.abc-delete")
-    log.rename_dir(new_dir)  # a log being deleted: the manager no longer lists it, a checkpoint may still sync it
-    assert all(p.startswith(new_dir + os.sep) for p in log.take_unsynced_files())
-    assert log.leader_epoch_cache.path.startswith(new_dir + os.sep)
-    assert _epochs_on_disk(log) == [(1, 0), (3, 2)]
-    log._closed = True  # its segments were not moved with it (the manager deletes it next)

@@ -168,10 +168,10 @@ def test_estimate_line(tmp_path: Path) -> None:
 
 
 def test_raise_nofile_limit_raises_the_soft_limit_to_the_hard_one() -> None:
-    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-    if hard == resource.RLIM_INFINITY or hard < 64:
-        pytest.skip(f"hard limit {hard}")
-    low = min(soft, hard // 2)
+    _, hard_now = resource.getrlimit(resource.RLIMIT_NOFILE)
+    # the child gets a finite hard limit of its own (lowering it needs no privilege), so this runs everywhere
+    hard = 4096 if hard_now == resource.RLIM_INFINITY else min(hard_now, 4096)
+    low = hard // 2
     code = ("from broker.util.fd_budget import raise_nofile_limit, current_nofile_limit; "
             "l = raise_nofile_limit(); print(l.before, l.soft, l.hard, current_nofile_limit())")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

@@ -62,6 +62,10 @@ class RealKafkaBroker:
     def bootstrap(self) -> str:
         return f"127.0.0.1:{self.port}"
 
+    def jvm_options(self) -> list:
+        """Heap and GC: sized for tests (a benchmark runs kafka-server-start.sh's instead)."""
+        return [f"-Xmx{self.heap}", "-XX:+UseSerialGC"]
+
     def start(self, timeout: float = 90.0) -> None:
         java = shutil.which("java")
         if java is None:
@@ -76,7 +80,7 @@ class RealKafkaBroker:
         since = len(self.output())  # a restart appends: only what this run prints counts
         with open(self.output_path, "ab") as out:
             self.proc = subprocess.Popen(
-                [java, f"-Xmx{self.heap}", "-XX:+UseSerialGC", f"-Dlog4j.configuration=file:{log4j}", "-cp",
+                [java, *self.jvm_options(), f"-Dlog4j.configuration=file:{log4j}", "-cp",
                  kafka_classpath(), "kafka.Kafka", str(self.config_path)],
                 cwd=str(self.workdir), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                 start_new_session=True)

@@ -81,7 +81,7 @@ from confluent_kafka.admin import AdminClient, NewTopic
 from kazoo.client import KazooClient
 
 from broker.protocol.api import ApiKey, decode_response_with_header, encode_request
-from tests.harness.kafka import _LOG4J, RealKafkaBroker, kafka_classpath
+from tests.harness.kafka import RealKafkaBroker, kafka_classpath
 from tools.bench import group_load
 from tools.bench.idle_connections import IdleConnectionsProcess
 from tools.cluster import BrokerProcess, ZooKeeperProcess, free_port
@@ -148,33 +148,8 @@ class KafkaServerStart(RealKafkaBroker):
     """Kafka 3.9.1's ``kafka.Kafka`` with the JVM options of ``kafka-server-start.sh`` (the harness's
     RealKafkaBroker runs ``-Xmx512m -XX:+UseSerialGC``, sized for tests); output in ``kafka-<id>.out``."""
 
-    def start(self, timeout: float = 90.0) -> None:  # type: ignore[override]
-        java = shutil.which("java")
-        if java is None:
-            raise RuntimeError("java not found on PATH")
-        props = {"broker.id": str(self.broker_id), "listeners": f"PLAINTEXT://127.0.0.1:{self.port}",
-                 "log.dirs": str(self.log_dir), "zookeeper.connect": self.zk_connect,
-                 "zookeeper.session.timeout.ms": "6000"}
-        props.update(self.overrides)
-        self.config_path.write_text("".join(f"{k}={v}\n" for k, v in props.items()))
-        log4j = self.workdir / "kafka-log4j.properties"
-        log4j.write_text(_LOG4J)
-        since = len(self.output())
-        with open(self.output_path, "ab") as out:
-            self.proc = subprocess.Popen(
-                [java, *KAFKA_JVM_OPTS, f"-Dlog4j.configuration=file:{log4j}", "-cp", kafka_classpath(),
-                 "kafka.Kafka", str(self.config_path)],
-                cwd=str(self.workdir), stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"Kafka exited with {self.proc.returncode}:\n{self.output()[-4000:]}")
-            if f"[KafkaServer id={self.broker_id}] started" in self.output()[since:]:
-                self._wait_controller_known(deadline)
-                return
-            time.sleep(0.05)
-        raise TimeoutError(f"Kafka {self.broker_id} did not start within {timeout}s:\n{self.output()[-4000:]}")
+    def jvm_options(self) -> list:
+        return list(KAFKA_JVM_OPTS)
 
     def stop(self, timeout: float = 600.0) -> int:
         return super().stop(timeout)

@@ -536,14 +536,35 @@ public final class KafkaCompat {
             }
             out.emit("cluster", "nodes", nodes, "controller", dc.controller().get(TIMEOUT_S, TimeUnit.SECONDS).id());
             admin.createTopics(List.of(new NewTopic(topic, 3, (short) 3))).all().get(TIMEOUT_S, TimeUnit.SECONDS);
-            TopicDescription d = admin.describeTopics(List.of(topic)).allTopicNames()
-                .get(TIMEOUT_S, TimeUnit.SECONDS).get(topic);
+            TopicDescription d = describeOnceKnown(admin, topic);
             List<Object> parts = new ArrayList<>();
             for (TopicPartitionInfo p : d.partitions()) {
                 parts.add(map("partition", p.partition(), "leader", p.leader() == null ? -1 : p.leader().id(),
                               "replicas", ids(p.replicas()), "isr", ids(p.isr())));
             }
             out.emit("topic", "partitions", parts);
+        }
+    }
+
+    /**
+     * describeTopics right after createTopics, as a Kafka user must write it for a ZooKeeper-mode cluster:
+     * createTopics returns once the controller's own metadata has the leaders, while describeTopics goes to
+     * the least loaded broker, whose UpdateMetadata may still be on its way (UNKNOWN_TOPIC_OR_PARTITION,
+     * which the Admin client does not retry). Retried for TIMEOUT_S at most; other errors are not.
+     */
+    static TopicDescription describeOnceKnown(Admin admin, String topic) throws Exception {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(TIMEOUT_S);
+        while (true) {
+            try {
+                return admin.describeTopics(List.of(topic)).allTopicNames()
+                    .get(TIMEOUT_S, TimeUnit.SECONDS).get(topic);
+            } catch (ExecutionException e) {
+                if (!(e.getCause() instanceof org.apache.kafka.common.errors.UnknownTopicOrPartitionException)
+                        || System.nanoTime() > deadline) {
+                    throw e;
+                }
+                Thread.sleep(100);
+            }
         }
     }
 

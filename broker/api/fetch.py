@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Set, Tuple
 
 from broker.api.authz import Authz
 from broker.api.fetch_session import CachedPartition
@@ -21,11 +21,14 @@ from broker.util import request_time
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
     from broker.api.throttling import RequestThrottler
-    from broker.api.fetch_session import FetchSessionCache
+    from broker.api.fetch_session import FetchSession, FetchSessionCache
     from broker.cluster.metadata_cache import MetadataCache
     from broker.replica.manager import ReplicaManager
 
 MIN_VERSION, MAX_VERSION = 0, 17
+#: how often a follower's incremental session looks at every partition it holds (catching a change nothing noted,
+#: such as a log start offset moved by retention); between sweeps it looks only at what changed
+SESSION_SWEEP_S = 1.0
 _LEADER_MOVED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 ZERO_UUID = uuid.UUID(int=0)
 TopicPartition = Tuple[str, int]
@@ -72,6 +75,39 @@ def _down_convert(results: Dict[TopicPartition, Any], fetch_offsets: Dict[TopicP
         converted = build_legacy_message_set(out, magic)
         res.records = converted
         res.size = len(converted)
+
+
+class _SessionReads:
+    """A follower's incremental session as the ReplicaManager reads it (broker.replica.manager.SessionReads)."""
+
+    def __init__(self, session: "FetchSession", resent: Set[TopicPartition], id_of: Dict[str, uuid.UUID]) -> None:
+        self.session = session
+        self.resent = resent
+        self.id_of = id_of
+
+    @property
+    def changes_seen(self) -> int:
+        return self.session.changes_seen
+
+    @changes_seen.setter
+    def changes_seen(self, seq: int) -> None:
+        self.session.changes_seen = seq
+
+    def reads_for(self, tps: Optional[Iterable[TopicPartition]]) -> List[Tuple[TopicPartition, FetchPartitionInfo]]:
+        parts = self.session.partitions
+        items: Iterable[Tuple[TopicPartition, Optional[CachedPartition]]] = (
+            parts.items() if tps is None else ((tp, parts.get(tp)) for tp in tps))
+        resent, id_of = self.resent, self.id_of
+        return [(tp, _read_of(tp, cp, id_of, None if tp in resent else cp)) for tp, cp in items if cp is not None]
+
+
+def _read_of(tp: TopicPartition, cp: CachedPartition, id_of: Dict[str, uuid.UUID],
+             known: Optional[CachedPartition]) -> FetchPartitionInfo:
+    """A session partition as a read; ``known``: the partition was not resent, so what the fetcher was last told
+    goes along (the replica manager leaves it out without a read when nothing is new)."""
+    return FetchPartitionInfo(cp.fetch_offset, cp.max_bytes, cp.current_leader_epoch, cp.last_fetched_epoch,
+                              cp.fetcher_log_start_offset, id_of.get(tp[0]), None if known is None else (
+                                  known.high_watermark, known.last_stable_offset, known.log_start_offset))
 
 
 def _partition_entry(index: int, error: int, res: Any = None) -> dict:
@@ -154,8 +190,33 @@ async def handle(ctx: "RequestContext", request: Any, *,
     rm = replica_manager
     replica_id, replica_epoch = fetch_request_replica(request, version)
     is_follower = replica_id >= 0
-    reads = [(tp, FetchPartitionInfo(cp.fetch_offset, cp.max_bytes, cp.current_leader_epoch, cp.last_fetched_epoch,
-                                     cp.fetcher_log_start_offset, id_of.get(tp[0]))) for tp, cp in readable]
+    # An incremental session's partitions the fetcher did not resend carry what it was last told: the replica
+    # manager leaves out those with nothing new without reading them (their entries are omitted below anyway).
+    # A follower's session goes further: only the partitions resent, changed since its last fetch (the replica
+    # manager's PartitionChanges) or considered by the last answer are looked at, and every one once a second.
+    scope: Optional[_SessionReads] = None
+    if session is not None and not incremental:
+        session.changes_seen = rm.changes.seq  # the full read below covers every change before this
+    if incremental:
+        assert session is not None
+        resent = {tp for tp, _ in requested}
+        if is_follower and not pre_errors:
+            scope = _SessionReads(session, resent, id_of)
+            later = rm.changes.since(session.changes_seen)
+            session.changes_seen = rm.changes.seq
+            now_s = time.monotonic()
+            if later is None or now_s - session.swept_s >= SESSION_SWEEP_S:
+                session.swept_s = now_s
+                reads = scope.reads_for(None)
+            else:
+                look = set(later)
+                look.update(resent)
+                look.update(session.carry)
+                reads = scope.reads_for(look)
+        else:
+            reads = [(tp, _read_of(tp, cp, id_of, None if tp in resent else cp)) for tp, cp in readable]
+    else:
+        reads = [(tp, _read_of(tp, cp, id_of, None)) for tp, cp in readable]
     client = (ClientMetadata(getattr(request, "rack_id", "") or "", ctx.client_id or "")
               if version >= 11 and not is_follower else None)
     quota_bound = throttler is not None and not is_follower and throttler.fetch_active
@@ -167,7 +228,9 @@ async def handle(ctx: "RequestContext", request: Any, *,
     results = await rm.fetch_messages(
         reads, max_bytes, min_bytes, request.max_wait_ms,
         getattr(request, "isolation_level", 0), replica_id=replica_id, replica_epoch=replica_epoch,
-        client_metadata=client, request_version=version) if reads else {}
+        client_metadata=client, request_version=version, session=scope) if reads or scope is not None else {}
+    if scope is not None:
+        session.carry = set(results)  # type: ignore[union-attr]
 
     if quota_bound:
         size = sum(_records_size(r.records) for r in results.values())
@@ -185,11 +248,15 @@ async def handle(ctx: "RequestContext", request: Any, *,
     by_topic: Dict[str, List[dict]] = {}
     cached = session.partitions if session is not None else {}
     node_endpoints: Dict[int, dict] = {}
+    if scope is not None:  # only what was considered can have news
+        to_read = [(tp, cached[tp]) for tp in results if tp in cached]
     for tp, cp in to_read:
         if tp in pre_errors:
             entry = _partition_entry(tp[1], pre_errors[tp])
         else:
-            res = results[tp]
+            res = results.get(tp)
+            if res is None:  # unchanged (see FetchPartitionInfo.known): nothing to say in an incremental answer
+                continue
             entry = _partition_entry(tp[1], 0, res)
             if version >= 16 and res.error_code in _LEADER_MOVED:
                 entry["current_leader"] = current_leader(tp, ctx.listener_name, rm, meta, node_endpoints)

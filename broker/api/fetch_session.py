@@ -19,7 +19,7 @@ import itertools
 import random
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Dict, List, Optional, Tuple
+from typing import Dict, List, Optional, Set, Tuple
 
 from broker.errors import ErrorCode
 
@@ -48,6 +48,12 @@ class FetchSession:
     uses_topic_ids: bool
     partitions: "OrderedDict[TopicPartition, CachedPartition]" = field(default_factory=OrderedDict)
     last_used_ms: int = 0
+    #: a follower's session (broker.api.fetch): the ReplicaManager's PartitionChanges number up to which its
+    #: partitions' changes were taken, when it last looked at every partition (monotonic s), and the partitions
+    #: the last answer considered (they are looked at again: data left unread, errors)
+    changes_seen: int = -1
+    swept_s: float = 0.0
+    carry: Set[TopicPartition] = field(default_factory=set)
 
 
 class FetchSessionCache:

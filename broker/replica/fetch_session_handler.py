@@ -13,7 +13,7 @@ answer) gets full requests every time, as a sessionless fetch. Pure state: no I/
 """
 from __future__ import annotations
 
-from typing import Dict, Hashable, List, Optional, Tuple
+from typing import Dict, Hashable, Iterable, List, Optional, Tuple
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -31,7 +31,10 @@ class FetchSessionHandler:
         self.epoch = INITIAL_EPOCH
         #: what the leader's session holds for each partition (as of the last answered request)
         self._session: Dict[TopicPartition, Hashable] = {}
+        #: what the leader's session will hold once the request last built is answered: a whole map (full
+        #: request) or the changes to apply (partition -> new value, or _ABSENT to forget it)
         self._next: Optional[Dict[TopicPartition, Hashable]] = None
+        self._next_is_delta = False
 
     @property
     def is_full(self) -> bool:
@@ -42,14 +45,32 @@ class FetchSessionHandler:
         """What the leader's session holds for ``tp`` (None if it is not in the session)."""
         return self._session.get(tp)
 
-    def build(self, wanted: Dict[TopicPartition, Hashable]) -> Tuple[List[TopicPartition], List[TopicPartition]]:
-        """(partitions to send, partitions to forget) for a request fetching exactly ``wanted``."""
-        self._next = dict(wanted)
+    def build(self, wanted: Dict[TopicPartition, Hashable], changed: Optional[Iterable[TopicPartition]] = None
+              ) -> Tuple[List[TopicPartition], List[TopicPartition]]:
+        """(partitions to send, partitions to forget) for a request fetching exactly ``wanted``.
+
+        ``changed``: the only partitions whose value may differ from the session's (added, removed, moved) since
+        the last request; an incremental request then costs what changed, not the session's size. None: compare
+        every partition."""
         if self.is_full:
+            self._next, self._next_is_delta = dict(wanted), False
             return list(wanted), []
         session = self._session
-        send = [tp for tp, data in wanted.items() if session.get(tp, _ABSENT) != data]
-        forget = [tp for tp in session if tp not in wanted]
+        if changed is None:
+            changed = set(wanted).union(session)
+        send: List[TopicPartition] = []
+        forget: List[TopicPartition] = []
+        delta: Dict[TopicPartition, Hashable] = {}
+        for tp in sorted(changed):
+            data = wanted.get(tp, _ABSENT)
+            if data is _ABSENT:
+                if tp in session:
+                    forget.append(tp)
+                    delta[tp] = _ABSENT
+            elif session.get(tp, _ABSENT) != data:
+                send.append(tp)
+                delta[tp] = data
+        self._next, self._next_is_delta = delta, True
         return send, forget
 
     def handle_response(self, error_code: int, session_id: int) -> bool:
@@ -66,7 +87,14 @@ class FetchSessionHandler:
                 self._session = self._next or {}
         else:
             self.epoch = self.epoch + 1 if self.epoch < MAX_EPOCH else 1
-            self._session = self._next or {}
+            if self._next_is_delta:
+                for tp, data in (self._next or {}).items():
+                    if data is _ABSENT:
+                        self._session.pop(tp, None)
+                    else:
+                        self._session[tp] = data
+            else:
+                self._session = self._next or {}
         self._next = None
         return True
 

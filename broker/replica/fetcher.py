@@ -52,6 +52,8 @@ FETCH_VERSION = 17
 FETCH_VERSION_WITHOUT_TOPIC_IDS = 12
 LIST_OFFSETS_VERSION = 9
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
+#: how often a fetcher looks at every partition it fetches, not only at those whose fetch state changed (s)
+SWEEP_S = 1.0
 
 #: top-level Fetch errors about the session itself (KIP-227): answered by a full request, not a backoff
 _SESSION_ERRORS = frozenset({int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), int(ErrorCode.INVALID_FETCH_SESSION_EPOCH),
@@ -100,6 +102,43 @@ class PartitionFetchState:
         return self.lag is not None and self.lag <= 0
 
 
+class FetchStates(Dict[TopicPartition, PartitionFetchState]):
+    """A fetcher's partitions, remembering which changed since the last Fetch was built (``changed``) and which
+    are not simply fetching (``special``: truncating, resetting their offset, or backing off at some point), so
+    that building an incremental Fetch and the fetch loop's other passes cost what changed, not the thousands of
+    partitions a follower fetches from one leader. Every write goes through item assignment, ``pop``, ``del`` or
+    ``clear``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed: Set[TopicPartition] = set()
+        self.special: Set[TopicPartition] = set()
+
+    def __setitem__(self, tp: TopicPartition, st: PartitionFetchState) -> None:
+        super().__setitem__(tp, st)
+        self.changed.add(tp)
+        if st.state != FETCHING or st.reset_offset or st.delayed_until:
+            self.special.add(tp)
+        else:
+            self.special.discard(tp)
+
+    def __delitem__(self, tp: TopicPartition) -> None:
+        super().__delitem__(tp)
+        self.changed.add(tp)
+        self.special.discard(tp)
+
+    def pop(self, tp: TopicPartition, *default: Any) -> Any:  # type: ignore[override]
+        if tp in self:
+            self.changed.add(tp)
+            self.special.discard(tp)
+        return super().pop(tp, *default)
+
+    def clear(self) -> None:
+        self.changed.update(self)
+        self.special.clear()
+        super().clear()
+
+
 class _LeaderError(Exception):
     def __init__(self, code: int) -> None:
         super().__init__(_name(code))
@@ -141,7 +180,16 @@ class ReplicaFetcher:
         self.channel = channel
         self.config = manager.config
         self.rm = manager.replica_manager
-        self.partitions: Dict[TopicPartition, PartitionFetchState] = {}
+        self.partitions = FetchStates()
+        #: what the next Fetch asks for each partition ready to fetch (fetch offset, leader epoch, last fetched
+        #: epoch, log start offset, max bytes, topic id) and the state it was built from; kept up to date from
+        #: ``partitions.changed`` (and rebuilt by a sweep each SWEEP_S)
+        self._wanted: Dict[TopicPartition, Tuple[Any, ...]] = {}
+        self._wanted_states: Dict[TopicPartition, PartitionFetchState] = {}
+        self._without_topic_id: Set[TopicPartition] = set()
+        self._names: Dict[uuid.UUID, str] = {}
+        self._next_sweep = 0.0
+        self._throttling = False
         self.lock = asyncio.Lock()
         self._wakeup = asyncio.Event()
         self._task: Optional["asyncio.Task[None]"] = None
@@ -264,7 +312,8 @@ class ReplicaFetcher:
         loop = asyncio.get_running_loop()
         now = loop.time()
         timeout = self.config.replica_fetch_backoff_ms / 1000.0
-        for st in self.partitions.values():
+        states = self.partitions
+        for st in [states[tp] for tp in states.special]:  # backing off, truncating, resetting: all special
             if st.is_delayed(now):
                 timeout = min(timeout, st.delayed_until - now)
             elif st.state == TRUNCATING or st.reset_offset:
@@ -280,37 +329,51 @@ class ReplicaFetcher:
                                                 Dict[uuid.UUID, str]]:
         """The next Fetch: (body or None when nothing is ready, version, the fetch state of every partition this
         fetch covers, topic id -> name). Within the fetch session only the partitions whose position changed
-        are sent (the leader keeps the others); see fetch_session_handler."""
-        cfg = self.config
-        session: Dict[TopicPartition, PartitionFetchState] = {}
-        errors = []
-        wanted: Dict[TopicPartition, Tuple[Any, ...]] = {}
-        topic_ids: Dict[str, Optional[uuid.UUID]] = {}
+        are sent (the leader keeps the others); see fetch_session_handler. Only the partitions that changed
+        since the last Fetch (and those not simply fetching) are looked at, except for a full request, while
+        the follower quota is exceeded, and once every SWEEP_S (the log start offset this follower sends
+        moves without its fetch state changing)."""
+        states = self.partitions
         quota = self._follower_quota()
-        for tp, st in self.partitions.items():
-            if not st.is_ready_for_fetch(now):
+        throttling = quota is not None and quota.is_quota_exceeded()
+        # while throttling, and once after (the partitions it left out come back), every partition is looked at
+        was_throttling, self._throttling = self._throttling, throttling
+        if self.fetch_session.is_full or throttling or was_throttling or now >= self._next_sweep:
+            self._next_sweep = now + SWEEP_S
+            look: Iterable[TopicPartition] = list(states)
+            for tp in list(self._wanted):
+                if tp not in states:
+                    self._unwant(tp)
+            changed: Optional[Set[TopicPartition]] = None
+        else:
+            changed = set(states.changed)
+            changed.update(states.special)
+            look = changed
+        states.changed = set()
+        errors = []
+        for tp in look:
+            st = states.get(tp)
+            if st is None:
+                self._unwant(tp)
                 continue
-            if (quota is not None and not st.is_replica_in_sync and quota.is_throttled(tp)
-                    and quota.is_quota_exceeded()):
-                continue  # Kafka's shouldFollowerThrottle: left out of this fetch
+            if st.state == FETCHING and not st.reset_offset and st.delayed_until <= now:
+                states.special.discard(tp)  # backed off once, fetching again
+            if not st.is_ready_for_fetch(now) or (throttling and not st.is_replica_in_sync
+                                                 and quota.is_throttled(tp)):  # type: ignore[union-attr]
+                self._unwant(tp)  # Kafka's shouldFollowerThrottle: left out of this fetch
+                continue
             p = self.rm.get_partition(tp)
             if p is None or p.log is None:
                 errors.append(tp)
+                self._unwant(tp)
                 continue
-            session[tp] = st
-            last_epoch = st.last_fetched_epoch if cfg.truncation_on_fetch and st.last_fetched_epoch is not None else -1
-            tid = st.topic_id if st.topic_id is not None and st.topic_id != ZERO_UUID else None
-            wanted[tp] = (st.fetch_offset, st.current_leader_epoch, last_epoch, p.log.log_start_offset,
-                          cfg.replica_fetch_max_bytes, tid)
-            if tid is not None:
-                topic_ids.setdefault(tp[0], tid)
-            else:
-                topic_ids[tp[0]] = None
+            self._want(tp, st, p.log.log_start_offset)
         if errors:
             self._delay(errors)
-        if session:
-            use_ids = all(t is not None for t in topic_ids.values())
-            version = FETCH_VERSION if use_ids else FETCH_VERSION_WITHOUT_TOPIC_IDS
+            states.changed.difference_update(errors)  # looked at again once their backoff ends (special)
+        wanted = self._wanted
+        if wanted:
+            version = FETCH_VERSION if not self._without_topic_id else FETCH_VERSION_WITHOUT_TOPIC_IDS
             if version != self._session_version:
                 self.fetch_session.handle_error()  # a session keeps the topic-id mode it was opened with
                 self._session_version = version
@@ -318,13 +381,14 @@ class ReplicaFetcher:
             version = self._session_version
         # A partition not ready now (backing off after an error, truncating) leaves the session and is sent in
         # full when it is back, as Kafka's session builder does: its state at the leader may be gone.
-        send, forget = self.fetch_session.build(wanted)
-        if not send and not forget and not session:
-            return None, 0, session, {}
-        names = {tid: name for name, tid in topic_ids.items() if tid is not None}
+        send, forget = self.fetch_session.build(wanted, None if self.fetch_session.is_full else changed)
+        if not send and not forget and not wanted:
+            return None, 0, self._wanted_states, {}
+        topic_ids: Dict[str, Optional[uuid.UUID]] = {}
         topics: Dict[str, List[dict]] = {}
         for tp in send:
-            offset, leader_epoch, last_epoch, log_start, max_bytes, _ = wanted[tp]
+            offset, leader_epoch, last_epoch, log_start, max_bytes, tid = wanted[tp]
+            topic_ids[tp[0]] = tid
             topics.setdefault(tp[0], []).append({
                 "partition": tp[1], "current_leader_epoch": leader_epoch, "fetch_offset": offset,
                 "last_fetched_epoch": last_epoch, "log_start_offset": log_start, "partition_max_bytes": max_bytes})
@@ -334,12 +398,12 @@ class ReplicaFetcher:
         forgotten_ids: Dict[str, Optional[uuid.UUID]] = {}
         for tp in forget:
             sent = self.fetch_session.sent(tp)
-            forgotten_ids[tp[0]] = sent[5] if sent is not None else None
+            forgotten_ids[tp[0]] = sent[5] if sent is not None else None  # type: ignore[index]
         body = {
             "replica_id": self.manager.broker_id,
             "replica_state": {"replica_id": self.manager.broker_id, "replica_epoch": self.manager.broker_epoch()},
-            "max_wait_ms": cfg.replica_fetch_wait_max_ms, "min_bytes": cfg.replica_fetch_min_bytes,
-            "max_bytes": cfg.replica_fetch_response_max_bytes, "isolation_level": 0,
+            "max_wait_ms": self.config.replica_fetch_wait_max_ms, "min_bytes": self.config.replica_fetch_min_bytes,
+            "max_bytes": self.config.replica_fetch_response_max_bytes, "isolation_level": 0,
             "session_id": self.fetch_session.session_id, "session_epoch": self.fetch_session.epoch,
             "topics": [{"topic": name, "topic_id": topic_ids[name] or ZERO_UUID, "partitions": parts}
                        for name, parts in topics.items()],
@@ -347,8 +411,29 @@ class ReplicaFetcher:
                                        "partitions": parts} for name, parts in forgotten.items()],
             "rack_id": "",
         }
-        names.update({tid: name for name, tid in forgotten_ids.items() if tid is not None})
-        return body, version, session, names
+        names = self._names
+        for name, tid in forgotten_ids.items():
+            if tid is not None:
+                names[tid] = name
+        return body, version, self._wanted_states, names
+
+    def _want(self, tp: TopicPartition, st: PartitionFetchState, log_start: int) -> None:
+        cfg = self.config
+        last_epoch = st.last_fetched_epoch if cfg.truncation_on_fetch and st.last_fetched_epoch is not None else -1
+        tid = st.topic_id if st.topic_id is not None and st.topic_id != ZERO_UUID else None
+        self._wanted[tp] = (st.fetch_offset, st.current_leader_epoch, last_epoch, log_start,
+                            cfg.replica_fetch_max_bytes, tid)
+        self._wanted_states[tp] = st
+        if tid is None:
+            self._without_topic_id.add(tp)
+        else:
+            self._without_topic_id.discard(tp)
+            self._names[tid] = tp[0]
+
+    def _unwant(self, tp: TopicPartition) -> None:
+        self._wanted.pop(tp, None)
+        self._wanted_states.pop(tp, None)
+        self._without_topic_id.discard(tp)
 
     def _follower_quota(self) -> Any:
         quotas = getattr(self.rm, "quotas", None)
@@ -474,6 +559,9 @@ class ReplicaFetcher:
             quota.record(len(pd.records))
         next_offset = out.last_offset + 1 if out.valid_bytes > 0 else st.fetch_offset
         lag = max(0, int(pd.high_watermark) - next_offset)
+        if self.partitions.get(tp) is st:
+            # its log start offset may have followed the leader's: the next Fetch sends it (if it moved)
+            self.partitions.changed.add(tp)
         if (out.valid_bytes > 0 or st.lag is None) and self.partitions.get(tp) is st:
             last_epoch = out.last_batch_epoch if out.last_batch_epoch is not None else st.last_fetched_epoch
             self._put(tp, dataclasses.replace(st, fetch_offset=next_offset, lag=lag, state=FETCHING,
@@ -489,13 +577,13 @@ class ReplicaFetcher:
         async with self.lock:
             now = loop.time()
             without: List[TopicPartition] = []
-            for tp, st in self.partitions.items():
-                if st.is_truncating(now):
-                    latest = self._latest_epoch(tp)
-                    if latest is not None:
-                        with_epochs[tp] = (st.current_leader_epoch, latest)
-                    else:
-                        without.append(tp)
+            states = self.partitions  # a truncating partition is one of states.special
+            for tp in [tp for tp in states.special if states[tp].is_truncating(now)]:
+                latest = self._latest_epoch(tp)
+                if latest is not None:
+                    with_epochs[tp] = (states[tp].current_leader_epoch, latest)
+                else:
+                    without.append(tp)
             if without:
                 await self._truncate_to_high_watermark(without)
         if not with_epochs:
@@ -603,8 +691,9 @@ class ReplicaFetcher:
     async def _maybe_reset_offsets(self) -> None:
         """Partitions added without a fetch offset ask the leader where to start."""
         now = asyncio.get_running_loop().time()
-        todo = [(tp, st.current_leader_epoch) for tp, st in self.partitions.items()
-                if st.reset_offset and not st.is_delayed(now)]
+        states = self.partitions  # a partition resetting its offset is one of states.special
+        todo = [(tp, states[tp].current_leader_epoch) for tp in states.special
+                if states[tp].reset_offset and not states[tp].is_delayed(now)]
         for tp, epoch in todo:
             if not await self._handle_out_of_range(tp, epoch):
                 async with self.lock:

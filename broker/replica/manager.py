@@ -31,7 +31,8 @@ import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional, Sequence, Tuple, Union
+from typing import (Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Tuple,
+                    Union)
 
 from broker.errors import ErrorCode, error_for_code
 from broker.metrics.stats import BrokerTopicStats
@@ -44,6 +45,7 @@ from broker.replica.fetcher import InitialFetchState, ReplicaFetcherManager
 from broker.replica.io_workers import IoWorkers
 from broker.replica.partition import (EPOCH_DURING_DELETE, NO_EPOCH, AlterPartitionSubmitter,
                                       LeaderAndIsrPartitionState, Partition)
+from broker.replica.partition_changes import PartitionChanges
 from broker.replica.purgatory import FetchPurgatory
 from broker.replica.replication_quota import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, ReplicationQuotas
 from broker.util import runtime_tuning
@@ -107,6 +109,22 @@ class FetchPartitionInfo:
     last_fetched_epoch: int = -1
     log_start_offset: int = -1
     topic_id: Optional[uuid.UUID] = None
+    #: an incremental fetch session's partition the fetcher did not resend (its position is unchanged): the
+    #: (high watermark, last stable offset, log start offset) it was last told. Such a partition with nothing
+    #: new is left out of fetch_messages' answer without a read (see ReplicaManager._unchanged).
+    known: Optional[Tuple[int, int, int]] = None
+
+
+class SessionReads(Protocol):
+    """A follower's incremental fetch session as fetch_messages reads it (``broker.api.fetch`` implements it):
+    the partitions that changed since the session last looked are found through :class:`PartitionChanges`
+    instead of by walking the whole session."""
+
+    #: the PartitionChanges sequence number up to which this session's changes have been taken
+    changes_seen: int
+
+    def reads_for(self, tps: Optional[Iterable[TopicPartition]]) -> List[Tuple[TopicPartition, "FetchPartitionInfo"]]:
+        """Those of ``tps`` (None: all) the session holds, as reads (``known`` set unless the fetcher resent them)."""
 
 
 class ClientMetadata(NamedTuple):
@@ -209,6 +227,8 @@ class ReplicaManager:
         self.purgatory = FetchPurgatory()
         #: consumer fetches wait here; woken when the HW (or LSO) moves
         self.hw_purgatory = FetchPurgatory()
+        #: which partitions' fetchable state changed, for followers' fetch sessions (see PartitionChanges)
+        self.changes = PartitionChanges()
         self.produce_purgatory = OperationPurgatory()
         self.delete_records_purgatory = OperationPurgatory()
         self.controller_epoch = 0
@@ -403,12 +423,14 @@ class ReplicaManager:
         return plog, stored
 
     def try_complete_delayed(self, tp: TopicPartition) -> None:
-        """The HW or low watermark of ``tp`` moved, or its leadership changed: complete what waits on it."""
+        """The HW or low watermark of ``tp`` moved, or its leadership or ISR changed: complete what waits on it."""
+        self.changes.note(tp)
         self.produce_purgatory.check_and_complete(tp)
         self.hw_purgatory.check_and_complete(tp)
         self.delete_records_purgatory.check_and_complete(tp)
 
     def _complete_delayed_fetch_and_produce(self, tp: TopicPartition) -> None:
+        self.changes.note(tp, wake=True)
         self.produce_purgatory.check_and_complete(tp)
         self.purgatory.check_and_complete(tp)
         self.hw_purgatory.check_and_complete(tp)
@@ -939,9 +961,11 @@ class ReplicaManager:
         fetches = self.purgatory if self.purgatory.watching() else None
         hw_waiters = (self.produce_purgatory.watching() or self.hw_purgatory.watching()
                       or self.delete_records_purgatory.watching())
+        note = self.changes.note
         for tp, job, res in zip(tps, jobs, done):
             results[tp] = res
             if res.error_code == 0:
+                note(tp, True)
                 if fetches is not None:  # followers parked on this partition fetch the new records at once
                     fetches.check_and_complete(tp)
                 # a leader without followers had its HW moved by the append (Partition.high_watermark_follows_leo)
@@ -1008,7 +1032,8 @@ class ReplicaManager:
     async def fetch_messages(self, reads: Sequence[FetchRead], max_bytes: int, min_bytes: int,
                              max_wait_ms: int, isolation_level: int = 0, *, replica_id: int = CONSUMER_REPLICA_ID,
                              replica_epoch: int = -1, client_metadata: Optional[ClientMetadata] = None,
-                             request_version: int = 17) -> Dict[TopicPartition, ReadResult]:
+                             request_version: int = 17, session: Optional[SessionReads] = None
+                             ) -> Dict[TopicPartition, ReadResult]:
         """Read, and long-poll until ``min_bytes`` are available or ``max_wait_ms`` passes.
 
         ``reads``: ``(tp, fetch_offset, partition_max_bytes)`` or ``(tp, FetchPartitionInfo)``.
@@ -1016,6 +1041,10 @@ class ReplicaManager:
         records the follower's position (ISR, HW). Consumers read up to the HW (isolation 0) or LSO (1),
         from the leader only unless they sent ``client_metadata`` (Fetch v11+), which also lets the
         replica selector (replica.selector.class) point them to a follower (``preferred_read_replica``).
+
+        ``session`` (a follower's incremental fetch session): ``reads`` are only the partitions that may have
+        news (resent, changed, or left unanswered last time); while the fetch waits, the partitions that change
+        join it (:class:`PartitionChanges`), instead of every partition of the session being watched and read.
         """
         infos: List[Tuple[TopicPartition, FetchPartitionInfo]] = []
         for r in reads:
@@ -1031,10 +1060,35 @@ class ReplicaManager:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, max_wait_ms) / 1000.0
         purgatory = self.purgatory if is_follower else self.hw_purgatory
+        every = infos
+        # Partitions of an incremental session that the fetcher did not resend and that have nothing new are left
+        # out of the answer without being read: a follower's session holds every partition it follows from this
+        # leader, and walking them all per fetch made replication cost grow with the partition count.
+        skip_unchanged = (any(info.known is not None for _, info in every)
+                          and (client_metadata is None or is_follower or not self.config.uses_rack_aware_selector))
+        changes = self.changes
+        if session is not None:
+            skip_unchanged = True
         first = True
         while True:
-            # Watch before reading so an append between the read and the wait is not missed.
-            waiter = purgatory.watch([tp for tp, _ in infos]) if max_wait_ms > 0 and infos else None
+            if session is not None:
+                # A change noted after changes_seen is taken on the next pass (none is missed: the sequence number
+                # is checked again before waiting).
+                waiter = None
+                if not first:
+                    later = changes.since(session.changes_seen)
+                    session.changes_seen = changes.seq
+                    if later is None or later:
+                        merged = dict(every)
+                        merged.update(session.reads_for(later))
+                        every = list(merged.items())
+            else:
+                # Watch before reading so an append between the read and the wait is not missed.
+                waiter = purgatory.watch([tp for tp, _ in every]) if max_wait_ms > 0 and every else None
+            if skip_unchanged:
+                unchanged = self._unchanged
+                infos = [(tp, info) for tp, info in every
+                         if info.known is None or not unchanged(tp, info, replica_id, upper)]
             results, jobs, parts = self._prepare_reads(infos, replica_id, fetch_only_leader, client_metadata, upper)
             if is_follower:
                 for job in jobs:
@@ -1075,7 +1129,8 @@ class ReplicaManager:
                                                       info.log_start_offset, now, res.log_end_offset)
             ordered = {tp: results[tp] for tp, _ in infos}
             total = sum(r.size for r in ordered.values())
-            done = (waiter is None or total >= min_bytes or not first and loop.time() >= deadline
+            done = (max_wait_ms <= 0 or (session is None and waiter is None) or total >= min_bytes
+                    or not first and loop.time() >= deadline
                     or any(r.error_code or r.diverging_epoch is not None or r.preferred_read_replica >= 0
                            for r in ordered.values()))
             if done:
@@ -1095,6 +1150,20 @@ class ReplicaManager:
                 return ordered
             first = False
             remaining = deadline - loop.time()
+            if session is not None:
+                if changes.seq != session.changes_seen or remaining <= 0:
+                    continue  # changed meanwhile: another pass (or the deadline answers)
+                if jobs and all(j.throttled for j in jobs):
+                    with parked():
+                        await asyncio.sleep(min(remaining, 0.1))
+                    continue
+                waiter = changes.wait()
+                try:
+                    with parked():
+                        await asyncio.wait_for(waiter, remaining)
+                except asyncio.TimeoutError:
+                    pass
+                continue
             if remaining > 0 and jobs and all(j.throttled for j in jobs):
                 # Only throttled data could be sent: appends cannot complete this fetch, the quota freeing up can.
                 waiter.cancel()  # type: ignore[union-attr]
@@ -1108,6 +1177,35 @@ class ReplicaManager:
                     pass
             else:
                 waiter.cancel()  # type: ignore[union-attr]
+
+    def _unchanged(self, tp: TopicPartition, info: FetchPartitionInfo, replica_id: int, upper: str) -> bool:
+        """Whether a fetch of ``tp`` (``info.known`` set) would find nothing new: still led here in the fetcher's
+        epoch, nothing to read at its offset, the high watermark, LSO and log start offset it was told unchanged;
+        and for a follower, its position already recorded while it is in the ISR (a caught-up follower stays in
+        sync: Kafka's isCaughtUp holds while its LEO equals the leader's), so recording it again would change
+        nothing. Anything else (errors, divergence, ISR expansion, reads) takes the full path."""
+        p = self.partitions.get(tp)
+        if p is None:
+            return False
+        plog = p.log
+        if plog is None or p.leader_id != self.broker_id:
+            return False
+        epoch = info.current_leader_epoch
+        if epoch >= 0 and epoch != p.leader_epoch:
+            return False
+        hw, lso, start = info.known  # type: ignore[misc]
+        if plog.high_watermark != hw or plog.log_start_offset != start or plog.last_stable_offset != lso:
+            return False
+        tid = info.topic_id
+        if tid is not None and p.topic_id is not None and tid != ZERO_UUID and tid != p.topic_id:
+            return False
+        offset = info.fetch_offset
+        if replica_id < 0:
+            return offset == (lso if upper == "lso" else hw)
+        if offset != plog.log_end_offset:
+            return False
+        rs = p.remote_replicas.get(replica_id)
+        return rs is not None and rs.log_end_offset == offset and replica_id in p.isr_state.maximal_isr
 
     def _prepare_reads(self, infos: List[Tuple[TopicPartition, FetchPartitionInfo]], replica_id: int,
                        fetch_only_leader: bool, client_metadata: Optional[ClientMetadata], upper: str
@@ -1254,6 +1352,7 @@ class ReplicaManager:
             return DeleteRecordsStatus(target, error_code_for(exc), -1, False)
         if self.partitions.get(tp) is not p or not p.is_leader:
             return DeleteRecordsStatus(target, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1, False)
+        self.changes.note(tp)  # the log start offset moved
         return DeleteRecordsStatus(target, 0, p.low_watermark_if_leader())
 
     async def end_offset_for_epoch(self, tp: TopicPartition, current_leader_epoch: int, leader_epoch: int

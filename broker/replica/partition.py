@@ -567,10 +567,12 @@ class Partition:
                 log.debug("Ignoring AlterPartition outcome for %s-%d: the state changed meanwhile", *self.tp)
                 return
             if result is not None:
-                if self._handle_alter_partition_update(pending, result):
-                    self._on_delayed_check(self.tp)
+                # the HW may have moved, the ISR did (or was refused): waiting requests and fetch sessions look again
+                self._handle_alter_partition_update(pending, result)
+                self._on_delayed_check(self.tp)
                 return
             if not self._handle_alter_partition_error(pending, error):
+                self._on_delayed_check(self.tp)
                 return
             await asyncio.sleep(self._retry_backoff_s)
             if self.isr_state is not pending or self.deleted:

@@ -29,7 +29,9 @@ codec): every partition of the topics has a leader (>= 0; not the broker being s
   stops near 700 partitions; ours holds the active segments plus a bounded cache, so K is N when time allows);
   RSS of the process tree after each phase.
 - **cluster** (3 brokers, N partitions at RF 3, i.e. N replicas on every broker): create -> all led and -> every
-  ISR full; controlled shutdown of a non-controller broker (SIGTERM -> Metadata shows no partition led by it, and
+  ISR full; one acks=all record to each partition (confluent-kafka, explicit partitions, after an untimed pass for
+  metadata and connections), with 1 and with 5 requests in flight per connection: records/s (librdkafka sends one
+  ProduceRequest per partition, so this is one replication round trip per partition); controlled shutdown of a non-controller broker (SIGTERM -> Metadata shows no partition led by it, and
   -> its process exited); kill -9 of the other non-controller broker (-> every partition led again; the
   controller notices through the ZooKeeper session timeout, included); restart of each (-> every ISR full);
   preferred-leader election with Kafka's own ``kafka-leader-election.sh`` (LeaderElectionCommand from the jars,
@@ -722,6 +724,17 @@ def row_cluster(kind: str, work: Path, zk_root: str, sz: Sizes) -> Dict[str, flo
         res["rss_mb_max"] = max(n.rss_bytes() for n in nodes) / MB
         res["fds_max"] = max(n.fds_by_topic()[0] for n in nodes)
 
+        # acks=all spread over every partition, one record each: librdkafka sends a ProduceRequest per partition,
+        # so each waits for its own replication round trip (the cost the kill -9 torture at size depends on)
+        targets = [(t, p) for t, n in topics.items() for p in range(n)]
+        for key, inflight in (("spread_inflight1_rps", 1), ("spread_inflight5_rps", 5)):
+            log(f"[{kind}] cluster: one acks=all record to each of {len(targets)} partitions, "
+                f"{inflight} request(s) in flight per connection")
+            got = produce_to(bootstrap, targets, len(targets), **{"max.in.flight.requests.per.connection": inflight})
+            res[key] = got["records_per_s"]
+            res[key.replace("_rps", "_errors")] = got["errors"]
+            log(f"[{kind}] cluster: {got['records_per_s']:.0f} records/s ({got['errors']} errors)")
+
         s = snapshot(wires[0])
         others = [n for n in nodes if n.broker_id != s.controller]
         victim, watcher = others[0], nodes[s.controller]
@@ -1018,6 +1031,8 @@ TABLE: List[Tuple[str, str, str, str, Check]] = [
     ("cluster", "create_isr_s", "create -> every ISR full s", "", None),
     ("cluster", "rss_mb_max", "RSS, largest broker MB", "", None),
     ("cluster", "fds_max", "descriptors, largest broker", "", None),
+    ("cluster", "spread_inflight1_rps", "acks=all 1 rec/partition, 1 in flight rec/s", "", None),
+    ("cluster", "spread_inflight5_rps", "acks=all 1 rec/partition, 5 in flight rec/s", "", None),
     ("cluster", "ctrl_shutdown_moved_s", "controlled shutdown -> leaders moved s", "", None),
     ("cluster", "ctrl_shutdown_exit_s", "controlled shutdown -> process exited s", "", None),
     ("cluster", "rejoin_after_stop_s", "restart after shutdown -> ISRs full s", "", None),

@@ -162,7 +162,49 @@ async def handle_list_offsets(rm: ReplicaManager, req: Any, version: int) -> dic
     return {"throttle_time_ms": 0, "topics": topics}
 
 
-HANDLERS = {1: handle_fetch, 23: handle_offset_for_leader_epoch, 2: handle_list_offsets}
+class _FakeMetadata:
+    """What broker.api.fetch.handle asks of the MetadataCache, answered from the broker's own partitions."""
+
+    def __init__(self, rm: ReplicaManager) -> None:
+        self.rm = rm
+        self.brokers: Dict[int, Any] = {}
+
+    def topic_name(self, topic_id: uuid.UUID) -> Optional[str]:
+        return _topic_name(self.rm, topic_id)
+
+    def topic_id(self, name: str) -> Optional[uuid.UUID]:
+        for (t, _), p in self.rm.partitions.items():
+            if t == name and p.topic_id is not None:
+                return p.topic_id
+        return None
+
+    def partition(self, topic: str, partition: int) -> Any:
+        return None
+
+    def endpoint_of(self, broker_id: int, listener: str) -> Any:
+        return None
+
+
+class _FakeRequestContext:
+    def __init__(self, version: int, client_id: str) -> None:
+        self.api_version = version
+        self.client_id = client_id
+        self.listener_name = "PLAINTEXT"
+
+
+async def handle_fetch_in_session(rm: ReplicaManager, req: Any, version: int) -> dict:
+    """The broker's own Fetch handler (broker.api.fetch.handle) with the broker's fetch session cache, so
+    followers here fetch in incremental sessions (KIP-227) as they do against a real broker."""
+    from broker.api import fetch
+    from broker.api.fetch_session import FetchSessionCache
+    sessions = getattr(rm, "_test_fetch_sessions", None)
+    if sessions is None:
+        sessions = rm._test_fetch_sessions = FetchSessionCache()  # type: ignore[attr-defined]
+    return await fetch.handle(_FakeRequestContext(version, "fetcher"), req, replica_manager=rm,  # type: ignore[arg-type]
+                              metadata=_FakeMetadata(rm), fetch_sessions=sessions)  # type: ignore[arg-type]
+
+
+HANDLERS = {1: handle_fetch_in_session, 23: handle_offset_for_leader_epoch, 2: handle_list_offsets}
 
 
 class FakeChannel:
@@ -191,7 +233,8 @@ class FakeChannel:
         hook = cl.intercept
         resp = await hook(self.src, node.broker_id, api_key, req) if hook is not None else None
         if resp is None:
-            resp = await HANDLERS[api_key](cl.brokers[node.broker_id].rm, req, api_version)
+            handler = HANDLERS[api_key] if api_key != 1 or cl.fetch_sessions else handle_fetch
+            resp = await handler(cl.brokers[node.broker_id].rm, req, api_version)
         parts = encode_response(api_key, api_version, cid, resp)
         return decode_response(api_key, api_version, join_parts(parts, True))
 
@@ -236,6 +279,8 @@ class FakeCluster:
         self.down: set[int] = set()
         self.requests: List[Tuple[int, int, int, Any]] = []
         self.intercept: Optional[Callable[[int, int, int, Any], Awaitable[Optional[dict]]]] = None
+        #: leaders keep incremental fetch sessions (broker.api.fetch); False: sessionless answers (session id 0)
+        self.fetch_sessions = True
 
     def node(self, broker_id: int) -> BrokerNode:
         return BrokerNode(broker_id, "broker%d" % broker_id, 9092)

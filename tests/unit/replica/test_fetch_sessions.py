@@ -146,3 +146,53 @@ def test_fetcher_sends_only_changed_partitions_in_its_session(tmp_path) -> None:
             await c.close()
 
     asyncio.run(main())
+
+
+def test_handler_compares_only_the_partitions_said_to_have_changed() -> None:
+    h = FetchSessionHandler()
+    a, b, c = ("t", 0), ("t", 1), ("t", 2)
+    h.build({a: 1, b: 1, c: 1})
+    assert h.handle_response(0, 9)
+    # only b said to have changed: a's new value is not looked at (it is sent once it is said to change)
+    assert h.build({a: 5, b: 2, c: 1}, changed={b}) == ([b], [])
+    assert h.handle_response(0, 9) and h.sent(b) == 2 and h.sent(a) == 1
+    assert h.build({a: 5, c: 1}, changed={a, b}) == ([a], [b])  # a moved, b removed
+    assert h.handle_response(0, 9) and h.sent(a) == 5 and h.sent(b) is None and h.sent(c) == 1
+    # a failed request: the changes were not applied, the next request is full
+    h.build({a: 6, c: 1}, changed={a})
+    h.handle_error()
+    assert h.build({a: 6, c: 1}, changed={a}) == ([a, c], [])
+
+
+def test_an_idle_fetcher_looks_only_at_the_partitions_that_changed(tmp_path, monkeypatch) -> None:
+    from broker.replica import fetcher as fetcher_module
+    monkeypatch.setattr(fetcher_module, "SWEEP_S", 1e9)  # no periodic sweep: what is looked at is what changed
+
+    async def main() -> None:
+        c = FakeCluster(str(tmp_path))
+        try:
+            leader, follower = c.start(1), c.start(2)
+            tps = [("t", p) for p in range(40)]
+            for b in (1, 2):
+                await c.leader_and_isr(b, *[state(1, 3, [1, 2], [1, 2], tp=tp) for tp in tps])
+            await leader.rm.append_records(1, {tp: records(b"x") for tp in tps})
+            await wait_until(lambda: all(follower.rm.get_partition(tp).log.high_watermark == 1 for tp in tps),
+                             what="replicated")
+            looked: List[Any] = []
+            real = follower.rm.get_partition
+            follower.rm.get_partition = lambda tp: (looked.append(tp), real(tp))[1]  # type: ignore[assignment]
+            n = len(c.requests)
+            await wait_until(lambda: sum(1 for r in c.requests[n:] if r[2] == 1) >= 3, what="idle fetches")
+            del looked[:]
+            await leader.rm.append_records(1, {("t", 7): records(b"y")})
+            await wait_until(lambda: real(("t", 7)).log.high_watermark == 2, what="the append replicated")
+            n = len(c.requests)
+            await wait_until(lambda: sum(1 for r in c.requests[n:] if r[2] == 1) >= 2, what="more fetches")
+            assert looked and set(looked) == {("t", 7)}, sorted(set(looked))
+            # the fetcher still follows every partition: another append anywhere arrives
+            await leader.rm.append_records(1, {("t", 33): records(b"z")})
+            await wait_until(lambda: real(("t", 33)).log.high_watermark == 2, what="a second partition's append")
+        finally:
+            await c.close()
+
+    asyncio.run(main())

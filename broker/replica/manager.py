@@ -1064,11 +1064,10 @@ class ReplicaManager:
         # Partitions of an incremental session that the fetcher did not resend and that have nothing new are left
         # out of the answer without being read: a follower's session holds every partition it follows from this
         # leader, and walking them all per fetch made replication cost grow with the partition count.
-        skip_unchanged = (any(info.known is not None for _, info in every)
-                          and (client_metadata is None or is_follower or not self.config.uses_rack_aware_selector))
+        skip_unchanged = session is not None or (
+            (client_metadata is None or is_follower or not self.config.uses_rack_aware_selector)
+            and any(info.known is not None for _, info in every))
         changes = self.changes
-        if session is not None:
-            skip_unchanged = True
         first = True
         while True:
             if session is not None:

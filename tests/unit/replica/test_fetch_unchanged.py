@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
-from typing import Any, List
+from typing import Any, List, Tuple
 
 from broker.api import fetch
 from broker.api.fetch_session import FetchSessionCache
@@ -32,16 +32,23 @@ def spy_reads(rm: Any) -> List[List[Any]]:
     return seen
 
 
+async def replicated_pair(c: FakeCluster, *values: bytes) -> Tuple[Any, Any]:
+    """Leader 1 and follower 2 of every partition in TPS, ``values`` appended to each and replicated (the follower
+    knows the high watermark)."""
+    leader, follower = c.start(1), c.start(2)
+    for b in (1, 2):
+        await c.leader_and_isr(b, *[state(1, 3, [1, 2], [1, 2], tp=tp) for tp in TPS])
+    await leader.rm.append_records(1, {tp: records(*values) for tp in TPS})
+    await wait_until(lambda: all(follower.rm.get_partition(tp).log.high_watermark == len(values) for tp in TPS),
+                     what="every partition replicated, high watermark known to the follower")
+    return leader, follower
+
+
 def test_an_idle_follower_session_reads_only_what_changed(tmp_path) -> None:
     async def main() -> None:
         c = FakeCluster(str(tmp_path))
         try:
-            leader, follower = c.start(1), c.start(2)
-            for b in (1, 2):
-                await c.leader_and_isr(b, *[state(1, 3, [1, 2], [1, 2], tp=tp) for tp in TPS])
-            await leader.rm.append_records(1, {tp: records(b"x%d" % i) for i, tp in enumerate(TPS)})
-            await wait_until(lambda: all(follower.rm.get_partition(tp).log.high_watermark == 1 for tp in TPS),
-                             what="every partition replicated, high watermark known to the follower")
+            leader, follower = await replicated_pair(c, b"x")
             seen = spy_reads(leader.rm)
             await wait_until(lambda: len(seen) >= 3, what="idle fetches")
             assert all(len(s) == 0 for s in seen[1:]), [len(s) for s in seen]  # nothing read while idle
@@ -68,12 +75,7 @@ def test_a_caught_up_follower_out_of_the_isr_is_still_read_and_rejoins(tmp_path)
     async def main() -> None:
         c = FakeCluster(str(tmp_path))
         try:
-            leader, follower = c.start(1), c.start(2)
-            for b in (1, 2):
-                await c.leader_and_isr(b, *[state(1, 3, [1, 2], [1, 2], tp=tp) for tp in TPS])
-            await leader.rm.append_records(1, {tp: records(b"x") for tp in TPS})
-            await wait_until(lambda: all(follower.rm.get_partition(tp).log.high_watermark == 1 for tp in TPS),
-                             what="replicated")
+            leader, follower = await replicated_pair(c, b"x")
             # the controller drops the follower from partition 5's ISR (as after a lag); its position does not
             # move, so the fetcher never resends it: the leader must still look at it to add it back
             leader.apm.auto = False
@@ -198,12 +200,7 @@ def test_a_change_nothing_noted_reaches_the_follower_by_the_sweep(tmp_path) -> N
     async def main() -> None:
         c = FakeCluster(str(tmp_path))
         try:
-            leader, follower = c.start(1), c.start(2)
-            for b in (1, 2):
-                await c.leader_and_isr(b, *[state(1, 3, [1, 2], [1, 2], tp=tp) for tp in TPS])
-            await leader.rm.append_records(1, {tp: records(b"a", b"b", b"c") for tp in TPS})
-            await wait_until(lambda: all(follower.rm.get_partition(tp).log.high_watermark == 3 for tp in TPS),
-                             what="replicated")
+            leader, follower = await replicated_pair(c, b"a", b"b", b"c")
             seen = spy_reads(leader.rm)
             await wait_until(lambda: len(seen) >= 2 and not seen[-1] and not seen[-2], what="idle fetches")
             # the leader's log start offset moves behind the ReplicaManager's back (as retention does on its thread)

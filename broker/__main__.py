@@ -4,9 +4,15 @@ The command line is Kafka's: ``--override`` is repeatable (``--override k=v`` or
 prints the usage on stderr and exits 1, ``--version`` prints the version and exits 0, and ``-daemon`` (first)
 runs the broker in the background with its console output in ``<LOG_DIR>/kafkaServer.out``.
 
-A start-up failure (a bad config value, an unsupported listener, a port in use, a locked log dir, ZooKeeper
-unreachable within ``zookeeper.connection.timeout.ms``, a broker id in use) prints one line on stderr, is recorded
-in server.log, and exits with status 1, never with a traceback. SIGTERM/SIGINT stop the broker cleanly (logs
+A start-up failure (a bad config value, an unreadable config file, a LOG_DIR that cannot hold the log files, an
+unsupported listener, a port in use, a locked log dir, ZooKeeper unreachable within
+``zookeeper.connection.timeout.ms``, a broker id in use, a meta.properties of another broker or cluster) prints one
+line on stderr naming the key or path at fault in Kafka's words, is recorded in server.log, and exits with status 1,
+never with a traceback. An unusable log dir (cannot be created, not a readable directory, ``.lock`` or
+``meta.properties`` cannot be opened) prints Kafka's two lines: ``Failed to create or validate data directory <dir>
+(log.dirs): <why>`` and ``Shutdown broker because none of the specified log dirs from <dirs> can be created or
+validated``. Anything unexpected prints Kafka's ``Fatal error during KafkaServer startup. Prepare to shutdown`` with
+the exception (its traceback goes to server.log only). SIGTERM/SIGINT stop the broker cleanly (logs
 flushed, checkpoints written, clean-shutdown marker left). While it runs, the broker's pid file in LOG_DIR lets
 ``kafka-server-stop`` find it.
 """
@@ -85,11 +91,13 @@ def parse_args(argv: List[str]) -> Optional[Arguments]:
     return Arguments(config, overrides, daemon)
 
 
-def _fail(message: str) -> int:
-    """One line on stderr (what the operator sees), the same line in server.log; exit status 1."""
+def _fail(message: str, *more: str) -> int:
+    """One line on stderr (what the operator sees; a log dir failure adds Kafka's shutdown line), the same lines in
+    server.log; exit status 1."""
     from broker.log_setup import log_to_files_only
-    print(f"ERROR {message}", file=sys.stderr, flush=True)
-    log_to_files_only(log, logging.ERROR, message)
+    for line in (message, *more):
+        print(f"ERROR {line}", file=sys.stderr, flush=True)
+        log_to_files_only(log, logging.ERROR, line)
     return 1
 
 
@@ -117,11 +125,16 @@ async def _run(config: object) -> int:
     except Exception as exc:
         await _safe_stop(server)
         name = type(exc).__name__
+        lines = getattr(exc, "lines", None)  # LogDirsError: one line per unusable log dir, then Kafka's shutdown line
+        if lines:
+            return _fail(*lines)
         if name in EXPECTED_ERRORS:
             return _fail(str(exc).splitlines()[0] if str(exc) else name)
         from broker.log_setup import log_to_files_only
-        log_to_files_only(log, logging.ERROR, "Fatal error during broker start-up", exc_info=exc)
-        return _fail(f"Fatal error during start-up: {name}: {exc} (traceback in server.log)")
+        log_to_files_only(log, logging.ERROR, "Fatal error during KafkaServer startup. Prepare to shutdown",
+                          exc_info=exc)
+        return _fail(f"Fatal error during KafkaServer startup. Prepare to shutdown ({name}: {exc}; traceback in "
+                     f"server.log)")
     await stop.wait()
     _ignore_further_stop_signals(loop)
     await server.stop()
@@ -161,6 +174,34 @@ def _start_daemon(args: Arguments) -> int:
     return 0
 
 
+def _unreadable(config: str) -> Optional[str]:
+    """Why the config file cannot be read (Kafka: java.nio.file.AccessDeniedException and the like), or None."""
+    if os.path.isdir(config):
+        return f"Cannot read config file {config}: Is a directory"
+    try:
+        with open(config, "rb"):
+            return None
+    except OSError as exc:
+        return f"Cannot read config file {config}: {exc.strerror or exc}"
+
+
+def _log_dir_message(exc: OSError, where: str) -> str:
+    """The broker's own log files (server.log, the pid file, kafkaServer.out) cannot be written: name the variable
+    that chose their directory (``where``, from :func:`_log_dir_source`) and the path at fault."""
+    path = f" ({exc.filename})" if exc.filename and not where.endswith(str(exc.filename)) else ""
+    return f"Cannot write the broker's log files in {where}: {exc.strerror or exc}{path}"
+
+
+def _log_dir_source() -> str:
+    """``LOG_DIR=<dir>`` (or ``BROKER_LOG_DIR=<dir>``, or ``the default LOG_DIR <dir>``): read before
+    setup_logging, which sets BROKER_LOG_DIR itself."""
+    from broker.log_setup import log_dir
+    for variable in ("BROKER_LOG_DIR", "LOG_DIR"):
+        if os.environ.get(variable):
+            return f"{variable}={log_dir()}"
+    return f"the default LOG_DIR {log_dir()}"
+
+
 def main(argv: Optional[List[str]] = None) -> int:
     try:
         args = parse_args(sys.argv[1:] if argv is None else argv)
@@ -173,8 +214,12 @@ def main(argv: Optional[List[str]] = None) -> int:
     if args is None:
         print(f"{__version__} (Apache Kafka {KAFKA_VERSION} compatible, ZooKeeper mode)")
         return 0
-    if not os.path.isfile(args.config):
+    if not os.path.exists(args.config):
         print(f"ERROR Config file not found: {args.config}", file=sys.stderr)
+        return 1
+    unreadable = _unreadable(args.config)
+    if unreadable:
+        print(f"ERROR {unreadable}", file=sys.stderr)
         return 1
     from broker.config.loader import load_config
     from broker.config.types import ConfigError
@@ -185,17 +230,31 @@ def main(argv: Optional[List[str]] = None) -> int:
         except ConfigError as exc:
             print(f"ERROR {exc}", file=sys.stderr)
             return 1
-        return _start_daemon(args)
+        except OSError as exc:
+            print(f"ERROR Cannot read config file {args.config}: {exc.strerror or exc}", file=sys.stderr)
+            return 1
+        try:
+            return _start_daemon(args)
+        except OSError as exc:
+            print(f"ERROR {_log_dir_message(exc, _log_dir_source())}", file=sys.stderr)
+            return 1
 
     from broker.log_setup import setup_logging
     from broker.pid_files import remove_pid_file, write_pid_file
-    directory = setup_logging()
-    pid_file = write_pid_file(directory)
+    where = _log_dir_source()
+    try:
+        directory = setup_logging()
+        pid_file = write_pid_file(directory)
+    except OSError as exc:
+        print(f"ERROR {_log_dir_message(exc, where)}", file=sys.stderr)
+        return 1
     try:
         try:
             config = load_config(args.config, args.overrides)
         except ConfigError as exc:
             return _fail(str(exc))
+        except OSError as exc:
+            return _fail(f"Cannot read config file {args.config}: {exc.strerror or exc}")
         if config.ignored_keys_set:
             log.info("Accepted but not acted on by this broker: %s", ", ".join(config.ignored_keys_set))
         try:

@@ -19,6 +19,16 @@ from typing import Mapping, Optional
 DEFAULT_LOG_CONFIG = Path(__file__).resolve().parent / "config" / "logging.ini"
 #: the line format of every handler, Kafka's: [2026-01-01 00:00:00,000] INFO message (logger)
 LOG_FORMAT = "[%(asctime)s] %(levelname)s %(message)s (%(name)s)"
+#: level names as log4j prints them (%p): Python's WARNING and CRITICAL are log4j's WARN and FATAL
+KAFKA_LEVEL_NAMES = {logging.WARNING: "WARN", logging.CRITICAL: "FATAL"}
+
+
+def use_kafka_level_names() -> None:
+    """Print levels as Kafka's log4j layout does (``WARN``, not ``WARNING``), in every handler and formatter of this
+    process, a user's logging configuration included. Level names in configuration files keep working: ``WARNING``
+    and ``WARN`` both still name the level."""
+    for level, name in KAFKA_LEVEL_NAMES.items():
+        logging.addLevelName(level, name)
 
 
 def install_root() -> Path:
@@ -43,6 +53,7 @@ def setup_logging(env: Optional[Mapping[str, str]] = None) -> Path:
     warning, rather than stopping the broker.
     """
     env = os.environ if env is None else env
+    use_kafka_level_names()
     directory = log_dir(env)
     directory.mkdir(parents=True, exist_ok=True)
     os.environ["BROKER_LOG_DIR"] = str(directory)  # the file handlers of logging.ini read it
@@ -72,4 +83,5 @@ def log_to_files_only(logger: logging.Logger, level: int, message: str,
         current = current.parent if current.propagate else None
 
 
-__all__ = ["DEFAULT_LOG_CONFIG", "LOG_FORMAT", "install_root", "log_dir", "setup_logging", "log_to_files_only"]
+__all__ = ["DEFAULT_LOG_CONFIG", "KAFKA_LEVEL_NAMES", "LOG_FORMAT", "install_root", "log_dir", "setup_logging",
+           "log_to_files_only", "use_kafka_level_names"]

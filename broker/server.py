@@ -65,6 +65,7 @@ from broker.server_security import build_inter_broker_client, build_listener_sec
 from broker.replica.replication_quota import ReplicationQuotas, dynamic_rate_getter
 from broker.storage.cleaner import CleanerConfig
 from broker.storage.config import LogConfig
+from broker.storage.log_dir_check import check_log_dirs
 from broker.storage.log_manager import LogManager
 from broker.util.broker_channel import BrokerChannel, BrokerNode
 from broker.util import runtime_tuning
@@ -77,6 +78,8 @@ from broker.zk.client import KafkaZkClient
 log = logging.getLogger(__name__)
 #: how often client quota metrics are logged (only groups of connections with a quota appear)
 QUOTA_REPORT_INTERVAL_S = float(os.environ.get("BROKER_QUOTA_REPORT_INTERVAL_S", "30"))
+#: how often a controlled-shutdown attempt checks that this broker still has its ZooKeeper connection
+ZK_CONNECTION_CHECK_S = 0.1
 
 
 class StartupError(Exception):
@@ -166,11 +169,8 @@ class BrokerServer:
                                                 [(e.listener_name, e.host, e.port) for e in cfg.listeners])
         if bind_error is not None:
             raise StartupError(bind_error)
-        for d in cfg.log_dirs:
-            try:
-                os.makedirs(d, exist_ok=True)
-            except OSError as exc:
-                raise StartupError(f"Cannot create log directory {d} (log.dirs): {exc.strerror}") from None
+        # Every log dir usable (created, readable, .lock writable), else Kafka's lines naming log.dirs and the dir
+        await loop.run_in_executor(None, check_log_dirs, cfg.log_dirs)
         await loop.run_in_executor(None, self._check_descriptors)
         await self._start_metrics_endpoint()
 
@@ -465,8 +465,15 @@ class BrokerServer:
     async def controlled_shutdown(self) -> bool:
         """Ask the controller to move this broker's leaderships away (KafkaServer.controlledShutdown).
 
-        Retried ``controlled.shutdown.max.retries`` times, ``controlled.shutdown.retry.backoff.ms`` apart,
-        while partitions remain or no controller answers; True once nothing is left to move.
+        Bounded as Kafka's: at most ``controlled.shutdown.max.retries`` attempts, each waiting at most
+        ``request.timeout.ms`` for the controller's answer, ``controlled.shutdown.retry.backoff.ms`` apart; then
+        an unclean shutdown. True once nothing is left to move.
+
+        Unlike Kafka, an attempt also needs this broker's ZooKeeper connection: one begun, or still waiting, while
+        the connection is down fails at once. Without ZooKeeper no controller can move leaderships (it must write
+        them there), and a broker cut off from ZooKeeper alone loses them anyway when its session expires; so a
+        broker whose ZooKeeper is gone spends at most ``(max.retries - 1) x backoff`` here (10 s by default)
+        instead of ``max.retries x request.timeout.ms + (max.retries - 1) x backoff`` (100 s by default).
         """
         cfg = self.config.current
         if not cfg.get("controlled.shutdown.enable") or not self._registered or self.to_controller is None:
@@ -476,8 +483,7 @@ class BrokerServer:
         body = {"broker_id": self.broker_id, "broker_epoch": self._broker_epoch()}
         for attempt in range(1, retries + 1):
             try:
-                response = await self.to_controller.send(ApiKey.CONTROLLED_SHUTDOWN, 3, body,
-                                                         cfg.get("request.timeout.ms"))
+                response = await self._controlled_shutdown_attempt(body, int(cfg.get("request.timeout.ms")))
             except ControllerUnavailableError as exc:
                 log.warning("Controlled shutdown attempt %d/%d: %s", attempt, retries, exc)
             else:
@@ -492,6 +498,27 @@ class BrokerServer:
         log.warning("[KafkaServer id=%d] Proceeding to do an unclean shutdown as all the controlled shutdown "
                     "attempts failed", self.broker_id)
         return False
+
+    async def _controlled_shutdown_attempt(self, body: Dict[str, int], timeout_ms: int) -> Any:
+        """One ControlledShutdown request; ControllerUnavailableError after ``timeout_ms`` or as soon as this
+        broker's ZooKeeper connection is down (see :meth:`controlled_shutdown`)."""
+        assert self.to_controller is not None
+        if not self._zk_connected():
+            raise ControllerUnavailableError("no connection to ZooKeeper")
+        send = asyncio.ensure_future(self.to_controller.send(ApiKey.CONTROLLED_SHUTDOWN, 3, body, timeout_ms))
+        try:
+            while True:
+                done, _ = await asyncio.wait({send}, timeout=ZK_CONNECTION_CHECK_S)
+                if done:
+                    return send.result()
+                if not self._zk_connected():
+                    raise ControllerUnavailableError("lost the connection to ZooKeeper")
+        finally:
+            if not send.done():
+                send.cancel()
+
+    def _zk_connected(self) -> bool:
+        return self.zk is not None and self.zk.connected
 
     async def stop(self) -> None:
         log.info("[KafkaServer id=%d] shutting down", self.broker_id)
@@ -525,7 +552,9 @@ class BrokerServer:
             except Exception:
                 log.debug("Closing an inter-broker channel failed", exc_info=True)
         if self.zk is not None:
-            await self.zk_calls.run(self.zk.close)
+            # on a thread of its own: zk-call workers may be waiting for a ZooKeeper that is gone, and closing
+            # the client is what fails their requests (ConnectionLoss) and frees them
+            await loop.run_in_executor(None, self.zk.close)
         if self.log_manager is not None:
             await loop.run_in_executor(None, self.log_manager.shutdown)
         if self.replica_manager is not None:

@@ -12,9 +12,10 @@ Where they run:
   (``transaction.state.log.replication.factor=1``, ``min.isr=1``) and a SASL_PLAINTEXT listener beside the
   PLAINTEXT one: 0129 (a Fetch answer holding only aborted records), 0061 (consumer lag over aborted
   transactions: the LSO), 0137's control-records sub-test (batch consume over commit/abort markers), 0081's
-  ListOffsets sub-tests (``isolation.level=read_committed``) and 0142's two transactional sub-tests
-  (re-authentication, KIP-368, in the middle of a committed and an aborted transaction; PLAIN with
-  ``connections.max.reauth.ms``), the four runs at once;
+  ListOffsets sub-tests (``isolation.level=read_committed``), 0081's AlterConfigs and IncrementalAlterConfigs
+  sub-tests (the broker resource with ``sasl.kerberos.min.time.before.relogin``, issue 17 point 10) and 0142's
+  two transactional sub-tests (re-authentication, KIP-368, in the middle of a committed and an aborted
+  transaction; PLAIN with ``connections.max.reauth.ms``), the five runs at once;
 - three brokers (``__transaction_state`` with RF 3, min.isr 2), because these create their topics with
   replication factor 3: 0103 (the transactional producer: misuse, commit/abort, fencing, KIP-360 recovery after
   DeleteRecords, empty transactions, read_committed watermarks, the abort marker's leader epoch) with its local
@@ -75,9 +76,12 @@ EXPECTED_SUBTESTS: dict[str, list[str]] = {
     "0061_consumer_lag": ["do_test_consumer_lag: Test consumer lag without transactions",
                           "do_test_consumer_lag: Test consumer lag with transactions"],
     "0137_barrier_batch_consume": ["do_test_consume_batch_control_msgs: Testing control msgs flow"],
-    "0081_admin": [f"do_test_ListOffsets: 0081_admin#{client} ListOffsets with {queue}"
+    "0081_admin/ListOffsets": [f"do_test_ListOffsets: 0081_admin#{client} ListOffsets with {queue}"
                    for client in ("producer-2", "consumer-6")
                    for queue in ("temp queue, request_timeout -1", "main queue, request_timeout 1500")],
+    # issue 17 point 10: AlterConfigs and IncrementalAlterConfigs of the broker resource with Kafka's per-broker
+    # listener key sasl.kerberos.min.time.before.relogin (once with a producer's admin client, once a consumer's)
+    "0081_admin/AlterConfigs": ["do_test_AlterConfigs", "do_test_IncrementalAlterConfigs"] * 2,
     "0142_reauthentication": ["do_test_txn_producer: test reauth in the middle of a txn, txn is committed",
                               "do_test_txn_producer: test reauth in the middle of a txn, txn is aborted"],
 }
@@ -91,9 +95,10 @@ class Runs:
     results: list[rdk.SuiteResult]
     broker_output: str
 
-    def run_of(self, name: str) -> rdk.SuiteResult | None:
-        """The invocation whose summary lists librdkafka test ``name``."""
-        return next((r for r in self.results if name in r.tests), None)
+    def run_of(self, name: str, subtests: str | None = None) -> rdk.SuiteResult | None:
+        """The invocation whose summary lists librdkafka test ``name`` (run with ``SUBTESTS=subtests``, if given)."""
+        return next((r for r in self.results if name in r.tests
+                     and (subtests is None or f"SUBTESTS={subtests!r}" in r.description)), None)
 
 
 def _built() -> None:
@@ -115,6 +120,7 @@ def single_broker_runs(zookeeper: str, tmp_path_factory: pytest.TempPathFactory)
         runs = [rdk.SuiteRun(["0129", "0061"], b.bootstrap, work / "lsoruns", parallel=2),
                 rdk.SuiteRun(["0137"], b.bootstrap, work / "batch", subtests="control msgs"),
                 rdk.SuiteRun(["0081"], b.bootstrap, work / "admin", subtests="ListOffsets"),
+                rdk.SuiteRun(["0081"], b.bootstrap, work / "alterconfigs", subtests="AlterConfigs"),
                 rdk.SuiteRun(["0142"], f"127.0.0.1:{sasl_port}", work / "reauth",
                              subtests="reauth in the middle of a txn", extra_conf=SASL_CLIENT)]
         results = rdk.run_suites(runs, RUN_TIMEOUT_S)
@@ -139,9 +145,10 @@ def _subtest_key(name: str) -> str:
     return re.sub(r":\d+(?=:|$)", "", name)
 
 
-def _check(runs: Runs, name: str) -> rdk.RdkTestResult:
-    """Assert that librdkafka test ``name`` passed and ran exactly its expected sub-tests."""
-    result = runs.run_of(name)
+def _check(runs: Runs, name: str, subtests: str | None = None) -> rdk.RdkTestResult:
+    """Assert that librdkafka test ``name`` (of the run with ``SUBTESTS=subtests``, if given) passed and ran exactly
+    its expected sub-tests: ``EXPECTED_SUBTESTS[name]``, or ``EXPECTED_SUBTESTS[f"{name}/{subtests}"]``."""
+    result = runs.run_of(name, subtests)
     if result is None:
         tails = "\n".join(f"--- {r.description}, exit {r.returncode}:\n{r.output[-3000:]}" for r in runs.results)
         pytest.fail(f"librdkafka test {name} is missing from the runners' summaries:\n{tails}", pytrace=False)
@@ -151,7 +158,8 @@ def _check(runs: Runs, name: str) -> rdk.RdkTestResult:
     assert res.state == "PASSED", f"librdkafka {name}: {res.state} {res.reason!r}\n{context}"
     assert not res.subtests_skipped, f"librdkafka {name} skipped sub-tests {res.subtests_skipped}\n{context}"
     passed = sorted(_subtest_key(s) for s in res.subtests_passed)
-    assert passed == sorted(EXPECTED_SUBTESTS[name]), f"librdkafka {name} sub-tests that passed: {passed}\n{context}"
+    expected = EXPECTED_SUBTESTS[f"{name}/{subtests}" if subtests else name]
+    assert passed == sorted(expected), f"librdkafka {name} sub-tests that passed: {passed}\n{context}"
     return res
 
 
@@ -192,7 +200,14 @@ def test_0137_batch_consume_over_control_records(single_broker_runs: Runs) -> No
 
 
 def test_0081_list_offsets_read_committed(single_broker_runs: Runs) -> None:
-    _check(single_broker_runs, "0081_admin")
+    _check(single_broker_runs, "0081_admin", subtests="ListOffsets")
+
+
+def test_0081_alter_configs_of_the_broker_resource(single_broker_runs: Runs) -> None:
+    """Both config-altering APIs with a topic, the broker id (sasl.kerberos.min.time.before.relogin, which the
+    broker once refused as unknown) and a missing topic; the GROUP resource (KIP-848) is refused, as Kafka 3.9.1's
+    ZooKeeper mode refuses it, with "Unknown resource type 32" (0081 only warns)."""
+    _check(single_broker_runs, "0081_admin", subtests="AlterConfigs")
 
 
 def test_0142_reauthentication_inside_transactions(single_broker_runs: Runs) -> None:

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # Idempotent installer of what only the tests need, on top of scripts/install.sh (run that first; scripts/test.sh
-# runs both): the test and tool packages (requirements-test.txt), kcat, Apache Kafka 3.9.1 resolved from Maven
+# runs both): the test packages (requirements-test.txt), kcat, Apache Kafka 3.9.1 resolved from Maven
 # Central (the oracle the compatibility tests run beside our brokers) and the Java client jars of the compat tests.
 # Quiet when all is well; errors are loud and stop the script.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 say() { echo "install-test: $*" >&2; }
+# Plain text, also when the output is captured through a terminal (a CI log, script(1)): no colour escape codes from
+# pip (its rich output keeps bold even with --no-color; TERM=dumb drops it), apt 3, gcc or librdkafka's configure, and
+# no "new release of pip" notice about the .venv's own pip.
+export TERM=dumb NO_COLOR=1 PIP_NO_COLOR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 trap 'say "FAILED at line $LINENO (exit $?)"' ERR
 
 SUDO=""

@@ -8,6 +8,10 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 say() { echo "install: $*" >&2; }
+# Plain text, also when the output is captured through a terminal (a CI log, script(1)): no colour escape codes from
+# pip (its rich output keeps bold even with --no-color; TERM=dumb drops it), apt 3, gcc or librdkafka's configure, and
+# no "new release of pip" notice about the .venv's own pip.
+export TERM=dumb NO_COLOR=1 PIP_NO_COLOR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 trap 'say "FAILED at line $LINENO (exit $?)"' ERR
 
 SUDO=""

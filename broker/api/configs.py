@@ -9,10 +9,10 @@ import logging
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from broker.api.authz import Authz
-from broker.config.defs import BROKER_CONFIGS
+from broker.config import dynamic_rules
 from broker.config.topic_defs import TOPIC_CONFIGS, describe_broker_config, describe_broker_default_config, \
     describe_topic_config, validate_topic_configs
-from broker.config.types import ConfigError, ConfigSource, ConfigType, Dynamic, InvalidConfigError
+from broker.config.types import ConfigError, ConfigSource, ConfigType, InvalidConfigError
 from broker.errors import KAFKA_INVALID_REQUEST_MESSAGE, ErrorCode
 from broker.security.acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+TOPIC, BROKER, BROKER_LOGGER, CLIENT_METRICS = 2, 4, 8, 16
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 DESCRIBE_MIN, DESCRIBE_MAX = 0, 4
 ALTER_MIN, ALTER_MAX = 0, 2
@@ -74,8 +74,9 @@ def _broker_entity(broker_id: int, name: str, altering: bool = False) -> Tuple[i
         return 0, None, DEFAULT_ENTITY
     if name == str(broker_id):
         return 0, None, name
-    if not _is_java_int(name):
-        return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}", None
+    if not _is_java_int(name):  # the alter requests' check is ConfigAdminManager's, worded "Node id"
+        kind = "Node" if altering else "Broker"
+        return ErrorCode.INVALID_REQUEST, f"{kind} id must be an integer, but it is: {name}", None
     if altering:
         return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker_id}, but received {name}", None
     return (ErrorCode.INVALID_REQUEST,
@@ -191,57 +192,95 @@ async def _alter_topic(metadata: "MetadataCache", admin: "AdminManager", name: s
     return 0, None
 
 
-async def _alter_broker(config: "DynamicBrokerConfig", admin: "AdminManager", name: str, new: Dict[str, str],
-                        validate_only: bool,
-                        current: Dict[str, str]) -> Tuple[int, Optional[str]]:
+async def _alter_broker(config: "DynamicBrokerConfig", admin: "AdminManager", name: str, validate_only: bool, *,
+                        legacy: Optional[Dict[str, str]] = None, ops: Optional[List[Any]] = None
+                        ) -> Tuple[int, Optional[str]]:
+    """A BROKER resource, as Kafka 3.9 answers it (broker/config/dynamic_rules.py): legacy AlterConfigs replaces the
+    resource's whole dynamic set with ``legacy``, IncrementalAlterConfigs applies ``ops`` to the stored set."""
     err, msg, entity = _broker_entity(config.broker_id, name, altering=True)
     if err:
         return err, msg
-    changed = {k for k in set(new) | set(current) if new.get(k) != current.get(k)}
-    unknown = sorted(k for k in changed if k not in BROKER_CONFIGS)
-    if unknown:
-        return ErrorCode.INVALID_CONFIG, f"Unknown broker configs: {', '.join(unknown)}"
-    static_only = sorted(k for k in changed if BROKER_CONFIGS[k].dynamic == Dynamic.READ_ONLY or
-                         (entity == DEFAULT_ENTITY and BROKER_CONFIGS[k].dynamic == Dynamic.PER_BROKER))
-    if static_only:
-        # Kafka's wording, a Scala Set
-        return ErrorCode.INVALID_REQUEST, f"Cannot update these configs dynamically: Set({', '.join(static_only)})"
+    per_broker = entity != DEFAULT_ENTITY
+    stored = await admin.broker_overrides(entity)
     try:
-        if entity == DEFAULT_ENTITY:
-            candidate = config.current.with_dynamic(cluster_default=new)
+        if legacy is not None:
+            props = legacy
         else:
-            candidate = config.current.with_dynamic(per_broker=new)
-    except ConfigError as exc:  # Kafka's DynamicBrokerConfig refuses a bad value as an invalid request
-        return ErrorCode.INVALID_REQUEST, str(exc)
+            for op in ops or ():
+                if op.config_operation not in (SET, DELETE, APPEND, SUBTRACT):
+                    raise dynamic_rules.Refused(ErrorCode.INVALID_REQUEST,
+                                                f"Unknown operations type {op.config_operation}")
+            current, dropped = dynamic_rules.from_persistent(stored, per_broker)
+            for line in dropped:
+                log.error("%s", line)
+            props = dynamic_rules.apply_incremental(current, ops or ())
+        dynamic_rules.validate(props, per_broker, config.current)
+        applied = dynamic_rules.applicable(props)
+        try:
+            candidate = config.current.with_dynamic(per_broker=applied) if per_broker else \
+                config.current.with_dynamic(cluster_default=applied)
+        except ConfigError as exc:  # Kafka's DynamicBrokerConfig refuses a bad value as an invalid request
+            raise dynamic_rules.Refused(ErrorCode.INVALID_REQUEST, str(exc)) from None
+        if not validate_only:
+            dynamic_rules.check_persistable(props, per_broker, name)
+        dynamic_rules.check_applied_here(props, stored)
+    except dynamic_rules.Refused as refused:
+        return refused.code, refused.message
     if not validate_only:
-        await admin.set_broker_overrides(entity, new)
+        await admin.set_broker_overrides(entity, dict(props))
         config.update(candidate)
     return 0, None
 
 
-async def _current_broker(config: "DynamicBrokerConfig", admin: "AdminManager", name: str) -> Dict[str, str]:
-    _, _, entity = _broker_entity(config.broker_id, name)
-    if entity is None:
-        return {}
-    return await admin.broker_overrides(entity)
+def _unsupported_type(resource_type: int) -> str:
+    """Kafka's words: ConfigAdminManager.preprocess refuses unknown types; CLIENT_METRICS passes it and is refused
+    by ZkAdminManager (no client metrics subscriptions in ZooKeeper mode)."""
+    if resource_type == CLIENT_METRICS:
+        return "AlterConfigs is only supported for topics and brokers, but resource type is CLIENT_METRICS"
+    return f"Unknown resource type {resource_type}"
+
+
+def _preprocess(resources: List[Any], legacy: bool) -> Dict[int, Tuple[int, str]]:
+    """ConfigAdminManager.preprocess's checks of any resource: a resource named twice, a key named twice, a null
+    value (legacy) or a null value of an operation other than DELETE. id(resource) -> (error, message)."""
+    out: Dict[int, Tuple[int, str]] = {}
+    seen: Dict[Tuple[int, str], Any] = {}
+    for r in resources:
+        first = seen.setdefault((r.resource_type, r.resource_name), r)
+        if first is not r:
+            for x in (first, r):
+                out[id(x)] = (ErrorCode.INVALID_REQUEST, "Each resource must appear at most once.")
+    for r in resources:
+        if id(r) in out:
+            continue
+        names = [c.name for c in r.configs]
+        nulls = [c.name for c in r.configs if c.value is None and (legacy or c.config_operation != DELETE)]
+        if len(set(names)) != len(names):
+            out[id(r)] = (ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys")
+        elif nulls:
+            out[id(r)] = (ErrorCode.INVALID_REQUEST, "Null value not supported for : " + ", ".join(nulls))
+    return out
 
 
 async def alter(ctx: "RequestContext", request: Any, *, config: "DynamicBrokerConfig", metadata: "MetadataCache",
                 admin: "AdminManager", authz: Authz = _ALLOW_ALL) -> dict:
     out = []
+    refused = _preprocess(list(request.resources), legacy=True)
     for r in request.resources:
-        new = {c.name: c.value for c in r.configs if c.value is not None}
         denied = (_refusal(authz, ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name,
                            broker_logger=False) if authz.enabled else 0)
-        if denied:
+        if id(r) in refused:
+            code, msg = refused[id(r)]
+        elif denied:
             code, msg = denied, None
         elif r.resource_type == TOPIC:
+            new = {c.name: c.value for c in r.configs}
             code, msg = await _alter_topic(metadata, admin, r.resource_name, new, request.validate_only)
         elif r.resource_type == BROKER:
-            current = await _current_broker(config, admin, r.resource_name)
-            code, msg = await _alter_broker(config, admin, r.resource_name, new, request.validate_only, current)
-        else:
-            code, msg = ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}"
+            code, msg = await _alter_broker(config, admin, r.resource_name, request.validate_only,
+                                            legacy={c.name: c.value for c in r.configs})
+        else:  # BROKER_LOGGER included: legacy AlterConfigs does not take it
+            code, msg = ErrorCode.INVALID_REQUEST, _unsupported_type(r.resource_type)
         out.append({"error_code": code, "error_message": msg, "resource_type": r.resource_type,
                     "resource_name": r.resource_name})
     return {"throttle_time_ms": 0, "responses": out}
@@ -250,15 +289,15 @@ async def alter(ctx: "RequestContext", request: Any, *, config: "DynamicBrokerCo
 async def incremental_alter(ctx: "RequestContext", request: Any, *, config: "DynamicBrokerConfig",
                             metadata: "MetadataCache", admin: "AdminManager", authz: Authz = _ALLOW_ALL) -> dict:
     out = []
+    refused = _preprocess(list(request.resources), legacy=False)
     for r in request.resources:
         try:
             denied = (_refusal(authz, ctx, AclOperation.ALTER_CONFIGS, r.resource_type, r.resource_name)
                       if authz.enabled else 0)
-            names = [c.name for c in r.configs]
-            if denied:
+            if id(r) in refused:
+                code, msg = refused[id(r)]
+            elif denied:
                 code, msg = denied, None
-            elif len(set(names)) != len(names):  # Kafka's ConfigAdminManager.preprocess
-                code, msg = ErrorCode.INVALID_REQUEST, "Error due to duplicate config keys"
             elif r.resource_type == TOPIC:
                 if metadata.topic(r.resource_name) is None:
                     code, msg = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{r.resource_name}' does not exist."
@@ -268,14 +307,12 @@ async def incremental_alter(ctx: "RequestContext", request: Any, *, config: "Dyn
                     new = _apply_ops(current, list(r.configs), lists)
                     code, msg = await _alter_topic(metadata, admin, r.resource_name, new, request.validate_only)
             elif r.resource_type == BROKER:
-                current = await _current_broker(config, admin, r.resource_name)
-                lists = {k for k, d in BROKER_CONFIGS.items() if d.type == ConfigType.LIST}
-                new = _apply_ops(current, list(r.configs), lists)
-                code, msg = await _alter_broker(config, admin, r.resource_name, new, request.validate_only, current)
+                code, msg = await _alter_broker(config, admin, r.resource_name, request.validate_only,
+                                                ops=list(r.configs))
             elif r.resource_type == BROKER_LOGGER:
                 code, msg = _alter_loggers(config.broker_id, r, request.validate_only)
             else:
-                code, msg = ErrorCode.INVALID_REQUEST, f"Unsupported resource type {r.resource_type}"
+                code, msg = ErrorCode.INVALID_REQUEST, _unsupported_type(r.resource_type)
         except InvalidConfigError as exc:
             code, msg = ErrorCode.INVALID_CONFIG, str(exc)
         out.append({"error_code": code, "error_message": msg, "resource_type": r.resource_type,

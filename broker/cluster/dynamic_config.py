@@ -22,6 +22,7 @@ import asyncio
 import logging
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Set
 
+from broker.config.dynamic_rules import layer_to_apply, redacted
 from broker.config.topic_defs import effective_topic_config
 from broker.quota.entity import IP_QUOTA_KEYS, QuotaEntity, desanitize, parse_quota_values
 from broker.storage.config import LogConfig
@@ -184,8 +185,12 @@ class DynamicConfigManager:
             self._task = None
 
     async def _reload_broker_configs(self) -> None:
-        per_broker = await self.zk_calls.run(self.zk.get_entity_config, "brokers", str(self.config.broker_id))
-        default = await self.zk_calls.run(self.zk.get_entity_config, "brokers", DEFAULT_ENTITY)
+        stored_per_broker = await self.zk_calls.run(self.zk.get_entity_config, "brokers", str(self.config.broker_id))
+        stored_default = await self.zk_calls.run(self.zk.get_entity_config, "brokers", DEFAULT_ENTITY)
+        # what Kafka ignores in them (static keys, unprefixed key stores, undecodable passwords, ...), and the
+        # listener, TLS and SASL keys this broker applies only from server.properties, are left out (logged)
+        per_broker = layer_to_apply(stored_per_broker or {}, True, f"broker {self.config.broker_id}")
+        default = layer_to_apply(stored_default or {}, False, "default cluster")
         current = self.config.current
         if per_broker == current.dynamic_per_broker and default == current.dynamic_cluster_default:
             return
@@ -194,7 +199,8 @@ class DynamicConfigManager:
         except Exception as exc:  # an invalid value written by someone else must not stop the broker
             log.error("Ignoring invalid dynamic broker configs in ZooKeeper: %s", exc)
             return
-        log.info("Dynamic broker configs updated: per broker %s, cluster default %s", per_broker, default)
+        log.info("Dynamic broker configs updated: per broker %s, cluster default %s", redacted(per_broker),
+                 redacted(default))
         self.config.update(new)
 
 

@@ -99,7 +99,9 @@ class ZkAlterPartitionManager:
         if self._task is not None:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
-        if self._changed:  # the controller should still hear of the last changes
+        if self._changed and not getattr(self.zk, "connected", True):  # a write would wait for ZooKeeper forever
+            log.warning("Could not write the last ISR change notification at shutdown: no connection to ZooKeeper")
+        elif self._changed:  # the controller should still hear of the last changes
             try:
                 await self.propagate()
             except Exception:

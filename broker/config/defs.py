@@ -75,11 +75,12 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("broker.id.generation.enable", T.BOOLEAN, True, M, "Generate broker ids from /brokers/seqid."),
     ConfigDef("reserved.broker.max.id", T.INT, 1000, M, "Generated ids start above this.", at_least(0)),
     ConfigDef("broker.rack", T.STRING, None, M, "Rack of the broker (rack-aware assignment)."),
-    ConfigDef("listeners", T.STRING, "PLAINTEXT://:9092", H, "Comma list of NAME://host:port to bind.", dynamic=PB),
-    ConfigDef("advertised.listeners", T.STRING, None, H, "Listeners published in ZooKeeper; default listeners.",
-              dynamic=PB),
+    # Kafka updates the three listener keys per broker at run time; this broker binds and secures its listeners
+    # from server.properties only, so AlterConfigs refuses them (broker/config/dynamic_rules.py)
+    ConfigDef("listeners", T.STRING, "PLAINTEXT://:9092", H, "Comma list of NAME://host:port to bind."),
+    ConfigDef("advertised.listeners", T.STRING, None, H, "Listeners published in ZooKeeper; default listeners."),
     ConfigDef("listener.security.protocol.map", T.STRING, DEFAULT_SECURITY_PROTOCOL_MAP, L,
-              "Listener name -> security protocol.", dynamic=PB),
+              "Listener name -> security protocol."),
     ConfigDef("inter.broker.listener.name", T.STRING, None, M, "Listener used between brokers."),
     ConfigDef("security.inter.broker.protocol", T.STRING, "PLAINTEXT", M, "Protocol used between brokers.",
               one_of("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")),

@@ -91,9 +91,15 @@ def parse_properties(text: str) -> dict[str, str]:
 
 
 def load_properties(path: str) -> dict[str, str]:
-    # Java reads .properties as ISO-8859-1; Kafka files are ASCII, and UTF-8 is the friendlier choice here.
-    with open(path, encoding="utf-8") as f:
-        return parse_properties(f.read())
+    # Java reads .properties as ISO-8859-1; Kafka files are ASCII, and UTF-8 is the friendlier choice here (a file
+    # that is not UTF-8 is read as Java reads it, never a decoding error).
+    with open(path, "rb") as f:
+        raw = f.read()
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        text = raw.decode("iso-8859-1")
+    return parse_properties(text)
 
 
 def _escape(s: str, is_key: bool) -> str:

@@ -219,7 +219,9 @@ def describe_broker_config(broker_config: "KafkaConfig") -> list[ConfigEntry]:
         value = None if d.sensitive else to_string(d.type, broker_config.get(name))
         entries.append(ConfigEntry(name, value, source, d.sensitive, d.dynamic == Dynamic.READ_ONLY, d.type,
                                    tuple(synonyms), d.doc))
-    return entries
+    # custom, listener-prefixed and Kafka-only keys of the broker's layers, described as Kafka describes them
+    from broker.config.dynamic_rules import extra_broker_entries
+    return sorted(entries + extra_broker_entries(broker_config), key=lambda e: e.name)
 
 
 def describe_broker_default_config(broker_config: "KafkaConfig") -> list[ConfigEntry]:

@@ -10,6 +10,11 @@ from __future__ import annotations
 import socket
 from typing import Iterable, Optional, Tuple
 
+#: SO_REUSEADDR on the listening sockets: the socket server passes it to asyncio (``reuse_address``) and the probe
+#: here sets it, so a port held only by TIME-WAIT connections of a process that just stopped counts as free for
+#: both (and for ``bin/kafka-cluster.sh``'s port check, which calls :func:`bind_error`)
+REUSE_ADDRESS = True
+
 
 def bind_error(host: str, port: int) -> Optional[str]:
     """None if ``host:port`` can be bound now, else Kafka's message for it. Port 0 (any free port) always can."""
@@ -22,7 +27,7 @@ def bind_error(host: str, port: int) -> Optional[str]:
         return f"Socket server failed to bind to {shown}: {exc.strerror or exc}."
     for family, kind, proto, _, address in dict.fromkeys(infos):
         with socket.socket(family, kind, proto) as s:
-            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1 if REUSE_ADDRESS else 0)
             if family == socket.AF_INET6 and hasattr(socket, "IPPROTO_IPV6"):
                 s.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
             try:
@@ -41,4 +46,4 @@ def first_bind_error(listeners: Iterable[Tuple[str, str, int]]) -> Optional[str]
     return None
 
 
-__all__ = ["bind_error", "first_bind_error"]
+__all__ = ["REUSE_ADDRESS", "bind_error", "first_bind_error"]

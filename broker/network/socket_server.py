@@ -45,6 +45,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set
 
+from broker.network.bind_check import REUSE_ADDRESS
 from broker.network.connection import KafkaConnection
 from broker.util.fd_budget import REFUSAL_LOG_INTERVAL_S, DescriptorBudget
 
@@ -154,7 +155,7 @@ class SocketServer:
             # asyncio's backlog argument is both the kernel's listen queue and the most accepts per readiness:
             # a slice of at most ACCEPTS_PER_PASS keeps a storm from stalling the loop, and the listen() below
             # gives the kernel queue its configured length (socket.listen.backlog.size)
-            server = await loop.create_server(factory, host=host, port=spec.port, reuse_address=True,
+            server = await loop.create_server(factory, host=host, port=spec.port, reuse_address=REUSE_ADDRESS,
                                               backlog=min(self._listen_backlog, ACCEPTS_PER_PASS),
                                               start_serving=serve)
             for sock in server.sockets:

@@ -39,6 +39,7 @@ from .checkpoints import (OffsetCheckpointFile, atomic_write, fsync_dir, fsync_f
                           sync_filesystem, write_partition_metadata)
 from .config import LONG_MAX, LogConfig
 from .errors import InconsistentClusterIdError, KafkaStorageError
+from .log_dir_check import LogDirsError
 from .cleaner import CleanerConfig, LogCleaner
 from .log import Log
 from .scheduler import Scheduler
@@ -149,7 +150,10 @@ class LogManager:
         self._dir_locks: list[int] = []
         try:
             for d in self.log_dirs:
-                os.makedirs(d, exist_ok=True)
+                try:
+                    os.makedirs(d, exist_ok=True)
+                except OSError as exc:
+                    raise LogDirsError([(d, f"cannot create it: {exc.strerror or exc}")], self.log_dirs) from None
                 self._lock_dir(d)
             for d in self.log_dirs:
                 self._check_meta_properties(d)
@@ -166,7 +170,11 @@ class LogManager:
     def _lock_dir(self, log_dir: str) -> None:
         """Take the exclusive ``.lock`` of ``log_dir`` (released when this process ends or shuts down)."""
         path = os.path.join(log_dir, files.LOCK_FILE)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        except OSError as exc:  # Kafka: "Disk error while locking directory <dir>", then the dir is unusable
+            raise LogDirsError([(log_dir, f"cannot create or open {files.LOCK_FILE} in it: "
+                                          f"{exc.strerror or exc}")], self.log_dirs) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -186,24 +194,44 @@ class LogManager:
         self._dir_locks = []
 
     def _check_meta_properties(self, log_dir: str) -> None:
+        """Kafka 3.9's MetaPropertiesEnsemble checks, with its messages; an unreadable or unwritable meta.properties
+        makes the dir unusable (Kafka: "Error while reading meta.properties file", "Error while writing
+        meta.properties to")."""
         path = os.path.join(log_dir, files.META_PROPERTIES)
         if not os.path.exists(path):
-            write_meta_properties(path, self.broker_id, self.cluster_id)
+            self._write_meta_properties(log_dir, path)
             return
-        props = read_meta_properties(path)
+        try:
+            props = read_meta_properties(path)
+        except (OSError, UnicodeDecodeError) as exc:
+            raise LogDirsError([(log_dir, f"Error while reading meta.properties file {path}: "
+                                          f"{getattr(exc, 'strerror', None) or exc}")], self.log_dirs) from None
         found_cluster = props.get("cluster.id")
         if self.cluster_id is not None and found_cluster is not None and found_cluster != self.cluster_id:
-            raise InconsistentClusterIdError(
-                "The Cluster ID %s doesn't match stored clusterId %s in meta.properties of %s. The broker is trying "
-                "to join the wrong cluster. Configured zookeeper.connect may be wrong."
-                % (self.cluster_id, found_cluster, log_dir))
+            raise InconsistentClusterIdError(  # Kafka 3.9's MetaPropertiesEnsemble.verify, and what it means
+                "Invalid cluster.id in: %s. Expected %s, but read %s (the log dir belongs to another cluster: check "
+                "zookeeper.connect and log.dirs)" % (path, self.cluster_id, found_cluster))
         found_broker = props.get("broker.id")
-        if found_broker is not None and int(found_broker) != self.broker_id:
-            raise InconsistentBrokerIdError(
-                "Configured broker.id %d doesn't match stored broker.id %s in meta.properties of %s"
-                % (self.broker_id, found_broker, log_dir))
+        if found_broker is not None:
+            try:
+                stored = int(found_broker)
+            except ValueError:
+                raise LogDirsError([(log_dir, "Error while reading meta.properties file %s: invalid broker.id %r"
+                                     % (path, found_broker))], self.log_dirs) from None
+            if stored != self.broker_id:
+                raise InconsistentBrokerIdError(  # Kafka 3.9's MetaPropertiesEnsemble.verify
+                    "Stored node id %d doesn't match previous node id %d in %s. If you moved your data, make sure "
+                    "your configured node id matches. If you intend to create a new node, you should remove all "
+                    "data in your data directories. (broker.id=%d)" % (stored, self.broker_id, path, self.broker_id))
         if found_cluster is None and self.cluster_id is not None:
+            self._write_meta_properties(log_dir, path)
+
+    def _write_meta_properties(self, log_dir: str, path: str) -> None:
+        try:
             write_meta_properties(path, self.broker_id, self.cluster_id)
+        except OSError as exc:
+            raise LogDirsError([(log_dir, f"Error while writing meta.properties to {log_dir}: "
+                                          f"{exc.strerror or exc}")], self.log_dirs) from None
 
     def _config_for(self, topic: str) -> LogConfig:
         cfg = self._topic_configs.get(topic)

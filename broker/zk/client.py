@@ -20,15 +20,15 @@ from functools import partial
 from typing import Any, Callable, Iterable
 
 from kazoo.client import KazooClient
-from kazoo.exceptions import (BadVersionError, NodeExistsError, NoNodeError, NotEmptyError, RolledBackError,
-                              RuntimeInconsistency)
+from kazoo.exceptions import (BadVersionError, ConnectionClosedError, ConnectionLoss, NodeExistsError, NoNodeError,
+                              NotEmptyError, RolledBackError, RuntimeInconsistency, SessionExpiredError)
 from kazoo.handlers.threading import KazooTimeoutError
 from kazoo.protocol.states import EventType, KazooState
 from kazoo.retry import KazooRetry
 
 from broker.config.kafka_config import Endpoint
 from broker.zk.errors import (BrokerIdInUseError, ControllerMovedError, NoSuchTopicError, TopicExistsError,
-                              ZkUnavailableError)
+                              ZkClientClosedError, ZkUnavailableError)
 from broker.zk.handler import PollingHandler
 from broker.zk.paths import (
     PERSISTENT_PATHS, BrokerIdsZNode, BrokerIdZNode, BrokerInfo, BrokerSequenceIdZNode, ClusterIdZNode,
@@ -103,8 +103,9 @@ class KafkaZkClient:
             self._zk.stop()
             self._zk.close()
             raise ZkUnavailableError(
-                f"Timed out waiting for connection to ZooKeeper at {self.connect} after "
-                f"{self.connection_timeout_ms} ms (zookeeper.connection.timeout.ms); is ZooKeeper running?"
+                f"Timed out waiting for connection while in state: CONNECTING to ZooKeeper at {self.connect} "
+                f"(zookeeper.connect) after {self.connection_timeout_ms} ms (zookeeper.connection.timeout.ms); is "
+                f"ZooKeeper running?"
             ) from None
         if self.chroot:
             self._zk.ensure_path(self.chroot)
@@ -128,6 +129,12 @@ class KafkaZkClient:
     def session_id(self) -> int:
         cid = self._zk.client_id
         return int(cid[0]) if cid else 0
+
+    @property
+    def connected(self) -> bool:
+        """Whether the session is connected to a ZooKeeper server now (False while kazoo reconnects or after
+        close); a request made while it is False waits until the connection is back."""
+        return bool(getattr(self._zk, "connected", True)) and not self._closed
 
     @property
     def kazoo(self) -> KazooClient:
@@ -575,6 +582,10 @@ class KafkaZkClient:
                     data, _ = self._zk.get(f"{ConfigEntityChangeNotificationZNode.path}/{prefix}{seq:010d}")
                 except NoNodeError:
                     continue
+                except (ConnectionLoss, ConnectionClosedError, SessionExpiredError):
+                    if self._closed:  # a notification that raced the broker's shutdown: nothing left to apply it to
+                        return
+                    raise  # kazoo's ChildrenWatch reads the children again once reconnected
                 paths.append(ConfigEntityChangeNotificationZNode.decode(data))
             if new:
                 self._config_watch_last_seq[token] = new[-1]
@@ -705,6 +716,8 @@ class KafkaZkClient:
             try:
                 out.append((pending.get(), None))
             except Exception as e:  # noqa: BLE001 - handed to the caller with the call it belongs to
+                if self._closed and isinstance(e, (ConnectionLoss, ConnectionClosedError, SessionExpiredError)):
+                    e = ZkClientClosedError(f"ZooKeeper session closed (shutdown): {type(e).__name__}")
                 out.append((None, e))
             finally:
                 self._in_flight.release()

@@ -24,3 +24,9 @@ class NoSuchTopicError(ZkError):
 class ControllerMovedError(ZkError):
     """A controller write failed its /controller_epoch version check (or the election lost a race): another
     broker is (or just became) controller, so this one must stop acting as controller."""
+
+
+class ZkClientClosedError(ControllerMovedError):
+    """A request failed because this broker closed its ZooKeeper session (it is shutting down): its controller, if
+    it was one, is no more (/controller went with the session), so a controller event still in progress ends as on
+    ControllerMovedError, quietly, instead of logging the failure of every write it had left."""

@@ -585,6 +585,111 @@ def test_alter_configs(pair: Pair) -> None:
     describe_configs(pair, TOPIC, "ac-topic", ["segment.ms"])
 
 
+#: FINDINGS.md (issue 17 point 10): listener, TLS and SASL keys that Kafka reconfigures at run time (and this
+#: broker's own read-only keys, which Kafka would store as custom keys) are refused here rather than stored unused
+APPLIED_FROM_FILE_ONLY = {"responses[0].error_code": "Kafka 0, ours INVALID_REQUEST",
+                          "responses[0].error_message": "Kafka null, ours 'Cannot update these configs dynamically'"}
+
+
+def test_alter_broker_resources_as_kafka(pair: Pair) -> None:
+    """Issue 17 point 10: legacy AlterConfigs and IncrementalAlterConfigs of BROKER resources accept what Kafka
+    3.9.1 accepts (custom keys, Kafka's per-broker Kerberos key), refuse what it refuses with its codes and words,
+    and leave the same DescribeConfigs behind. Kafka applies a stored change when its ZooKeeper notification
+    arrives, so each describe waits until Kafka's answer has caught up with ours (ours applies before answering)."""
+    def legacy(name: str, configs: Dict[str, Optional[str]], validate_only: bool = False,
+               known: Optional[dict] = None) -> Any:
+        return pair.same(ApiKey.ALTER_CONFIGS, 2, {"resources": [{
+            "resource_type": BROKER, "resource_name": name,
+            "configs": [{"name": k, "value": v} for k, v in configs.items()]}], "validate_only": validate_only},
+            known=known)
+
+    def settled(name: str, keys: Optional[List[str]]) -> Any:
+        body = {"resources": [{"resource_type": BROKER, "resource_name": name, "configuration_keys": keys}],
+                "include_synonyms": True, "include_documentation": False}
+        deadline = time.monotonic() + 20
+        while differences(*pair.both(ApiKey.DESCRIBE_CONFIGS, 4, body)) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        return pair.same(ApiKey.DESCRIBE_CONFIGS, 4, body)
+
+    def code(answer: Any) -> int:
+        return answer["responses"][0]["error_code"]
+
+    keys = ["my.custom.key", "other.custom", "third.custom", "vo.key", "sasl.kerberos.min.time.before.relogin",
+            "sasl.kerberos.service.name", "listener.name.external.foo", "listener.name.plaintext.foo",
+            "log.cleaner.threads"]
+    try:
+        # accepted: a custom key and Kafka's per-broker listener key sasl.kerberos.min.time.before.relogin
+        assert code(legacy("0", {"my.custom.key": "v1", "sasl.kerberos.min.time.before.relogin": "58000"})) == 0
+        described = settled("0", keys)["results"][0]["configs"]
+        assert {c["name"]: c["value"] for c in described}["my.custom.key"] is None  # a custom key is sensitive
+        # legacy AlterConfigs replaces the resource's whole dynamic set
+        legacy("0", {"other.custom": "x", "log.cleaner.threads": "2"})
+        settled("0", keys)
+        incremental(pair, BROKER, "0", [("third.custom", SET, "y"), ("sasl.kerberos.service.name", SET, "kafka"),
+                                        ("other.custom", DELETE, None)])
+        settled("0", keys)
+        # validate_only stores nothing
+        legacy("0", {"vo.key": "1"}, validate_only=True)
+        incremental(pair, BROKER, "0", [("vo.key", SET, "1")], validate_only=True)
+        settled("0", keys)
+        # the cluster default: custom keys too; APPEND starts from the key's default
+        legacy("", {"def.custom": "1"})
+        incremental(pair, BROKER, "", [("log.cleanup.policy", APPEND, "compact")])
+        settled("", None)
+        # refused with Kafka's words: per-broker keys at the default level, static keys, unprefixed key stores
+        legacy("", {"sasl.kerberos.min.time.before.relogin": "58000"})
+        incremental(pair, BROKER, "", [("listener.name.plaintext.ssl.keystore.location", SET, "/x")])
+        legacy("0", {"broker.id": "5"})
+        legacy("0", {"log.dirs": "/x", "broker.id": "5"})
+        legacy("0", {"log.dirs": "/x", "broker.id": "5", "zookeeper.connect": "a", "num.partitions": "3",
+                     "auto.create.topics.enable": "false"})
+        incremental(pair, BROKER, "0", [("log.retention.hours", SET, "1")])
+        legacy("0", {"ssl.keystore.location": "/x"})
+        legacy("0", {"ssl.keystore.location": "/x", "ssl.truststore.location": "/y"})
+        # another broker, a name that is no broker id
+        legacy("3", {"log.cleaner.threads": "2"})
+        incremental(pair, BROKER, "3", [("my.custom.key", SET, "1")])
+        legacy("zero", {"log.cleaner.threads": "2"})
+        # values, nulls, duplicates, operations
+        legacy("0", {"sasl.kerberos.min.time.before.relogin": "soon"})
+        legacy("", {"compression.gzip.level": "0"})
+        legacy("0", {"a.b": None})
+        incremental(pair, BROKER, "0", [("a.b", SET, None), ("c.d", APPEND, None), ("e.f", DELETE, None)])
+        incremental(pair, BROKER, "0", [("a.b", SET, "1"), ("a.b", DELETE, None)])
+        incremental(pair, BROKER, "0", [("my.custom.key", APPEND, "x")])
+        incremental(pair, BROKER, "0", [("log.cleaner.threads", SUBTRACT, "x")])
+        incremental(pair, BROKER, "0", [("a.b", 7, "1")])
+        # what Kafka's reconfigurable components refuse: thread counts, listener keys needing a restart
+        incremental(pair, BROKER, "", [("num.io.threads", SET, "100")], validate_only=True)
+        incremental(pair, BROKER, "", [("num.replica.fetchers", SET, "0")], validate_only=True)
+        incremental(pair, BROKER, "0", [("listener.name.plaintext.foo", SET, "1"),
+                                        ("sasl.kerberos.service.name", SET, "other")])
+        assert code(incremental(pair, BROKER, "0", [("listener.name.plaintext.foo", SET, "1")])) == 0
+        settled("0", keys)
+        legacy("0", {"listener.name.external.foo": "1", "sasl.kerberos.min.time.before.relogin": "58000"})
+        settled("0", keys)
+        # passwords: never at the default level, per broker only with password.encoder.secret (neither has one)
+        legacy("0", {"listener.name.external.ssl.keystore.password": "pw"})
+        legacy("", {"my.ssl.key.password": "pw"})
+        legacy("", {"my.ssl.key.password": "pw"}, validate_only=True)
+        # accepted by Kafka, refused here (FINDINGS.md): the listener, TLS and SASL keys this broker reads only
+        # from server.properties, per-listener connection limits, and its own read-only authorizer keys
+        for configs in ({"ssl.client.auth": "required"}, {"listener.name.external.ssl.keystore.location": "/x"},
+                        {"listener.name.external.ssl.keystore.password": "pw"},
+                        {"listeners": "PLAINTEXT://127.0.0.1:1"}, {"sasl.enabled.mechanisms": "PLAIN"},
+                        {"super.users": "User:admin"}):
+            legacy("0", configs, validate_only=True, known=APPLIED_FROM_FILE_ONLY)
+        legacy("", {"listener.name.external.max.connections": "5"}, validate_only=True,
+               known=APPLIED_FROM_FILE_ONLY)
+        settled("0", keys)
+    finally:
+        for name in ("0", ""):
+            pair.both(ApiKey.ALTER_CONFIGS, 2, {"resources": [{"resource_type": BROKER, "resource_name": name,
+                                                               "configs": []}], "validate_only": False})
+    settled("0", keys)
+    settled("", None)
+
+
 # ------------------------------------------------------------------------------------------------ topics admin
 def test_create_partitions(pair: Pair) -> None:
     new_topic(pair, "cp-topic", 2)

@@ -149,3 +149,25 @@ def test_stop_tool_stops_the_recorded_broker_only(tmp_path: Path, monkeypatch: p
             proc.kill()
             proc.wait()
     assert not is_broker_process(other.pid) and not is_broker_process(-1)
+
+
+def test_log_lines_use_log4j_level_names(tmp_path: Path) -> None:
+    """Kafka's layout ``[%d] %p %m (%c)``: WARN and FATAL, not Python's WARNING and CRITICAL, on stdout and in
+    server.log; a logging configuration of the user's own (its levels written either way) prints them too."""
+    code = ("import logging; from broker.log_setup import setup_logging; setup_logging(); "
+            "lg = logging.getLogger('broker.x'); lg.info('i'); lg.warning('w'); lg.error('e'); lg.critical('c')")
+    env = dict(os.environ, BROKER_LOG_DIR=str(tmp_path / "logs"))
+    env.pop("BROKER_LOG_CONFIG", None)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=str(ROOT),
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    levels = [line.split("] ", 1)[1] for line in out.stdout.splitlines()]
+    assert levels == ["INFO i (broker.x)", "WARN w (broker.x)", "ERROR e (broker.x)", "FATAL c (broker.x)"], out.stdout
+    assert (tmp_path / "logs" / "server.log").read_text().count("] WARN w (broker.x)") == 1
+    own = tmp_path / "own.ini"
+    own.write_text("[loggers]\nkeys=root\n[handlers]\nkeys=h\n[formatters]\nkeys=f\n[logger_root]\nlevel=WARNING\n"
+                   "handlers=h\n[handler_h]\nclass=StreamHandler\nlevel=WARN\nformatter=f\nargs=(sys.stdout,)\n"
+                   "[formatter_f]\nformat=%(levelname)s %(message)s\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=str(ROOT), timeout=60,
+                         env=dict(env, BROKER_LOG_CONFIG=str(own)))
+    assert out.returncode == 0 and out.stdout.splitlines() == ["WARN w", "ERROR e", "FATAL c"], out.stdout + out.stderr

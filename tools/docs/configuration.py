@@ -140,7 +140,12 @@ def render() -> str:
         "- **Dynamic update** (broker keys): `read-only` keys are read at start-up only; `per-broker` keys can be "
         "changed for one broker and `cluster-wide` keys also for all brokers at once, with AlterConfigs or "
         "IncrementalAlterConfigs (`kafka-configs.sh --entity-type brokers [--entity-name <id> | --entity-default]`)."
-        " Topic keys are all set per topic (CreateTopics, AlterConfigs, `kafka-configs.sh --entity-type topics`).",
+        " Topic keys are all set per topic (CreateTopics, AlterConfigs, `kafka-configs.sh --entity-type topics`)."
+        " As in Kafka 3.9, a broker resource also takes keys this broker has no use for (custom keys, Kafka's "
+        "Kerberos and login-refresh tuning, tiered storage's dynamic keys): stored, reported by DescribeConfigs, "
+        "never applied. The listener, TLS and SASL keys that Kafka reconfigures at run time (`listeners`, `ssl.*`, "
+        "`sasl.enabled.mechanisms`, their `listener.name.<listener>.` forms, ...) are read-only here: AlterConfigs "
+        "refuses them rather than store a setting the broker would ignore.",
         f"- **Status**: `{HONOURED}`, the broker acts on the key; `{IGNORED}`, the key is valid (Kafka's tools and "
         "a stock `server.properties` use it) and reported by DescribeConfigs, but this broker does not change its "
         "behaviour for it; `refused`, setting it stops start-up with one line naming the key, exit status 1.",

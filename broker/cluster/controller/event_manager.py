@@ -130,8 +130,11 @@ class ControllerEventManager:
         self.current = event
         try:
             self._process(event)
-        except Exception:
-            log.exception("Uncaught error processing controller event %r", event)
+        except Exception as exc:
+            if self._closed:  # abandoned by close() (e.g. ZooKeeper gone) and failed when ZooKeeper was closed
+                log.info("Controller event %r abandoned at shutdown: %s", event, exc or type(exc).__name__)
+            else:
+                log.exception("Uncaught error processing controller event %r", event)
         finally:
             self.current = None
 
@@ -174,8 +177,13 @@ class ControllerEventManager:
     def is_running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
-    def close(self, timeout_s: float = 30.0) -> None:
-        """Stop the thread after the event in progress; queued events are preempted (their replies answered)."""
+    def close(self, timeout_s: float = 30.0, give_up: Callable[[], bool] | None = None) -> None:
+        """Stop the thread after the event in progress; queued events are preempted (their replies answered).
+
+        Waits at most ``timeout_s`` for the event in progress, and stops waiting (within 0.1 s) once ``give_up()``
+        is true (the controller passes "ZooKeeper is disconnected": an event waiting for ZooKeeper cannot finish;
+        it fails when the ZooKeeper client is closed). The thread is a daemon: left running, it does not delay the
+        exit."""
         with self._cond:
             self._closed = True
             dropped, self._queue = self._queue, []
@@ -188,8 +196,16 @@ class ControllerEventManager:
             except Exception:
                 log.exception("Preempting %r failed", e)
         t = self._thread
-        if t is not None and t is not threading.current_thread():
-            t.join(timeout_s)
+        if t is None or t is threading.current_thread():
+            return
+        deadline = time.monotonic() + timeout_s
+        while True:
+            t.join(min(0.1, max(0.0, deadline - time.monotonic())))
+            if not t.is_alive() or time.monotonic() >= deadline:
+                return
+            if give_up is not None and give_up():
+                log.info("Controller event thread: not waiting for %r to finish", self.current)
+                return
 
     def on_event_thread(self) -> bool:
         return self._thread is threading.current_thread()

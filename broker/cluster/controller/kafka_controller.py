@@ -183,13 +183,17 @@ class KafkaController:
 
     def shutdown(self) -> None:
         """Stop the event thread (queued requests are answered NOT_CONTROLLER) and resign locally. /controller is
-        left to vanish with the ZooKeeper session, as Kafka does."""
-        self.event_manager.close()
+        left to vanish with the ZooKeeper session, as Kafka does. The event in progress is waited for (at most
+        30 s) only while ZooKeeper is connected: one waiting for a ZooKeeper that is gone cannot finish. Such an
+        event keeps the controller's state (which is its thread's alone): it ends, without resigning here, when the
+        broker closes its ZooKeeper session (ZkClientClosedError)."""
+        self.event_manager.close(give_up=lambda: not getattr(self.zk, "connected", True))
         self._set_active(-1)
-        try:
-            self._on_controller_resignation()
-        except Exception:
-            log.exception("Error while resigning on shutdown")
+        if not self.event_manager.is_running:
+            try:
+                self._on_controller_resignation()
+            except Exception:
+                log.exception("Error while resigning on shutdown")
         if self._controller_watch is not None:
             self._controller_watch.cancel()
         try:

@@ -209,4 +209,4 @@ def test_startup_warns_when_the_estimate_is_close_to_the_limit(make_broker) -> N
     b, _ = make_broker({"broker.storage.segment.file.cache.size": "17000"})  # + reserve 64: over 80 % of 20,000
     out = b.output()
     assert "File descriptors: limit 20000" in out and "with the segment file cache of 17000" in out, out
-    assert "WARNING File descriptors: the logs on disk and the reserve need about" in out, out
+    assert "WARN File descriptors: the logs on disk and the reserve need about" in out, out

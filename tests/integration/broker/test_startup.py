@@ -12,6 +12,7 @@ bin/kafka-server-stop.sh (which stops the brokers of its LOG_DIR) only ever reac
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -150,11 +151,69 @@ def test_port_in_use_ends_startup_before_zookeeper_or_any_log(tmp_path: Path, zk
     assert message in (tmp_path / "b" / "logs" / "server.log").read_text()
 
 
+def test_unusable_log_dir_ends_startup_naming_log_dirs_and_the_dir(tmp_path: Path, zk_chroot: str) -> None:
+    """An existing log dir the broker cannot write (here: .lock cannot be opened, as an immutable or read-only dir
+    gives; the tests run as root, which permission bits do not stop), one below a regular file, and a regular file:
+    Kafka's ERROR line naming log.dirs and the dir, then Kafka's shutdown line; exit 1; before ZooKeeper is contacted
+    or anything is loaded; no traceback."""
+    locked = tmp_path / "locked"
+    (locked / ".lock").mkdir(parents=True)
+    (tmp_path / "file").write_text("not a dir")
+    below_file = tmp_path / "file" / "logs"
+    cases = [(locked, "cannot create or open .lock in it: Is a directory"),
+             (below_file, "cannot create it: Not a directory"),
+             (tmp_path / "file", "it is not a readable log directory (not a directory)")]
+    for i, (log_dir, reason) in enumerate(cases):
+        rc, out, err = run_to_exit(tmp_path / f"b{i}", zk_chroot, {"log.dirs": str(log_dir)})
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        assert rc == 1, f"exit {rc}\n{out}\n{err}"
+        assert lines == [f"ERROR Failed to create or validate data directory {log_dir} (log.dirs): {reason}",
+                         f"ERROR Shutdown broker because none of the specified log dirs from {log_dir} can be created "
+                         f"or validated"], err
+        assert "Traceback" not in out + err, out
+        assert "Cluster ID" not in out, out  # ZooKeeper not contacted
+        server_log = (tmp_path / f"b{i}" / "logs" / "server.log").read_text()
+        assert lines[0].removeprefix("ERROR ") in server_log and lines[1].removeprefix("ERROR ") in server_log
+
+
+def test_unreadable_config_and_log_dir_fail_with_one_line(tmp_path: Path) -> None:
+    """The config file cannot be read, LOG_DIR cannot hold the broker's log files, a config file that is not UTF-8
+    (read as Java reads it, ISO-8859-1): one line naming the file or variable, exit 1, no traceback; warnings
+    printed with log4j's level name WARN."""
+    start = [str(ROOT / "bin" / "kafka-server-start.sh")]
+
+    def run(config: Path, log_dir: Path) -> Tuple[int, str, str]:
+        p = subprocess.run(start + [str(config)], capture_output=True, timeout=60, cwd=str(tmp_path),
+                           env=dict(os.environ, LOG_DIR=str(log_dir)))
+        return p.returncode, p.stdout.decode(errors="replace"), p.stderr.decode(errors="replace")
+
+    (tmp_path / "config-dir").mkdir()
+    rc, out, err = run(tmp_path / "config-dir", tmp_path / "logs")
+    assert_one_line_failure(rc, out, err, f"Cannot read config file {tmp_path / 'config-dir'}: Is a directory")
+
+    config = tmp_path / "server.properties"
+    config.write_bytes(b"broker.id=0\nzookeeper.connect=127.0.0.1:1\nno.such.broker.key=caf\xe9\n"
+                       b"log.segment.bytes=abc\n")
+    (tmp_path / "file").write_text("not a dir")
+    rc, out, err = run(config, tmp_path / "file" / "logs")
+    assert_one_line_failure(rc, out, err, "Cannot write the broker's log files in "
+                            f"LOG_DIR={tmp_path / 'file' / 'logs'}: Not a directory")
+
+    rc, out, err = run(config, tmp_path / "logs")
+    assert_one_line_failure(rc, out, err, "log.segment.bytes", "abc")
+    warned = [ln for ln in out.splitlines() if "no.such.broker.key" in ln]
+    assert len(warned) == 1, out
+    assert re.match(r"^\[\d{4}-\d\d-\d\d \d\d:\d\d:\d\d,\d{3}\] WARN The configuration 'no.such.broker.key' was "
+                    r"supplied but isn't a known config\. \(", warned[0]), out
+    assert "WARNING" not in out + err
+
+
 def test_unknown_keys_only_warn(new_broker: Callable[..., BrokerProcess]) -> None:
     b = new_broker(overrides={"no.such.broker.key": "1", "num.io.threads": "8"})
     b.start()
     try:
-        assert any("no.such.broker.key" in ln and "WARN" in ln for ln in b.output().splitlines()), b.output()
+        assert any("no.such.broker.key" in ln and "] WARN " in ln for ln in b.output().splitlines()), b.output()
+        assert "WARNING" not in b.output()  # log4j's level names, as Kafka prints them
         topic = create_topic(b.bootstrap)
         produce_acked(b.bootstrap, topic, [b"x"])
         assert_values(b.bootstrap, topic, [b"x"])
@@ -219,12 +278,14 @@ def test_meta_properties_must_match_the_config_and_the_cluster(tmp_path: Path, z
     rc, out, err = run_to_exit(tmp_path / "b", zk_chroot, {"broker.id": "1", "log.dirs": str(first.log_dir)})
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert rc == 1 and len(lines) == 1, err
-    assert "Configured broker.id 1 doesn't match stored broker.id 0 in meta.properties" in lines[0]
+    meta = first.log_dir / "meta.properties"
+    assert f"Stored node id 0 doesn't match previous node id 1 in {meta}." in lines[0]  # Kafka 3.9's words
+    assert "(broker.id=1)" in lines[0]
     other_cluster = zk_chroot + "-other"  # another chroot: another /cluster/id
     rc, out, err = run_to_exit(tmp_path / "c", other_cluster, {"broker.id": "0", "log.dirs": str(first.log_dir)})
     lines = [ln for ln in err.splitlines() if ln.strip()]
     assert rc == 1 and len(lines) == 1, err
-    assert "doesn't match stored clusterId" in lines[0] and "wrong cluster" in lines[0]
+    assert f"Invalid cluster.id in: {meta}. Expected " in lines[0] and "zookeeper.connect" in lines[0], lines[0]
     assert "Traceback" not in out + err
     first.start()  # the right broker on the right cluster still finds its data
     assert_values(first.bootstrap, topic, [b"kept"])
@@ -386,8 +447,8 @@ def test_overrides_and_the_log_files_of_log_dir(tmp_path: Path, zk_chroot: str,
     # the switch in the logging configuration (here a copy of it): the request logger at DEBUG from the start
     ini = tmp_path / "logging.ini"
     text = (ROOT / "config" / "logging.ini").read_text()
-    assert "[logger_request]\nlevel=WARNING" in text
-    ini.write_text(text.replace("[logger_request]\nlevel=WARNING", "[logger_request]\nlevel=DEBUG"))
+    assert "[logger_request]\nlevel=WARN\n" in text
+    ini.write_text(text.replace("[logger_request]\nlevel=WARN\n", "[logger_request]\nlevel=DEBUG\n"))
     c = new_broker("c", broker_id=0)
     c.start(extra_env={"LOG_DIR": str(tmp_path / "logs-c"), "BROKER_LOG_CONFIG": str(ini)})
     try:

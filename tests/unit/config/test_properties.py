@@ -48,3 +48,14 @@ def test_format_then_parse_round_trips(props: dict) -> None:
 
 def test_only_java_line_terminators_split_lines() -> None:
     assert parse_properties("a=x\fy\u2028z\r\nb=1\rc=2") == {"a": "x\fy\u2028z", "b": "1", "c": "2"}
+
+
+def test_a_file_that_is_not_utf8_is_read_as_java_reads_it(tmp_path) -> None:
+    """Java's Properties.load(InputStream) reads ISO-8859-1: a Latin-1 byte is a character, never a decoding error
+    (which would end broker start-up with a traceback)."""
+    from broker.config.properties import load_properties
+    f = tmp_path / "server.properties"
+    f.write_bytes(b"a=caf\xe9\nb=\xc3\xa9t\xc3\xa9\n")
+    assert load_properties(str(f)) == {"a": "caf\u00e9", "b": "\u00c3\u00a9t\u00c3\u00a9"}
+    f.write_bytes("a=café\n".encode())
+    assert load_properties(str(f)) == {"a": "café"}

@@ -5,6 +5,9 @@ by ``bin/kafka-server-start.sh`` or ``kafka-server-start`` with that LOG_DIR wri
 test run's brokers are never touched by another's. ``--all`` is Kafka's own behaviour: every broker process of
 the machine. The signal is SIGTERM (``SIGNAL=KILL`` etc. as Kafka's script allows), which makes a broker shut down
 in a controlled way; unlike Kafka's script this one waits (``--timeout``, default 60 s) until they have exited.
+A broker's controlled shutdown takes at most ``controlled.shutdown.max.retries x request.timeout.ms + (max.retries
+- 1) x controlled.shutdown.retry.backoff.ms`` (100 s with the defaults, when no controller answers), and at most
+``(max.retries - 1) x backoff`` (10 s) when its ZooKeeper is gone (see BrokerServer.controlled_shutdown).
 Prints "No kafka server to stop" and exits 1 when there is none, as Kafka's does.
 """
 from __future__ import annotations
@@ -69,7 +72,9 @@ def main(argv: Optional[List[str]] = None) -> int:
             pass
     left = wait_gone(pids, args.timeout)
     if left:
-        print(f"Broker(s) still running after {args.timeout:g}s: {' '.join(map(str, left))}", file=sys.stderr)
+        print(f"Broker(s) still running after {args.timeout:g}s: {' '.join(map(str, left))} (a controlled shutdown "
+              f"that no controller answers takes up to 100 s with the default settings: wait, or pass --timeout)",
+              file=sys.stderr)
         return 1
     return 0
 

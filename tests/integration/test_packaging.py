@@ -1,6 +1,8 @@
 """The package: ``pip install`` of the project into a fresh virtualenv builds the Cython extensions and installs the
-broker with its console scripts; the installed ``kafka-server-start`` then runs a broker against a real ZooKeeper
-that a stock client (confluent-kafka) produces to and consumes from, and ``kafka-server-stop`` stops it.
+broker with its console scripts, under one top-level import name (``kafka_broker_py``: ``import broker`` in a
+user's program does not find ours); every console script runs and names itself as invoked; the installed
+``kafka-server-start`` then runs a broker against a real ZooKeeper that a stock client (confluent-kafka) produces to
+and consumes from, and ``kafka-server-stop`` stops it.
 
 The project's files are copied to a temporary directory first (pip builds in the source tree: build/, egg-info and,
 for ``-e``, the extensions in place), so the checkout is left as it is. pip builds with build isolation, i.e. with
@@ -28,7 +30,7 @@ from tests.harness.zookeeper import free_port
 
 ROOT = Path(__file__).resolve().parents[2]
 #: what an sdist of the project holds (MANIFEST.in), enough to build and install it
-SOURCES = ("broker", "pyx", "tools", "config", "bin", "setup.py", "pyproject.toml", "MANIFEST.in", "README.md",
+SOURCES = ("broker", "pyx", "tools", "kafka_broker_py", "config", "bin", "setup.py", "pyproject.toml", "MANIFEST.in", "README.md",
            "requirements.txt", "requirements-test.txt")
 #: variables that would make the installed package run from the checkout or log into it
 CHECKOUT_VARIABLES = ("PYTHONPATH", "LOG_DIR", "BROKER_LOG_DIR", "BROKER_LOG_CONFIG", "VIRTUAL_ENV",
@@ -75,23 +77,85 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv
 
 
+def site_packages(venv: Path) -> Path:
+    return next((venv / "lib").glob("python3*/site-packages"))
+
+
+def console_scripts() -> Dict[str, str]:
+    import tomllib
+
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+
+
 def test_wheel_holds_the_extensions_the_data_files_and_the_console_scripts(installed: Path) -> None:
-    site = next((installed / "lib").glob("python3*/site-packages"))
+    site = site_packages(installed)
+    ours = site / "kafka_broker_py"
     for name in ("crc32c", "varint", "record_batch", "offset_index"):
-        assert list((site / "broker" / "_native").glob(f"{name}.*.so")), name
-    schemas = sorted(p.name for p in (site / "broker" / "protocol" / "schemas").glob("*.schema"))
+        assert list((ours / "broker" / "_native").glob(f"{name}.*.so")), name
+    schemas = sorted(p.name for p in (ours / "broker" / "protocol" / "schemas").glob("*.schema"))
     assert schemas == sorted(p.name for p in (ROOT / "broker" / "protocol" / "schemas").glob("*.schema"))
-    assert (site / "broker" / "config" / "logging.ini").read_text() == (ROOT / "config" / "logging.ini").read_text()
-    for script in ("kafka-server-start", "kafka-server-stop", "kafka-producer-perf-test", "kafka-consumer-perf-test",
-                   "kafka-cluster"):
+    assert (ours / "broker" / "config" / "logging.ini").read_text() == (ROOT / "config" / "logging.ini").read_text()
+    for script in console_scripts():
         assert (installed / "bin" / script).is_file(), script
-    assert not (site / "tests").exists() and not (site / "tools" / "bench").exists()
+    assert not (ours / "tests").exists() and not (ours / "tools" / "bench").exists()
     r = subprocess.run([str(installed / "bin" / "python"), "-c",
+                        "import kafka_broker_py; kafka_broker_py.activate(); "
                         "import broker, broker.accel as a; print(broker.__file__); print(a.IMPLEMENTATION)"],
                        capture_output=True, text=True, timeout=60, cwd="/", env=clean_env(BROKER_REQUIRE_NATIVE="1"))
     assert r.returncode == 0, r.stderr
     where, implementation = r.stdout.split()
-    assert where.startswith(str(site)) and implementation == "native"
+    assert where == str(ours / "broker" / "__init__.py") and implementation == "native"
+
+
+def test_the_distribution_installs_one_top_level_import_name(installed: Path) -> None:
+    """Every file of the distribution is under site-packages/kafka_broker_py/ or its dist-info (plus the console
+    scripts in bin/); ``broker`` and ``tools`` are not importable until a program asks for them."""
+    site = site_packages(installed)
+    dist_info = [p for p in site.glob("*.dist-info") if p.name.startswith("kafka_broker_py-")]
+    assert [p.name for p in dist_info] == [f"kafka_broker_py-{__version__}.dist-info"]
+    record = [line.rsplit(",", 2)[0] for line in (dist_info[0] / "RECORD").read_text().splitlines() if line]
+    top = {path.split("/", 1)[0] for path in record if not path.startswith("../")}
+    assert top == {"kafka_broker_py", dist_info[0].name}, top
+    assert (dist_info[0] / "top_level.txt").read_text().split() == ["kafka_broker_py"]
+    assert not (site / "broker").exists() and not (site / "tools").exists()
+    for name in ("broker", "tools"):
+        r = subprocess.run([str(installed / "bin" / "python"), "-c", f"import {name}"], capture_output=True,
+                           text=True, timeout=60, cwd="/", env=clean_env())
+        assert r.returncode == 1 and f"No module named '{name}'" in r.stderr, r.stderr
+
+
+def test_every_console_script_runs_and_names_itself_as_invoked(installed: Path) -> None:
+    """Each console script answers --help without a traceback; the ones whose usage names the command (as Kafka's
+    scripts name themselves, $0) say kafka-x, not kafka-x.sh."""
+    env = clean_env()
+    outputs: Dict[str, str] = {}
+    for script in console_scripts():
+        r = subprocess.run([str(installed / "bin" / script), "--help"], capture_output=True, text=True, timeout=60,
+                           cwd="/", env=env, stdin=subprocess.DEVNULL)
+        out = r.stdout + r.stderr
+        assert r.returncode in (0, 1) and out.strip(), f"{script}: exit {r.returncode}\n{out}"
+        assert "Traceback" not in out and "Error" not in out.splitlines()[0], f"{script}:\n{out}"
+        outputs[script] = out
+    assert outputs["kafka-cluster"].startswith("usage: kafka-cluster [-h]")
+    assert outputs["kafka-server-start"].startswith("USAGE: kafka-server-start [-daemon]")
+    assert outputs["kafka-server-stop"].startswith("usage: kafka-server-stop ")
+    assert outputs["kafka-transactions"].startswith("usage: kafka-transactions [-h]")
+    r = subprocess.run([str(installed / "bin" / "kafka-run-class")], capture_output=True, text=True, timeout=60,
+                       env=env)
+    assert r.returncode == 1 and r.stderr.startswith("USAGE: kafka-run-class [-daemon]"), r.stderr
+
+
+def test_an_installed_tool_without_its_client_library_says_what_to_install(installed: Path, tmp_path: Path) -> None:
+    """confluent-kafka made unimportable (a sitecustomize that blocks it): one line naming what to install, exit 1."""
+    (tmp_path / "sitecustomize.py").write_text("import sys\nsys.modules['confluent_kafka'] = None\n")
+    for script, args in (("kafka-console-producer", ["--bootstrap-server", "127.0.0.1:1", "--topic", "t"]),
+                         ("kafka-producer-perf-test", ["--topic", "t", "--num-records", "1", "--record-size", "1",
+                                                       "--throughput", "-1", "--producer-props",
+                                                       "bootstrap.servers=127.0.0.1:1"])):
+        r = subprocess.run([str(installed / "bin" / script), *args], capture_output=True, text=True, timeout=60,
+                           cwd="/", env=clean_env(PYTHONPATH=str(tmp_path)), input="a record\n")
+        assert (r.returncode, r.stdout, r.stderr) == (
+            1, "", f"{script}: confluent-kafka is not installed; run pip install confluent-kafka\n"), r
 
 
 def test_installed_entry_point_runs_a_broker_that_serves_a_stock_client(installed: Path, zk_chroot: str,
@@ -143,6 +207,7 @@ def test_editable_install_builds_the_extensions_in_place(tmp_path: Path) -> None
     venv = make_venv(tmp_path / "venv")
     pip_install(venv, "-e", str(src))
     r = subprocess.run([str(venv / "bin" / "python"), "-c",
+                        "import kafka_broker_py; kafka_broker_py.activate(); "
                         "import broker, broker.accel as a; print(broker.__file__); print(a.IMPLEMENTATION)"],
                        capture_output=True, text=True, timeout=60, cwd="/", env=clean_env(BROKER_REQUIRE_NATIVE="1"))
     assert r.returncode == 0, r.stderr

@@ -16,7 +16,7 @@ from typing import Dict, List, Optional, Sequence, Tuple
 
 from .command import client_config, protocol_client, standard_options, tool_main
 from .options import OptionParser
-from .protocol_client import ProtocolClientError
+from .protocol_client import NodeAssignmentTimeout, ProtocolClientError
 
 SUMMARY = "This tool helps to retrieve broker version information."
 
@@ -148,7 +148,17 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
     cfg = client_config(o)
     out: List[str] = []
     with protocol_client(cfg) as pc:
-        for node in pc.nodes():
+        # Kafka's tool (its LegacyAdminClient) tries each bootstrap server once, logging a warning per failure
+        pc.retry_timeout_s, pc.log_label = 0.0, f"LegacyAdminClient clientId={cfg.client_id or 'admin-1'}"
+        try:
+            nodes = pc.nodes()
+        except NodeAssignmentTimeout:
+            servers = ", ".join(f"{h}:{p} (id: {-(i + 1)} rack: null)" for i, (h, p) in enumerate(pc.bootstrap))
+            print(f'Exception in thread "main" java.lang.RuntimeException: Request METADATA failed on brokers '
+                  f"List({servers})", file=sys.stderr)
+            return 1
+        pc.retry_timeout_s = None
+        for node in nodes:
             try:
                 out.append(f"{node} -> {versions_text(pc.api_versions(node.node_id))}\n")
             except ProtocolClientError as e:

@@ -11,6 +11,8 @@ import os
 import sys
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from tools import invoked_as, main_module, missing_module_line
+
 from .client_config import ClientConfig, build_client_config, load_properties_file
 from .options import CommandError, HelpOrVersion, OptionParser, Options, UsageError
 from .protocol_client import ProtocolClient, ProtocolClientError
@@ -19,10 +21,14 @@ __all__ = ["run_tool", "tool_main", "client_config", "admin_client", "protocol_c
            "standard_options"]
 
 
-def run_tool(parser: OptionParser, body: Callable[[], int]) -> int:
-    """Run ``body`` (which parses with ``parser``) and map its failures to Kafka's output and exit codes."""
+def run_tool(parser: OptionParser, body: Callable[[], int], module: Optional[str] = None) -> int:
+    """Run ``body`` (which parses with ``parser``) and map its failures to Kafka's output and exit codes; a module
+    the tool needs that is not installed is one line naming what to install (``module``: the tool's, for its name)."""
     try:
         return body()
+    except ModuleNotFoundError as e:
+        print(missing_module_line(e, invoked_as(module or main_module())), file=sys.stderr)
+        return 1
     except HelpOrVersion as h:
         stream = sys.stdout if h.stream == "stdout" else sys.stderr
         stream.write(h.text)
@@ -52,7 +58,8 @@ def tool_main(build_parser: Callable[[], OptionParser], run: Callable[[List[str]
     """A tool's ``main()``: its arguments (``sys.argv``'s by default) run by ``run`` under :func:`run_tool`."""
     args = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    return run_tool(parser, lambda: run(args, parser))
+    module = run.__module__ if run.__module__ != "__main__" else None
+    return run_tool(parser, lambda: run(args, parser), module)
 
 
 def standard_options(parser: OptionParser, bootstrap_help: str = "REQUIRED: The Kafka server to connect to.",
@@ -74,18 +81,40 @@ def client_config(opts: Options, role: str = "admin", config_option: str = "comm
     return build_client_config(props, role, bootstrap)
 
 
-def admin_client(cfg: ClientConfig) -> Any:
+def admin_client(cfg: ClientConfig, client_id: str = "adminclient-1") -> Any:
+    """confluent-kafka's AdminClient; its librdkafka log comes out as Kafka's client warnings, rate-limited
+    (``client_log``)."""
     from confluent_kafka.admin import AdminClient
+
+    from .client_log import serve_logs, with_kafka_log
 
     conf = dict(cfg.librdkafka)
     conf.setdefault("socket.timeout.ms", cfg.request_timeout_ms)
-    return AdminClient(conf)
+    admin = AdminClient(with_kafka_log(conf, "AdminClient", cfg.client_id or client_id))
+    serve_logs(admin)
+    return admin
 
 
-def protocol_client(cfg: ClientConfig) -> ProtocolClient:
+def protocol_client(cfg: ClientConfig, client_id: str = "adminclient-1", retry: bool = True) -> ProtocolClient:
+    """The project's protocol client, retrying unreachable brokers until ``default.api.timeout.ms`` as Kafka's admin
+    client does (``retry=False``: one try), its warnings labelled ``[AdminClient clientId=<client_id>]``."""
     bootstrap = cfg.java.get("bootstrap.servers", "")
+    name = cfg.client_id or client_id
+    # the socket waits a little longer than request.timeout.ms, which requests like CreateTopics also hand the
+    # broker as their own timeout: its answer at that timeout still arrives
     return ProtocolClient(bootstrap, cfg.security, client_id=cfg.client_id or "kafka-tools",
-                          timeout_s=cfg.request_timeout_ms / 1000.0)
+                          timeout_s=cfg.request_timeout_ms / 1000.0 + 1.0,
+                          retry_timeout_s=cfg.default_api_timeout_ms / 1000.0 if retry else None,
+                          log_label=f"AdminClient clientId={name}",
+                          backoff_ms=(_int_prop(cfg, "reconnect.backoff.ms", 50),
+                                      _int_prop(cfg, "reconnect.backoff.max.ms", 1000)))
+
+
+def _int_prop(cfg: ClientConfig, key: str, default: int) -> int:
+    try:
+        return int(cfg.java.get(key, default))
+    except ValueError:
+        return default
 
 
 def kafka_error_text(exc: BaseException) -> str:

@@ -41,7 +41,7 @@ from .client_config import load_properties_file
 from .command import admin_client, client_config, kafka_error_code, kafka_error_text, protocol_client, tool_main
 from .java_format import exception_line, hashmap_order, java_string_hash
 from .options import CommandError, OptionParser, Options
-from .protocol_client import ProtocolClient, ProtocolClientError
+from .protocol_client import NodeAssignmentTimeout, ProtocolClient, ProtocolClientError
 
 SUMMARY = "This tool helps to manipulate and describe entity config for a topic, client, user, broker or ip"
 TOPICS, CLIENTS, USERS, BROKERS, IPS, LOGGERS, CLIENT_METRICS = ("topics", "clients", "users", "brokers", "ips",
@@ -330,8 +330,8 @@ class ConfigService:
         if name is not None:
             entities = [name]
         elif entity_type == TOPICS:
-            md = self.admin.list_topics(timeout=self.cfg.default_api_timeout_ms / 1000.0)
-            entities = hashmap_order(list(md.topics))
+            md = self.pc.refresh_metadata(None, call="listTopics")
+            entities = hashmap_order([t.name for t in md.topics])
         else:
             entities = [str(n.node_id) for n in self.pc.nodes()] + [""]
         for entity in entities:
@@ -595,7 +595,8 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
         return 1
     except (ConfigFailure, ProtocolClientError) as e:
         sys.stdout.flush()
-        print(f"Error while executing config command with args '{' '.join(argv)}'\n{e}", file=sys.stderr)
+        cause = f"java.util.concurrent.ExecutionException: {e}" if isinstance(e, NodeAssignmentTimeout) else e
+        print(f"Error while executing config command with args '{' '.join(argv)}'\n{cause}", file=sys.stderr)
         return 1
     return 0
 

@@ -208,7 +208,9 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
     max_messages = o.value("max-messages", -1)
     timeout_ms = o.value("timeout-ms")
     try:
-        consumer = Consumer(conf)
+        from .client_log import with_kafka_log
+
+        consumer = Consumer(with_kafka_log(conf, "Consumer", "console-consumer", conf.get("group.id")))
     except KafkaException as e:
         raise CommandError(f"org.apache.kafka.common.KafkaException: {kafka_error_text(e)}") from None
     topic = o.value("topic")

@@ -13,7 +13,20 @@ The producer is confluent-kafka's, configured from ``--producer.config``, then `
 tool's own options (each applied, as in Kafka, when given or when the properties do not set the key), with Kafka's
 console defaults: ``acks=-1``, ``linger.ms=1000``, ``request.timeout.ms=1500``, ``retries=3``, ``batch.size=16384``,
 ``client.id=console-producer``. ``--sync`` waits for each record's acknowledgement before reading the next line.
-A failed delivery prints Kafka's ``Error when sending message to topic ...`` line on stderr.
+
+Failures, as Kafka's producer meets them: a record waits up to ``max.block.ms`` (60 s; ``--max-block-ms``) for its
+topic to appear in the cluster's metadata (a broker that cannot be reached logs Kafka's connection warnings,
+rate-limited as Kafka's client logs them), then fails with ``Topic <t> not present in metadata after <n> ms.``;
+a record sent fails when the broker refuses it or after ``delivery.timeout.ms`` (120 s). Each failed record is
+logged as Kafka's ErrorLoggingCallback logs it, two lines on stderr::
+
+    [2026-01-01 10:00:00,000] ERROR Error when sending message to topic t with key: null, value: 5 bytes with error:
+    (org.apache.kafka.clients.producer.internals.ErrorLoggingCallback)
+    org.apache.kafka.common.errors.TimeoutException: Topic t not present in metadata after 60000 ms.
+
+(the first two one line), and the tool then exits 1 once its input is done: a deliberate difference from Kafka,
+whose default (asynchronous) mode exits 0 with the records lost (compat-tests/FINDINGS.md). With ``--sync`` the
+first failure ends the tool as Kafka's does: ``java.util.concurrent.ExecutionException: <exception>``, exit 1.
 """
 from __future__ import annotations
 
@@ -23,7 +36,9 @@ import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .client_config import build_client_config, load_properties_file, parse_key_values
+from .client_log import log, with_kafka_log
 from .command import kafka_error_text, tool_main
+from .java_format import exception_line
 from .options import CommandError, OptionParser, Options, UsageError
 
 SUMMARY = "This tool helps to read data from standard input and publish it to Kafka."
@@ -200,7 +215,17 @@ def producer_conf(o: Options) -> Dict[str, Any]:
     conf.setdefault("partitioner", "murmur2_random")  # Java's default partitioner for keyed records
     if conf.get("acks") in ("-1", "all") and "enable.idempotence" not in props:
         conf["enable.idempotence"] = True  # the Java producer's default with acks=all
+    conf.setdefault("message.timeout.ms", 120000)  # Java's delivery.timeout.ms (librdkafka's default is 300 s)
+    conf["_max.block.ms"] = _long(props.get("max.block.ms", "60000"), "max.block.ms")
     return conf
+
+
+def _long(text: str, key: str) -> int:
+    try:
+        return int(text.strip())
+    except ValueError:
+        raise CommandError(f"org.apache.kafka.common.config.ConfigException: Invalid value {text} for "
+                           f"configuration {key}: Not a number of type LONG") from None
 
 
 def reader_properties(o: Options) -> Dict[str, str]:
@@ -229,6 +254,64 @@ def _lines(stream: Any) -> Any:
         yield pending.rstrip(b"\r").decode("utf-8", errors="replace")
 
 
+ERROR_LOGGING_CALLBACK = "org.apache.kafka.clients.producer.internals.ErrorLoggingCallback"
+#: librdkafka's local delivery errors: _MSG_TIMED_OUT, _PURGE_QUEUE, _PURGE_INFLIGHT
+_MSG_TIMED_OUT, _PURGED = -192, (-152, -151)
+
+
+class SendFailures:
+    """Failed sends, each logged as Kafka's ErrorLoggingCallback logs it."""
+
+    def __init__(self, topic: str, delivery_timeout_ms: int) -> None:
+        self.topic = topic
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.count = 0
+        self.last: Optional[str] = None
+        self.purge_reason: Optional[str] = None
+
+    def report(self, key: Optional[bytes], value: Optional[bytes], exception: str, quiet: bool = False) -> None:
+        self.count += 1
+        self.last = exception
+        if quiet:
+            return
+        log("ERROR", f"Error when sending message to topic {self.topic} with key: "
+                     f"{'null' if key is None else f'{len(key)} bytes'}, value: "
+                     f"{'null' if value is None else f'{len(value)} bytes'} with error:", ERROR_LOGGING_CALLBACK)
+        print(exception, file=sys.stderr, flush=True)
+
+    def exception(self, err: Any, partition: int) -> str:
+        """Kafka's exception line for a librdkafka delivery error."""
+        code = err.code()
+        if code == _MSG_TIMED_OUT:
+            return (f"org.apache.kafka.common.errors.TimeoutException: Expiring 1 record(s) for {self.topic}-"
+                    f"{max(partition, 0)}:{self.delivery_timeout_ms} ms has passed since batch creation")
+        if code in _PURGED and self.purge_reason:
+            return self.purge_reason
+        if code > 0:
+            return exception_line(code)
+        return f"org.apache.kafka.common.KafkaException: {err.str()}"
+
+
+def wait_for_topic(producer: Any, topic: str, max_block_ms: int) -> bool:
+    """Kafka's producer blocks a send up to ``max.block.ms`` until the topic is in the cluster's metadata."""
+    import time
+
+    deadline = time.monotonic() + max_block_ms / 1000.0
+    while True:
+        remaining = deadline - time.monotonic()
+        try:
+            md = producer.list_topics(topic, timeout=max(0.05, min(remaining, 1.0)))
+            t = md.topics.get(topic)
+            if t is not None and t.error is None and t.partitions:
+                return True
+        except Exception:  # no broker answered in time: try again until the deadline
+            pass
+        producer.poll(0)  # serves librdkafka's log lines
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
+
+
 def _run(argv: Sequence[str], parser: OptionParser) -> int:
     from confluent_kafka import KafkaException, Producer
 
@@ -242,24 +325,21 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
     topic = o.value("topic")
     reader = LineMessageReader(reader_properties(o))
     conf = producer_conf(o)
-    failures: List[str] = []
+    max_block_ms = int(conf.pop("_max.block.ms"))
+    sync = o.has("sync")
+    failures = SendFailures(topic, int(conf.get("message.timeout.ms", 120000)))
 
     def on_delivery(err: Any, msg: Any) -> None:
         if err is not None:
-            key = msg.key()
-            value = msg.value()
-            failures.append(f"ERROR Error when sending message to topic {topic} with key: "
-                            f"{'null' if key is None else f'{len(key)} bytes'}, value: "
-                            f"{'null' if value is None else f'{len(value)} bytes'} with error: {err.str()}")
-            print(failures[-1], file=sys.stderr, flush=True)
+            failures.report(msg.key(), msg.value(), failures.exception(err, msg.partition()), quiet=sync)
 
     try:
-        producer = Producer(conf)
+        producer = Producer(with_kafka_log(conf, "Producer", "console-producer"))
     except KafkaException as e:
         raise CommandError(f"org.apache.kafka.common.KafkaException: {kafka_error_text(e)}") from None
     prompt = sys.stdin.isatty() and sys.stdout.isatty()
-    sync = o.has("sync")
     status = 0
+    topic_known = False
     try:
         stdin = sys.stdin.buffer
         if prompt:
@@ -271,30 +351,44 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
                 print(f"org.apache.kafka.common.KafkaException: {e}", file=sys.stderr)
                 status = 1
                 break
-            while True:
-                try:
-                    producer.produce(topic, value=value, key=key, headers=headers or None, on_delivery=on_delivery)
-                    break
-                except BufferError:
-                    producer.poll(0.1)
-                except KafkaException as e:
-                    print(f"ERROR Error when sending message to topic {topic}: {kafka_error_text(e)}",
-                          file=sys.stderr)
-                    status = 1
-                    break
-            if sync:
-                producer.flush()
-                if failures:
-                    status = 1
-                    break
+            if not topic_known:
+                topic_known = wait_for_topic(producer, topic, max_block_ms)
+            if not topic_known:
+                failures.report(key, value, f"org.apache.kafka.common.errors.TimeoutException: Topic {topic} not "
+                                            f"present in metadata after {max_block_ms} ms.", quiet=sync)
             else:
-                producer.poll(0)
+                while True:
+                    try:
+                        producer.produce(topic, value=value, key=key, headers=headers or None,
+                                         on_delivery=on_delivery)
+                        break
+                    except BufferError:
+                        producer.poll(0.1)
+                    except KafkaException as e:
+                        failures.report(key, value, f"org.apache.kafka.common.KafkaException: {kafka_error_text(e)}",
+                                        quiet=sync)
+                        break
+                if sync:
+                    producer.flush()
+                else:
+                    producer.poll(0)
+            if sync and failures.count:
+                print(f"java.util.concurrent.ExecutionException: {failures.last}", file=sys.stderr)
+                break
             if prompt:
                 print(">", end="", flush=True)
     except KeyboardInterrupt:
         pass
     finally:
-        producer.flush(max(30.0, int(conf.get("request.timeout.ms", 1500)) / 1000.0))
+        # every record gets its answer: delivered, refused, or expired after delivery.timeout.ms
+        producer.flush(failures.delivery_timeout_ms / 1000.0 + 5)
+        if len(producer):
+            failures.purge_reason = (f"org.apache.kafka.common.errors.TimeoutException: Expiring {len(producer)} "
+                                     f"record(s) for {topic}: {failures.delivery_timeout_ms} ms has passed")
+            producer.purge()
+            producer.flush(1.0)
+    if failures.count:
+        status = 1  # unlike Kafka's asynchronous default, which exits 0 with the records lost
     return status
 
 

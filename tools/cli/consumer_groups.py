@@ -222,20 +222,31 @@ class ConsumerGroupService:
                              "org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a node "
                              "assignment.") from None
 
-    def _fail(self, exc: BaseException) -> GroupError:
-        code = kafka_error_code(exc)
-        if code is not None and code > 0:
-            return GroupError(f"Executing consumer group command failed due to "
-                              f"{exception_line(code, _broker_message(exc))}")
-        return GroupError(f"Executing consumer group command failed due to {kafka_error_text(exc)}")
+    def _fail(self, exc: BaseException, call: Optional[str] = None) -> GroupError:
+        return GroupError(f"Executing consumer group command failed due to {_cause(exc, call)}")
 
-    def list_groups_raw(self) -> List[Any]:
+    def list_groups_raw(self, wrapped: bool = True) -> List[Any]:
+        """Every group of every broker. A broker that did not answer fails the listing, as Kafka's
+        ``ListConsumerGroupsResult.all()`` does: ``wrapped`` (plain ``--list`` and ``--all-groups``, where Kafka
+        wraps the ExecutionException in a RuntimeException) prefixes ``java.util.concurrent.ExecutionException:``."""
         try:
             r = self._wait(self.admin.list_consumer_groups(request_timeout=self.timeout_s))
         except GroupError:
             raise
         except Exception as e:
             raise self._fail(e) from None
+        errors = list(getattr(r, "errors", None) or [])
+        if errors:
+            code = errors[0].code() if hasattr(errors[0], "code") else -1
+            if code > 0:
+                cause = exception_line(code, _broker_message(KafkaErrorHolder(errors[0])))
+            elif not r.valid:  # no broker reached: Kafka's findAllBrokers call timed out
+                cause = "org.apache.kafka.common.KafkaException: Failed to find brokers to send ListGroups"
+            else:
+                cause = ("org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a node assignment. "
+                         "Call: listConsumerGroups")
+            prefix = "java.util.concurrent.ExecutionException: " if wrapped else ""
+            raise GroupError(f"Executing consumer group command failed due to {prefix}{cause}")
         return list(r.valid)
 
     def group_ids(self) -> List[str]:
@@ -254,7 +265,7 @@ class ConsumerGroupService:
             except GroupError:
                 raise
             except Exception as e:
-                raise self._fail(e) from None
+                raise self._fail(e, "describeConsumerGroups(api=FIND_COORDINATOR)") from None
         return out
 
     def committed(self, group: str) -> Dict[TP, int]:
@@ -267,7 +278,7 @@ class ConsumerGroupService:
         except GroupError:
             raise
         except Exception as e:
-            raise self._fail(e) from None
+            raise self._fail(e, "listConsumerGroupOffsets(api=FIND_COORDINATOR)") from None
         return {(tp.topic, tp.partition): tp.offset for tp in r.topic_partitions if tp.offset >= 0}
 
     def log_offsets(self, tps: Sequence[TP], spec: Any) -> Dict[TP, Optional[int]]:
@@ -319,7 +330,7 @@ class ConsumerGroupService:
     def list_groups(self) -> None:
         o = self.opts
         include_type, include_state = o.has("type"), o.has("state")
-        groups = self.list_groups_raw()
+        groups = self.list_groups_raw(wrapped=not include_type and not include_state)
         if not include_type and not include_state:
             for g in groups:
                 print(g.group_id)
@@ -658,9 +669,8 @@ class ConsumerGroupService:
             except GroupError:
                 raise
             except Exception as e:
-                code = kafka_error_code(e)
-                text = exception_line(code, _broker_message(e)) if code and code > 0 else kafka_error_text(e)
-                failed[g] = f"java.util.concurrent.ExecutionException: {text}"
+                failed[g] = f"java.util.concurrent.ExecutionException: " \
+                            f"{_cause(e, 'deleteConsumerGroups(api=FIND_COORDINATOR)')}"
         success = hashmap_order(success)
         if not failed:
             print(f"Deletion of requested consumer groups ('{', '.join(success)}') was successful.")
@@ -745,6 +755,25 @@ class ConsumerGroupService:
             sys.stdout.write(fmt.format(tp[0], tp[1] if tp[1] >= 0 else "Not Provided",
                                         f"Error: :{err}" if err is not None else "Successful"))
         sys.stdout.flush()
+
+
+#: librdkafka's local errors for "no broker answered in time": _TRANSPORT, _ALL_BROKERS_DOWN, _TIMED_OUT
+_UNREACHED = (-195, -187, -185)
+
+
+def _cause(exc: BaseException, call: Optional[str] = None) -> str:
+    """The exception line Kafka's tool prints for a failed admin call: the broker's error as Kafka's exception, or,
+    when no broker could be reached in time, Kafka's TimeoutException naming the call."""
+    code = kafka_error_code(exc)
+    if code is not None and code > 0:
+        return exception_line(code, _broker_message(exc))
+    if call and code in _UNREACHED:
+        return f"org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a node assignment. Call: {call}"
+    return kafka_error_text(exc)
+
+
+class KafkaErrorHolder(Exception):
+    """A bare confluent-kafka KafkaError (a listing's ``errors``) in the shape ``kafka_error_text`` reads."""
 
 
 def _broker_message(exc: BaseException) -> Optional[str]:

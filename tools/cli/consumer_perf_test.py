@@ -147,7 +147,9 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
         join["start"] = time.time()
 
     try:
-        consumer = Consumer(conf)
+        from .client_log import with_kafka_log
+
+        consumer = Consumer(with_kafka_log(conf, "Consumer", "perf-consumer-client", conf.get("group.id")))
     except KafkaException as e:
         raise CommandError(f"org.apache.kafka.common.KafkaException: {e.args[0].str() if e.args else e}") from None
     start_ms = int(time.time() * 1000)

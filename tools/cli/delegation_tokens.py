@@ -27,6 +27,7 @@ from broker.protocol.api import ApiKey
 from .admin_errors import error_line
 from .command import client_config, protocol_client, tool_main
 from .options import CommandError, OptionParser, Options, UsageError
+from .protocol_client import NodeAssignmentTimeout
 
 SUMMARY = "This tool helps to create, renew, expire, or describe delegation tokens."
 _ACTIONS = ("create", "renew", "expire", "describe")
@@ -211,7 +212,7 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
                 renew_or_expire(client, o, False)
             else:
                 describe(client, o)
-    except ToolFailure as e:
+    except (ToolFailure, NodeAssignmentTimeout) as e:
         sys.stdout.flush()
         # Kafka prints the ExecutionException's message, then its stack trace (whose first line repeats it)
         raise CommandError(f"{e}\njava.util.concurrent.ExecutionException: {e}") from None

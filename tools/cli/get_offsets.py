@@ -3,13 +3,17 @@
     kafka-get-offsets.sh --bootstrap-server localhost:9092 [--topic regex [--partitions 0,1]] [--time -1|-2|-3|ts]
     kafka-get-offsets.sh --bootstrap-server localhost:9092 --topic-partitions 't1:0,t2:1-3,t3,:5-'
 
-Prints ``topic:partition:offset`` per partition, sorted by topic then partition; partitions without an answer (a
-timestamp after the last record) are left out, as Kafka does. ``--time``: ``-1``/``latest`` (the default),
-``-2``/``earliest``, ``-3``/``max-timestamp``, ``-4``/``earliest-local``, ``-5``/``latest-tiered`` or a timestamp
-in ms. Errors print ``Error occurred: <message>`` and exit 1.
+Prints ``topic:partition:offset`` per partition in Kafka's order (a TreeMap on TopicPartition.toString, so the
+text ``topic-partition``: ``t-10`` before ``t-2``); partitions without an answer (a timestamp after the last
+record) are left out, as Kafka does. ``--time``: ``-1``/``latest`` (the default), ``-2``/``earliest``,
+``-3``/``max-timestamp``, ``-4``/``earliest-local``, ``-5``/``latest-tiered`` or a timestamp in ms. Errors print
+``Error occurred: <message>`` on stderr and exit 1; a partition whose leader answers with an error is skipped with
+Kafka's ``Skip getting offsets for topic-partition <t>-<p> due to error: ...`` line.
 
-Offsets come from confluent-kafka's AdminClient (ListOffsets to each leader); ``earliest-local`` and
-``latest-tiered``, which librdkafka has no spec for, go through the protocol client as ListOffsets v8+ does.
+Built on the project's protocol client as Kafka's admin client does it: Metadata from any live broker, then
+ListOffsets to each partition's leader. An unreachable bootstrap server logs Kafka's connection warning at
+Kafka's reconnect backoff until ``default.api.timeout.ms`` (``--command-config``), then ``Error occurred:
+org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a node assignment. Call: listTopics``.
 """
 from __future__ import annotations
 
@@ -17,8 +21,10 @@ import re
 import sys
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
-from .command import admin_client, client_config, kafka_error_text, protocol_client, tool_main
+from .command import client_config, protocol_client, tool_main
+from .java_format import exception_line
 from .options import CommandError, OptionParser, Options
+from .protocol_client import ProtocolClientError
 
 SUMMARY = "An interactive shell for getting topic-partition offsets."
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
@@ -119,73 +125,69 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
         parser.check_required(o, "bootstrap-server")
     try:
         offsets = get_offsets(o)
-    except OffsetError as e:
+    except (OffsetError, ProtocolClientError) as e:
         print(f"Error occurred: {e}", file=sys.stderr)
         return 1
-    for (t, p), off in sorted(offsets.items()):
+    # Kafka collects them in a TreeMap ordered by TopicPartition.toString: "t-10" sorts before "t-2"
+    for (t, p), off in sorted(offsets.items(), key=lambda item: f"{item[0][0]}-{item[0][1]}"):
         print(f"{t}:{p}:{off}")
     return 0
 
 
 def get_offsets(o: Options) -> Dict[Tuple[str, int], int]:
-    from confluent_kafka.admin import OffsetSpec
-
     time_spec = parse_time(str(o.value("time")))
     filters = build_filters(o)
     cfg = client_config(o, bootstrap_option="bootstrap-server" if o.has("bootstrap-server") else "broker-list")
-    admin = admin_client(cfg)
-    timeout_s = cfg.default_api_timeout_ms / 1000.0
-    md = admin.list_topics(timeout=timeout_s)
-    selected = [(t, p) for t, tm in md.topics.items() for p in tm.partitions
-                if any(tf(t) and pf(p) for tf, pf in filters)]
-    if not selected:
-        raise OffsetError("Could not match any topic-partitions with the specified filters")
-    if time_spec in (-4, -5):
-        return _raw_offsets(cfg, selected, time_spec)
-    from confluent_kafka import TopicPartition
-
-    spec = {-1: OffsetSpec.latest(), -2: OffsetSpec.earliest(), -3: OffsetSpec.max_timestamp()}.get(time_spec) \
-        or OffsetSpec.for_timestamp(time_spec)
-    futures = admin.list_offsets({TopicPartition(t, p): spec for t, p in selected}, request_timeout=timeout_s)
-    out: Dict[Tuple[str, int], int] = {}
-    for tp, f in futures.items():
-        try:
-            offset = f.result(timeout=timeout_s + 5).offset
-        except Exception as e:
-            print(f"Skip getting offsets for topic-partition {tp.topic}-{tp.partition} due to error: "
-                  f"{kafka_error_text(e)}", file=sys.stderr)
-            continue
-        if offset >= 0:
-            out[(tp.topic, tp.partition)] = offset
-    return out
+    with protocol_client(cfg, client_id="GetOffsetShell") as pc:
+        pc.log_label = "AdminClient clientId=GetOffsetShell"  # Kafka's tool sets client.id=GetOffsetShell
+        md = pc.refresh_metadata(None, call="listTopics")
+        selected = [(t.name, p.partition_index) for t in md.topics if not t.error_code for p in t.partitions
+                    if any(tf(t.name) and pf(p.partition_index) for tf, pf in filters)]
+        if not selected:
+            raise OffsetError("Could not match any topic-partitions with the specified filters")
+        leaders = {(t.name, p.partition_index): p.leader_id for t in md.topics for p in t.partitions}
+        live = {b.node_id for b in md.brokers}
+        return _list_offsets(pc, selected, leaders, live, time_spec)
 
 
-def _raw_offsets(cfg: Any, selected: List[Tuple[str, int]], timestamp: int) -> Dict[Tuple[str, int], int]:
-    """ListOffsets with Kafka's -4/-5 specs, sent to each partition's leader."""
+#: the ListOffsets version each special timestamp needs (max-timestamp, earliest-local, latest-tiered)
+_MIN_VERSION = {-3: 7, -4: 8, -5: 9}
+
+
+def _list_offsets(pc: Any, selected: List[Tuple[str, int]], leaders: Dict[Tuple[str, int], int], live: Any,
+                  timestamp: int) -> Dict[Tuple[str, int], int]:
+    """ListOffsets for ``timestamp`` sent to each partition's leader; errors skip the partition as Kafka's tool
+    does."""
     from broker.protocol.api import ApiKey
 
     out: Dict[Tuple[str, int], int] = {}
-    with protocol_client(cfg) as pc:
-        md = pc.refresh_metadata(sorted({t for t, _ in selected}))
-        leaders = {(t.name, p.partition_index): p.leader_id for t in md.topics for p in t.partitions}
-        by_leader: Dict[int, Dict[str, List[int]]] = {}
-        for t, p in selected:
-            by_leader.setdefault(leaders.get((t, p), -1), {}).setdefault(t, []).append(p)
-        for leader, topics in by_leader.items():
-            if leader < 0:
-                continue
-            body = {"replica_id": -1, "isolation_level": 0,
-                    "topics": [{"name": t, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
-                                                           "timestamp": timestamp} for p in ps]}
-                               for t, ps in topics.items()]}
-            if pc.version_for(ApiKey.LIST_OFFSETS, leader) < (9 if timestamp == -5 else 8):
-                raise CommandError(f"Error occurred: the broker {leader} does not support --time {timestamp}")
-            r = pc.send_to(leader, ApiKey.LIST_OFFSETS, body)
-            for t in r.topics:
-                for p in t.partitions:
-                    if p.error_code == 0 and p.offset >= 0:
-                        out[(t.name, p.partition_index)] = p.offset
+    by_leader: Dict[int, Dict[str, List[int]]] = {}
+    for t, p in selected:
+        leader = leaders.get((t, p), -1)
+        if leader < 0 or leader not in live:
+            _skip(t, p, exception_line(5))
+            continue
+        by_leader.setdefault(leader, {}).setdefault(t, []).append(p)
+    for leader, topics in by_leader.items():
+        version = pc.version_for(ApiKey.LIST_OFFSETS, leader)
+        if version < _MIN_VERSION.get(timestamp, 1):
+            raise CommandError(f"Error occurred: the broker {leader} does not support --time {timestamp}")
+        body = {"replica_id": -1, "isolation_level": 0,
+                "topics": [{"name": t, "partitions": [{"partition_index": p, "current_leader_epoch": -1,
+                                                       "timestamp": timestamp} for p in ps]}
+                           for t, ps in topics.items()]}
+        r = pc.send_to(leader, ApiKey.LIST_OFFSETS, body, call="listOffsets")
+        for t in r.topics:
+            for p in t.partitions:
+                if p.error_code:
+                    _skip(t.name, p.partition_index, exception_line(p.error_code))
+                elif p.offset >= 0:
+                    out[(t.name, p.partition_index)] = p.offset
     return out
+
+
+def _skip(topic: str, partition: int, error: str) -> None:
+    print(f"Skip getting offsets for topic-partition {topic}-{partition} due to error: {error}", file=sys.stderr)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

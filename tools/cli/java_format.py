@@ -93,9 +93,16 @@ _EXCEPTIONS = {
                                         "this error indicates that the broker is not a replica of the topic "
                                         "partition."),
     7: ("TimeoutException", "The request timed out."),
+    10: ("RecordTooLargeException", "The request included a message larger than the max message size the server "
+                                    "will accept."),
     15: ("CoordinatorNotAvailableException", "The coordinator is not available."),
     16: ("NotCoordinatorException", "This is not the correct coordinator."),
     17: ("InvalidTopicException", "The request attempted to perform an operation on an invalid topic."),
+    18: ("RecordBatchTooLargeException", "The request included message batch larger than the configured segment "
+                                         "size on the server."),
+    19: ("NotEnoughReplicasException", "Messages are rejected since there are fewer in-sync replicas than required."),
+    20: ("NotEnoughReplicasAfterAppendException", "Messages are written to the log, but to fewer in-sync replicas "
+                                                  "than required."),
     24: ("InvalidGroupIdException", "The configured groupId is invalid."),
     29: ("TopicAuthorizationException", "Topic authorization failed."),
     30: ("GroupAuthorizationException", "Group authorization failed."),
@@ -117,6 +124,7 @@ _EXCEPTIONS = {
     69: ("GroupIdNotFoundException", "The group id does not exist."),
     86: ("GroupSubscribedToTopicException", "Deleting offsets of a topic is forbidden while the consumer group is "
                                             "actively subscribed to it."),
+    87: ("InvalidRecordException", "This record has failed the validation on broker and hence will be rejected."),
     89: ("ThrottlingQuotaExceededException", "The throttling quota has been exceeded."),
     60: ("ReassignmentInProgressException", "A partition reassignment is in progress."),
     80: ("PreferredLeaderNotAvailableException", "The preferred leader was not available."),

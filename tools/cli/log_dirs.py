@@ -22,6 +22,7 @@ from .command import client_config, protocol_client, tool_main
 from .dump_log_decoders import to_json
 from .java_format import exception_name, hashmap_order, topic_partition_hash
 from .options import CommandError, OptionParser
+from .protocol_client import NodeAssignmentTimeout
 
 SUMMARY = "This tool helps to query log directory usage on the specified brokers."
 
@@ -89,7 +90,11 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
         raise CommandError(f"For input string: {str(e).rsplit(' ', 1)[-1]}") from None
     cfg = client_config(o)
     with protocol_client(cfg) as pc:
-        cluster = {n.node_id for n in pc.nodes()}
+        try:
+            cluster = {n.node_id for n in pc.nodes()}
+        except NodeAssignmentTimeout as e:
+            # Kafka prints the ExecutionException's message, then its stack trace (whose first line repeats it)
+            raise CommandError(f"{e}\njava.util.concurrent.ExecutionException: {e}") from None
         missing = wanted - cluster
         if missing:
             raise CommandError("ERROR: The given brokers do not exist from --broker-list: "

@@ -27,6 +27,8 @@ import sys
 import time
 from typing import Any, Dict, List, NoReturn, Optional, Sequence
 
+from tools import invoked_as, missing_module_line
+
 from .client_config import build_client_config, load_properties_file
 from .options import CommandError
 
@@ -201,7 +203,9 @@ def run(a: argparse.Namespace, out: Any = None) -> int:
     if a.print_metrics:
         conf["statistics.interval.ms"] = 1000
         conf["stats_cb"] = lambda s: stats_box.__setitem__("last", s)
-    producer = Producer(conf)
+    from .client_log import with_kafka_log
+
+    producer = Producer(with_kafka_log(conf, "Producer", "perf-producer-client"))
     transactional = a.transaction_duration_ms > 0 and "transactional.id" in conf
     if transactional:
         producer.init_transactions()
@@ -300,6 +304,9 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except CommandError as e:
         print(str(e), file=sys.stderr)
         return e.exit_code
+    except ModuleNotFoundError as e:
+        print(missing_module_line(e, invoked_as("tools.cli.producer_perf_test")), file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         return 130
 

@@ -14,6 +14,8 @@ import importlib
 import sys
 from typing import Dict, List, Optional, Sequence
 
+from tools import invoked_as, missing_module_line
+
 #: Kafka class name -> module whose main(argv) runs it
 CLASSES: Dict[str, str] = {
     "org.apache.kafka.tools.TopicCommand": "tools.cli.topics",
@@ -35,7 +37,8 @@ CLASSES: Dict[str, str] = {
     "kafka.tools.ConsumerPerformance": "tools.cli.consumer_perf_test",
     "kafka.Kafka": "broker.__main__",
 }
-USAGE = "USAGE: kafka-run-class.sh [-daemon] [-name servicename] [-loggc] classname [opts]"
+#: Kafka's usage line, naming the script as invoked ($0): kafka-run-class.sh, or the console script kafka-run-class
+USAGE = "USAGE: {prog} [-daemon] [-name servicename] [-loggc] classname [opts]"
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -49,7 +52,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         if flag == "-name" and args:
             args.pop(0)
     if not args:
-        print(USAGE, file=sys.stderr)
+        print(USAGE.format(prog=invoked_as("tools.cli.run_class")), file=sys.stderr)
         return 1
     cls, rest = args[0], args[1:]
     module = CLASSES.get(cls)
@@ -58,7 +61,11 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         print(f"{cls} is not available in this broker's tools (Java classes cannot run here); the classes "
               f"kafka-run-class.sh runs are: {known}", file=sys.stderr)
         return 1
-    return int(importlib.import_module(module).main(rest) or 0)
+    try:
+        return int(importlib.import_module(module).main(rest) or 0)
+    except ModuleNotFoundError as e:
+        print(missing_module_line(e, invoked_as("tools.cli.run_class")), file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

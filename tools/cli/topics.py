@@ -11,24 +11,34 @@ Describe prints Kafka's lines, which scripts parse::
 Topics print in the order Kafka's tool prints them (the iteration order of the Java HashMap it collects them in),
 configs likewise; ``Configs`` lists every entry whose source is not the default. Failures print ``Error while
 executing topic command : <message>`` on stdout and exit 1, as Kafka does (including Kafka 3.9's
-``Topic 'Optional[x]' does not exist as expected`` wording, which scripts may match).
+``Topic 'Optional[x]' does not exist as expected`` wording, which scripts may match); a failure the broker or the
+client reported is also logged on stderr as Kafka's tool logs it (``[time] ERROR <exception> (...TopicCommand)``).
 
-Built on confluent-kafka's AdminClient; partition reassignments (for ``Adding Replicas``/``Removing Replicas``
-and the replication factor during a move) come from ListPartitionReassignments through the protocol client.
+Built on the project's protocol client, sending what Kafka's admin client sends where it sends it: ``--list`` and
+``--describe`` ask any live broker (Metadata, DescribeConfigs), so they answer while the cluster has no reachable
+controller; ``--create``, ``--delete`` and ``--alter`` go to the controller, looked up again while it cannot be
+reached, until ``default.api.timeout.ms`` (60 s; ``--command-config`` may set it), and then fail as Kafka's do:
+``Timed out waiting for a node assignment. Call: createTopics``. An unreachable bootstrap server logs Kafka's
+connection warning at Kafka's reconnect backoff (about one a second) until then. Partition reassignments (for
+``Adding Replicas``/``Removing Replicas`` and the replication factor during a move) come from
+ListPartitionReassignments to the controller when it answers at once; describe leaves them out otherwise, where
+Kafka's tool would wait for a controller.
 """
 from __future__ import annotations
 
 import re
 import sys
+import uuid
 from typing import Any, Dict, List, Optional, Sequence, Set
 
 from broker.config.topic_defs import TOPIC_CONFIGS
+from broker.protocol.api import ApiKey
 
-from .command import (admin_client, client_config, future_result, kafka_error_code, kafka_error_text,
-                      protocol_client, standard_options, tool_main)
-from .java_format import hashmap_order, uuid_text
+from .client_log import log
+from .command import client_config, protocol_client, standard_options, tool_main
+from .java_format import exception_line, hashmap_order, uuid_text
 from .options import CommandError, OptionParser, Options, UsageError
-from .protocol_client import ProtocolClientError
+from .protocol_client import NodeAssignmentTimeout, ProtocolClientError
 
 SUMMARY = "This tool helps to create, delete, describe, or change a topic."
 INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")
@@ -160,21 +170,70 @@ def select_topics(all_topics: Sequence[str], topic: Optional[str], exclude_inter
     return [t for t in names if not (exclude_internal and t in INTERNAL_TOPICS)]
 
 
+class TopicPart:
+    """One partition as Kafka's TopicPartitionInfo has it: a leader only when the metadata lists that broker."""
+
+    __slots__ = ("id", "leader", "replicas", "isr")
+
+    def __init__(self, pid: int, leader: Optional[int], replicas: List[int], isr: List[int]) -> None:
+        self.id, self.leader, self.replicas, self.isr = pid, leader, replicas, isr
+
+
+class TopicDesc:
+    __slots__ = ("name", "topic_id", "partitions")
+
+    def __init__(self, name: str, topic_id: Any, partitions: List[TopicPart]) -> None:
+        self.name, self.topic_id, self.partitions = name, topic_id, partitions
+
+
+class ConfigValue:
+    __slots__ = ("name", "value", "is_default")
+
+    def __init__(self, name: str, value: Optional[str], is_default: bool) -> None:
+        self.name, self.value, self.is_default = name, value, is_default
+
+
+class TopicFailure(Exception):
+    """A failed call: ``message`` is what Kafka's tool prints after ``Error while executing topic command : ``,
+    ``java`` the exception line it logs (None: not logged)."""
+
+    def __init__(self, message: str, java: Optional[str] = None) -> None:
+        super().__init__(message)
+        self.message, self.java = message, java
+
+
+def _broker_failure(code: int, message: Optional[str]) -> TopicFailure:
+    line = exception_line(code, message)
+    return TopicFailure(line.split(": ", 1)[1], line)
+
+
 class TopicService:
-    """The topic operations of one command, on one AdminClient."""
+    """The topic operations of one command, on the project's protocol client, as Kafka's admin client sends them:
+    Metadata and DescribeConfigs to any live broker (``--list`` and ``--describe`` never wait for the controller),
+    CreateTopics/DeleteTopics/CreatePartitions to the controller, looked up again while it cannot be reached, until
+    ``default.api.timeout.ms``."""
 
     def __init__(self, o: Options) -> None:
         self.opts = o
         self.cfg = client_config(o)
-        self.admin = admin_client(self.cfg)
-        self.timeout_s = self.cfg.default_api_timeout_ms / 1000.0
+        self.pc = protocol_client(self.cfg)
+        self._live: Optional[Set[int]] = None
+
+    def close(self) -> None:
+        self.pc.close()
 
     def _fail(self, message: str) -> CommandError:
         return CommandError(f"Error while executing topic command : {message}", stream="stdout")
 
+    # ---------------------------------------------------------------------------------------------- metadata
+    def _metadata(self, topics: Optional[List[str]], call: str) -> Any:
+        r = self.pc.refresh_metadata(topics, call=call)
+        self._live = {b.node_id for b in r.brokers}
+        return r
+
     def topics(self) -> List[str]:
-        md = self.admin.list_topics(timeout=self.timeout_s)
-        return select_topics(list(md.topics), self.opts.value("topic"), self.opts.has("exclude-internal"))
+        md = self._metadata(None, "listTopics")
+        return select_topics([t.name for t in md.topics], self.opts.value("topic"), self.opts.has("exclude-internal"))
 
     def ensure_exists(self, found: List[str]) -> None:
         topic = self.opts.value("topic")
@@ -182,10 +241,43 @@ class TopicService:
             # Kafka 3.9 prints the Optional wrapper in this message; kept for scripts that match it
             raise self._fail(f"Topic 'Optional[{topic}]' does not exist as expected")
 
+    def _describe(self, topics: List[str]) -> Dict[str, TopicDesc]:
+        md = self._metadata(topics, "describeTopics")
+        by_name = {t.name: t for t in md.topics}
+        out: Dict[str, TopicDesc] = {}
+        for name in topics:
+            t = by_name.get(name)
+            if t is None:
+                raise _broker_failure(3, None)
+            if t.error_code:
+                raise _broker_failure(t.error_code, None)
+            out[name] = self._desc(t)
+        return out
+
+    def _desc(self, t: Any) -> TopicDesc:
+        live = self._live or set()
+        parts = [TopicPart(p.partition_index, p.leader_id if p.leader_id in live else None, list(p.replica_nodes),
+                           list(p.isr_nodes)) for p in t.partitions]
+        return TopicDesc(t.name, t.topic_id, parts)
+
+    def _configs(self, topics: List[str]) -> Dict[str, Dict[str, ConfigValue]]:
+        if not topics:
+            return {}
+        body = {"resources": [{"resource_type": 2, "resource_name": t, "configuration_keys": None} for t in topics],
+                "include_synonyms": False, "include_documentation": False}
+        r = self.pc.send_any(ApiKey.DESCRIBE_CONFIGS, body, call="describeConfigs")
+        out: Dict[str, Dict[str, ConfigValue]] = {}
+        for res in r.results:
+            if res.error_code:
+                raise _broker_failure(res.error_code, res.error_message)
+            out[res.resource_name] = {
+                c.name: ConfigValue(c.name, c.value, (c.config_source == 5) if c.config_source >= 0
+                                    else bool(getattr(c, "is_default", False)))
+                for c in res.configs}
+        return out
+
     # ---------------------------------------------------------------------------------------------- actions
     def create(self) -> None:
-        from confluent_kafka.admin import NewTopic
-
         o = self.opts
         name = o.value("topic")
         if "." in name or "_" in name:
@@ -197,28 +289,27 @@ class TopicService:
         if parts is not None and parts < 1:
             raise self._fail("The partitions must be greater than 0")
         configs = _parse_configs(o.values("config"))
+        topic: Dict[str, Any] = {"name": name, "num_partitions": -1 if parts is None else parts,
+                                 "replication_factor": -1 if rf is None else rf, "assignments": [],
+                                 "configs": [{"name": k, "value": v} for k, v in configs.items()]}
         if o.has("replica-assignment") and o.value("replica-assignment"):
             assignment = parse_replica_assignment(o.value("replica-assignment"))
-            new = NewTopic(name, len(assignment), replica_assignment=[assignment[p] for p in sorted(assignment)],
-                           config=configs)
-        else:
-            new = NewTopic(name, -1 if parts is None else parts, -1 if rf is None else rf, config=configs)
-        futures = self.admin.create_topics([new], operation_timeout=self.cfg.request_timeout_ms / 1000.0,
-                                           request_timeout=self.timeout_s)
-        try:
-            future_result(futures[name], self.timeout_s)
-        except Exception as e:  # KafkaException
-            if kafka_error_code(e) == 36 and o.has("if-not-exists"):
+            topic.update(num_partitions=-1, replication_factor=-1,
+                         assignments=[{"partition_index": p, "broker_ids": assignment[p]} for p in sorted(assignment)])
+        body = {"topics": [topic], "timeout_ms": self.cfg.request_timeout_ms, "validate_only": False}
+        r = self.pc.send_to_controller(ApiKey.CREATE_TOPICS, body, call="createTopics",
+                                       not_controller=lambda r: any(t.error_code == 41 for t in r.topics))
+        for t in r.topics:
+            if t.error_code == 36 and o.has("if-not-exists"):
                 return
-            raise self._fail(kafka_error_text(e)) from None
+            if t.error_code:
+                raise _broker_failure(t.error_code, t.error_message)
         print(f"Created topic {name}.")
 
     def list(self) -> None:
         print("\n".join(self.topics()))
 
     def alter(self) -> None:
-        from confluent_kafka.admin import NewPartitions
-
         o = self.opts
         topics = self.topics()
         self.ensure_exists(topics)
@@ -226,59 +317,39 @@ class TopicService:
             return
         count = o.value("partitions")
         assignment = parse_replica_assignment(o.value("replica-assignment")) if o.value("replica-assignment") else {}
+        current = self._describe(topics) if assignment else {}
         requests = []
         for t in topics:
+            req: Dict[str, Any] = {"name": t, "count": count, "assignments": None}
             if assignment:
-                current = len(self._describe([t])[t].partitions)
-                extra = [assignment[p] for p in sorted(assignment) if p >= current]
-                requests.append(NewPartitions(t, count, replica_assignment=extra))
-            else:
-                requests.append(NewPartitions(t, count))
-        if count < 1:  # librdkafka refuses this itself; Kafka lets the broker answer
-            raise self._fail(f"Topic currently has {len(self._describe(topics)[topics[0]].partitions)} partitions, "
-                             f"which is higher than the requested {count}.")
-        futures = self.admin.create_partitions(requests, operation_timeout=self.cfg.request_timeout_ms / 1000.0,
-                                               request_timeout=self.timeout_s)
-        for t in topics:
-            try:
-                future_result(futures[t], self.timeout_s)
-            except CommandError:
-                raise
-            except Exception as e:
-                raise self._fail(kafka_error_text(e)) from None
+                start = len(current[t].partitions)
+                req["assignments"] = [{"broker_ids": assignment[p]} for p in sorted(assignment) if p >= start]
+            requests.append(req)
+        body = {"topics": requests, "timeout_ms": self.cfg.request_timeout_ms, "validate_only": False}
+        r = self.pc.send_to_controller(ApiKey.CREATE_PARTITIONS, body, call="createPartitions",
+                                       not_controller=lambda r: any(x.error_code == 41 for x in r.results))
+        for res in r.results:
+            if res.error_code:
+                raise _broker_failure(res.error_code, res.error_message)
 
     def delete(self) -> None:
         topics = self.topics()
         self.ensure_exists(topics)
         if not topics:
             return
-        futures = self.admin.delete_topics(topics, operation_timeout=self.cfg.request_timeout_ms / 1000.0,
-                                           request_timeout=self.timeout_s)
-        for t in topics:
-            try:
-                future_result(futures[t], self.timeout_s)
-            except CommandError:
-                raise
-            except Exception as e:
-                raise self._fail(kafka_error_text(e)) from None
-
-    def _describe(self, topics: List[str]) -> Dict[str, Any]:
-        from confluent_kafka import TopicCollection
-
-        futures = self.admin.describe_topics(TopicCollection(topics), request_timeout=self.timeout_s)
-        out = {}
-        for t, f in futures.items():
-            try:
-                out[t] = future_result(f, self.timeout_s)
-            except CommandError:
-                raise
-            except Exception as e:
-                raise self._fail(kafka_error_text(e)) from None
-        return out
+        version = self.pc.controller_version(ApiKey.DELETE_TOPICS, call="deleteTopics")
+        body: Dict[str, Any] = {"timeout_ms": self.cfg.request_timeout_ms}
+        if version >= 6:
+            body["topics"] = [{"name": t, "topic_id": uuid.UUID(int=0)} for t in topics]
+        else:
+            body["topic_names"] = list(topics)
+        r = self.pc.send_to_controller(ApiKey.DELETE_TOPICS, body, call="deleteTopics",
+                                       not_controller=lambda r: any(x.error_code == 41 for x in r.responses))
+        for res in r.responses:
+            if res.error_code:
+                raise _broker_failure(res.error_code, getattr(res, "error_message", None))
 
     def describe(self) -> None:
-        from confluent_kafka.admin import ConfigResource
-
         o = self.opts
         topic_id = o.value("topic-id")
         if topic_id and topic_id != "AAAAAAAAAAAAAAAAAAAAAA":
@@ -289,19 +360,8 @@ class TopicService:
             descriptions = self._describe(topics) if topics else {}
         ordered = hashmap_order(list(descriptions.values()), key=lambda d: d.name,
                                 initial_capacity=max(1, len(descriptions)))
-        configs: Dict[str, Dict[str, Any]] = {}
-        if ordered:
-            futures = self.admin.describe_configs([ConfigResource("TOPIC", d.name) for d in ordered],
-                                                  request_timeout=self.timeout_s)
-            for res, f in futures.items():
-                try:
-                    configs[res.name] = future_result(f, self.timeout_s)
-                except CommandError:
-                    raise
-                except Exception as e:
-                    raise self._fail(kafka_error_text(e)) from None
-        live = {n.id for n in future_result(self.admin.describe_cluster(request_timeout=self.timeout_s),
-                                            self.timeout_s).nodes}
+        configs = self._configs([d.name for d in ordered])
+        live = set(self._live or ())
         reassignments = self._reassignments([(d.name, p.id) for d in ordered for p in d.partitions])
         report_only = any(o.has(r) for r in _REPORTS)
         overrides_only = o.has("topics-with-overrides")
@@ -318,54 +378,54 @@ class TopicService:
                 if tid and tid != "AAAAAAAAAAAAAAAAAAAAAA":
                     line += f"\tTopicId: {tid}"
                 line += f"\tPartitionCount: {len(parts)}\tReplicationFactor: {rf}"
-                line += "\tConfigs: " + ",".join(f"{e.name}={e.value}" for e in non_default)
+                line += "\tConfigs: " + ",".join(f"{e.name}={'null' if e.value is None else e.value}"
+                                                 for e in non_default)
                 print(line)
             if overrides_only:
                 continue
-            min_isr = int(cfg["min.insync.replicas"].value) if "min.insync.replicas" in cfg else 1
+            min_isr = int(cfg["min.insync.replicas"].value or 1) if "min.insync.replicas" in cfg else 1
             for part in parts:
                 ra = reassignments.get((d.name, part.id))
                 if report_only and not self._reported(part, ra, min_isr, live):
                     continue
                 print(_partition_line(d.name, part, ra))
 
-    def _reported(self, part: Any, ra: Optional[Dict[str, List[int]]], min_isr: int, live: Set[int]) -> bool:
+    def _reported(self, part: TopicPart, ra: Optional[Dict[str, List[int]]], min_isr: int, live: Set[int]) -> bool:
         o = self.opts
-        has_leader = part.leader is not None and part.leader.id >= 0
+        has_leader = part.leader is not None
         isr = len(part.isr)
         return ((o.has("under-replicated-partitions") and _replication_factor(part, ra) - isr > 0)
-                or (o.has("unavailable-partitions") and (not has_leader or part.leader.id not in live))
+                or (o.has("unavailable-partitions") and (not has_leader or part.leader not in live))
                 or (o.has("under-min-isr-partitions") and (not has_leader or isr < min_isr))
                 or (o.has("at-min-isr-partitions") and isr == min_isr))
 
-    def _describe_by_id(self, topic_id: str) -> Dict[str, Any]:
-        from confluent_kafka import TopicCollection
-
-        md = self.admin.list_topics(timeout=self.timeout_s)
-        names = select_topics(list(md.topics), None, self.opts.has("exclude-internal"))
-        futures = self.admin.describe_topics(TopicCollection(names), request_timeout=self.timeout_s)
-        for t, f in futures.items():
-            d = future_result(f, self.timeout_s)
-            if d.topic_id is not None and uuid_text(d.topic_id) == topic_id:
-                return {t: d}
+    def _describe_by_id(self, topic_id: str) -> Dict[str, TopicDesc]:
+        md = self._metadata(None, "describeTopics")
+        for t in md.topics:
+            if t.topic_id is not None and uuid_text(t.topic_id) == topic_id and not t.error_code:
+                if self.opts.has("exclude-internal") and t.name in INTERNAL_TOPICS:
+                    continue
+                return {t.name: self._desc(t)}
         if not self.opts.has("if-exists"):
             raise self._fail(f"TopicId '{topic_id}' does not exist as expected")
         return {}
 
     def _reassignments(self, tps: List[tuple]) -> Dict[tuple, Dict[str, List[int]]]:
-        """Ongoing reassignments of ``tps`` (empty when the cluster cannot tell, as Kafka's tool ignores that)."""
+        """Ongoing reassignments of ``tps``, from the controller when it can be reached at once: empty when it
+        cannot (the cluster is electing one) or cannot tell, so that describe never waits for a controller."""
         if not tps:
             return {}
-        from broker.protocol.api import ApiKey
-
         by_topic: Dict[str, List[int]] = {}
         for t, p in tps:
             by_topic.setdefault(t, []).append(p)
         body = {"timeout_ms": self.cfg.request_timeout_ms,
                 "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}
+        cid = self.pc.controller_id
+        if cid < 0 or cid not in (self._live or ()):
+            return {}
         try:
-            with protocol_client(self.cfg) as pc:
-                r = pc.send_to_controller(ApiKey.LIST_PARTITION_REASSIGNMENTS, body)
+            r = self.pc.send_to(cid, ApiKey.LIST_PARTITION_REASSIGNMENTS, body, call="listPartitionReassignments",
+                                once=True)
         except ProtocolClientError:
             return {}
         if r.error_code:
@@ -375,18 +435,18 @@ class TopicService:
                 for t in r.topics for p in t.partitions}
 
 
-def _replication_factor(part: Any, ra: Optional[Dict[str, List[int]]]) -> int:
-    replicas = {n.id for n in part.replicas}
+def _replication_factor(part: TopicPart, ra: Optional[Dict[str, List[int]]]) -> int:
+    replicas = set(part.replicas)
     if ra and replicas & (set(ra["adding"]) | set(ra["removing"])):
         return len(ra["replicas"]) - len(ra["adding"])
     return len(part.replicas)
 
 
-def _partition_line(topic: str, part: Any, ra: Optional[Dict[str, List[int]]]) -> str:
-    leader = part.leader.id if part.leader is not None and part.leader.id >= 0 else "none"
+def _partition_line(topic: str, part: TopicPart, ra: Optional[Dict[str, List[int]]]) -> str:
+    leader = part.leader if part.leader is not None else "none"
     line = (f"\tTopic: {topic}\tPartition: {part.id}\tLeader: {leader}"
-            f"\tReplicas: {','.join(str(n.id) for n in part.replicas)}"
-            f"\tIsr: {','.join(str(n.id) for n in part.isr)}")
+            f"\tReplicas: {','.join(str(n) for n in part.replicas)}"
+            f"\tIsr: {','.join(str(n) for n in part.isr)}")
     if ra is not None:
         line += f"\tAdding Replicas: {','.join(map(str, ra['adding']))}"
         line += f"\tRemoving Replicas: {','.join(map(str, ra['removing']))}"
@@ -408,10 +468,28 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
     o = parser.parse(argv)
     check_args(parser, o, argv)
     service = TopicService(o)
-    for action in _ACTIONS:
-        if o.has(action):
-            getattr(service, action)()
+    try:
+        for action in _ACTIONS:
+            if o.has(action):
+                getattr(service, action)()
+    except NodeAssignmentTimeout as e:
+        return _failed(e.message, str(e))
+    except TopicFailure as e:
+        return _failed(e.message, e.java)
+    except ProtocolClientError as e:
+        return _failed(str(e), None)
+    finally:
+        service.close()
     return 0
+
+
+def _failed(message: str, java: Optional[str]) -> int:
+    """Kafka's TopicCommand failure: the message on stdout, then the exception logged on stderr (Utils.stackTrace of
+    an ApiException, which has no stack frames: its line and a line break); exit status 1."""
+    print(f"Error while executing topic command : {message}", flush=True)
+    if java:
+        log("ERROR", f"{java}\n", "org.apache.kafka.tools.TopicCommand")
+    return 1
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:

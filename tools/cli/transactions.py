@@ -26,13 +26,14 @@ from dataclasses import dataclass
 from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from broker.protocol.api import ApiKey
+from tools import invoked_as
 
 from .admin_errors import error_line
 from .command import protocol_client
 from .client_config import build_client_config, load_properties_file
 from .java_format import hashmap_order, topic_partition_hash
 from .options import CommandError, version_line
-from .protocol_client import ProtocolClientError
+from .protocol_client import NodeAssignmentTimeout, ProtocolClientError
 
 PROG = "kafka-transactions.sh"
 _MAIN_USAGE = ("usage: kafka-transactions.sh [-h] [-v] [--command-config FILE]\n"
@@ -348,7 +349,7 @@ def list_transactions(client: Any, producer_ids: Sequence[int] = (),
                       duration_filter: Optional[int] = None) -> List[Tuple[int, Any]]:
     """ListTransactions to every broker: (broker id, listing) in broker id order."""
     out = []
-    for node in client.nodes():
+    for node in client.nodes(call="listTransactions(api=METADATA)"):
         body = {"state_filters": [], "producer_id_filters": list(producer_ids)}
         if duration_filter is not None:
             if client.version_for(ApiKey.LIST_TRANSACTIONS, node.node_id) < 1:
@@ -395,6 +396,8 @@ def cmd_list(client: Any, a: Args) -> None:
         listings = list_transactions(client, duration_filter=a.get("duration-filter"))
     except ProducerLookupError as e:
         raise fail("Failed to list transactions", str(e)) from None
+    except NodeAssignmentTimeout as e:  # no broker reached: Kafka's cause message
+        raise fail("Failed to list transactions", e.message) from None
     rows = [[s.transactional_id, str(node), str(s.producer_id), _state_name(s.transaction_state)]
             for node, s in listings]
     print_table(["TransactionalId", "Coordinator", "ProducerId", "TransactionState"], rows)
@@ -562,13 +565,31 @@ def _run(argv: Sequence[str]) -> int:
     return 0
 
 
+def _as_invoked(text: str) -> str:
+    """Kafka's usage and error text names kafka-transactions.sh; run as the console script, it names that."""
+    prog = invoked_as("tools.cli.transactions")
+    if prog == PROG:
+        return text
+    lines, indent = [], " " * len(f"usage: {PROG} ")
+    for line in text.split("\n"):
+        if line.startswith(f"usage: {PROG} "):
+            line, indent = line.replace(PROG, prog, 1), " " * len(f"usage: {PROG} ")
+        elif indent and line.startswith(indent) and not line[len(indent):].startswith(" "):
+            line = " " * len(f"usage: {prog} ") + line[len(indent):]  # a usage line's continuation, realigned
+        else:
+            indent = ""
+            line = line.replace(f"{PROG}: error:", f"{prog}: error:")
+        lines.append(line)
+    return "\n".join(lines)
+
+
 def main(argv: Optional[Sequence[str]] = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     try:
         return _run(args)
     except Exit as e:
         sys.stdout.flush()
-        (sys.stdout if e.stream == "stdout" else sys.stderr).write(e.text)
+        (sys.stdout if e.stream == "stdout" else sys.stderr).write(_as_invoked(e.text))
         return e.code
     except CommandError as e:
         print(str(e), file=sys.stderr)

@@ -990,15 +990,21 @@ class KafkaZkClient:
     def get_partition_states(self, partitions: list[tuple[str, int]] | set[tuple[str, int]]
                              ) -> dict[tuple[str, int], LeaderAndIsr]:
         """Partition states (zk_version = znode version = partition epoch) of those that exist."""
+        return {tp: s for tp, (s, _) in self.get_partition_states_and_mzxids(partitions).items()}
+
+    def get_partition_states_and_mzxids(self, partitions: list[tuple[str, int]] | set[tuple[str, int]]
+                                        ) -> dict[tuple[str, int], tuple[LeaderAndIsr, int]]:
+        """As get_partition_states (the same pipelined reads), each with its znode's mzxid (the zxid of its last
+        write): the controller compares it with leaders' broker epochs at failover (bounced_leaders.py)."""
         tps = list(partitions)
-        out: dict[tuple[str, int], LeaderAndIsr] = {}
+        out: dict[tuple[str, int], tuple[LeaderAndIsr, int]] = {}
         for tp, (result, error) in zip(tps, self._get_many(TopicPartitionStateZNode.path(*tp) for tp in tps)):
             if isinstance(error, NoNodeError):
                 continue
             if error is not None:
                 raise error
             data, stat = result
-            out[tp] = TopicPartitionStateZNode.decode(data, int(stat.version))
+            out[tp] = (TopicPartitionStateZNode.decode(data, int(stat.version)), int(stat.mzxid))
         return out
 
     def create_partition_states(self, states: dict[tuple[str, int], LeaderAndIsr], epoch_zk_version: int

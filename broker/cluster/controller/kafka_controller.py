@@ -24,6 +24,7 @@ from typing import Any, Callable, Iterable
 
 from broker.cluster.controller import events as ev
 from broker.cluster.controller.alter_partition import validate_alter_partition
+from broker.cluster.controller.bounced_leaders import find_bounced_leaders
 from broker.cluster.controller.channel_manager import ControllerChannelManager
 from broker.cluster.controller.config import ControllerConfig
 from broker.cluster.controller.context import (NO_LEADER, ControllerContext, PartitionReplica, PartitionState,
@@ -414,7 +415,7 @@ class KafkaController:
         ]
         zk.delete_log_dir_event_notifications(zk.get_log_dir_event_notifications(), ctx.epoch_zk_version)
         zk.delete_isr_change_notifications(zk.get_isr_change_notifications(), ctx.epoch_zk_version)
-        self._initialize_controller_context()
+        bounced = self._initialize_controller_context()
         to_delete, ineligible = self._fetch_topic_deletions_in_progress()
         self.topic_deletion.init(to_delete, ineligible)
         # brokers must know the live brokers before the LeaderAndIsr requests the state machines send
@@ -426,6 +427,8 @@ class KafkaController:
         self.topic_deletion.try_topic_deletion()
         pending = self._fetch_pending_preferred_replica_elections()
         self._on_replica_election(pending, ev.PREFERRED, ev.ZK_TRIGGERED)
+        if bounced:
+            self._on_bounced_at_failover(bounced)
         if self.config.auto_leader_rebalance_enable:
             self.event_manager.schedule(AUTO_REBALANCE_TIMER, self.config.auto_leader_rebalance_initial_delay_ms,
                                         ev.AutoPreferredReplicaLeaderElection)
@@ -491,7 +494,10 @@ class KafkaController:
         if node is not None:
             self.channel_manager.add_broker(broker_id, node)
 
-    def _initialize_controller_context(self) -> None:
+    def _initialize_controller_context(self) -> dict[int, tuple[BrokerInfo, int]]:
+        """Read the cluster from ZooKeeper. Returns the live brokers held back as bounced leaders (see
+        bounced_leaders.py): they are left out of the live brokers until the failover has started the state
+        machines without them (their failure), then `_on_bounced_at_failover` starts them."""
         ctx, zk = self.ctx, self.zk
         ctx.add_live_brokers(self._compatible_brokers(zk.get_all_brokers_and_epochs()))
         log.info("Initialized broker epochs cache: %s", ctx.live_broker_epochs)
@@ -508,11 +514,31 @@ class KafkaController:
         ctx.shutting_down_broker_ids.clear()
         for bid in sorted(ctx.live_broker_epochs):
             self._watch_broker(bid)
-        ctx.leadership.update(zk.get_partition_states(ctx.all_partitions()))
+        states = zk.get_partition_states_and_mzxids(ctx.all_partitions())
+        ctx.leadership.update({tp: s for tp, (s, _) in states.items()})
+        bounced: dict[int, tuple[BrokerInfo, int]] = {}
+        for bid, tps in find_bounced_leaders(states, ctx.live_broker_epochs).items():
+            log.info("Broker %d registered after the leadership of %d partitions was written: treating it as "
+                     "bounced", bid, len(tps))
+            log.debug("Partitions led by bounced broker %d: %s", bid, [_tp_str(tp) for tp in tps])
+            bounced[bid] = (ctx.live_brokers[bid], ctx.live_broker_epochs[bid])
+        ctx.remove_live_brokers(bounced)
+        for bid in bounced:
+            self._unwatch_broker(bid)
         for bid in sorted(ctx.live_broker_epochs):
             self._add_channel(bid)
         log.info("Currently active brokers in the cluster: %s", sorted(ctx.live_broker_ids))
         log.info("Current list of topics in the cluster: %s", sorted(ctx.all_topics))
+        return bounced
+
+    def _on_bounced_at_failover(self, bounced: dict[int, tuple[BrokerInfo, int]]) -> None:
+        """The bounced leaders' start-up, as a running controller handles a bounced broker's new registration.
+        Their failure already happened: the failover started the state machines with them offline (their
+        replicas left the ISRs, the partitions they led got another live ISR member as leader or none)."""
+        self.ctx.add_live_brokers(bounced)
+        for bid in sorted(bounced):
+            self._add_channel(bid)
+        self._on_broker_startup(sorted(bounced))
 
     def _put_topic_assignment(self, topic: str, a: TopicAssignment) -> None:
         for p, replicas in a.partitions.items():

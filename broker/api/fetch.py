@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Optional, Set, Tuple, cast
 
 from broker.api.authz import Authz
 from broker.api.fetch_session import CachedPartition
@@ -16,7 +16,7 @@ from broker.api.leader_hint import current_leader
 from broker.replica.manager import ClientMetadata, FetchPartitionInfo, fetch_request_replica
 from broker.errors import ErrorCode
 from broker.security.acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
-from broker.util import request_time
+from broker.util import clock, request_time
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
@@ -170,7 +170,7 @@ async def handle(ctx: "RequestContext", request: Any, *,
             forgotten.extend((name, p) for p in f.partitions)
 
     # 2. Session resolution.
-    now_ms = int(time.time() * 1000)
+    now_ms = clock.mono_ms()  # session idle clock: monotonic, so a wall-clock jump evicts nothing
     session_id = getattr(request, "session_id", 0)
     epoch = getattr(request, "session_epoch", -1)
     err, session, to_read = fetch_sessions.begin(session_id, epoch, uses_ids, requested, forgotten, now_ms)
@@ -209,7 +209,7 @@ async def handle(ctx: "RequestContext", request: Any, *,
                 session.swept_s = now_s
                 reads = scope.reads_for(None)
             else:
-                look = set(later)
+                look: Set[TopicPartition] = set(cast("List[TopicPartition]", later))  # changes note partitions
                 look.update(resent)
                 look.update(session.carry)
                 reads = scope.reads_for(look)

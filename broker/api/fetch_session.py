@@ -11,7 +11,10 @@ Rules, as Kafka's FetchManager applies them:
   wrong epoch -> INVALID_FETCH_SESSION_EPOCH.
 - epoch -1 with a session id: close it, then a sessionless full fetch.
 
-Pure state: no I/O; the clock is passed in.
+Pure state: no I/O; the clock is passed in. The Fetch handler passes a monotonic clock: a session's idle time
+(eviction after ``eviction_ms``) is then not changed by a wall-clock jump. Kafka's FetchSessionCache uses
+time.milliseconds() here; the difference is deliberate and only safer (a jump forward would evict every idle
+session at once, one back would keep them an hour more), nothing of it is stored or sent.
 """
 from __future__ import annotations
 
@@ -47,6 +50,7 @@ class FetchSession:
     epoch: int
     uses_topic_ids: bool
     partitions: "OrderedDict[TopicPartition, CachedPartition]" = field(default_factory=OrderedDict)
+    #: monotonic ms of the session's last use (its eviction clock)
     last_used_ms: int = 0
     #: a follower's session (broker.api.fetch): the ReplicaManager's PartitionChanges number up to which its
     #: partitions' changes were taken, when it last looked at every partition (monotonic s), and the partitions
@@ -105,9 +109,10 @@ class FetchSessionCache:
             s = FetchSession(self._new_id(), 1, uses_topic_ids, OrderedDict(requested), now_ms)
             self._sessions[s.session_id] = s
             return 0, s, list(s.partitions.items())
-        s = self._sessions.get(session_id)
-        if s is None:
+        found = self._sessions.get(session_id)
+        if found is None:
             return ErrorCode.FETCH_SESSION_ID_NOT_FOUND, None, []
+        s = found
         if s.epoch != epoch:
             return ErrorCode.INVALID_FETCH_SESSION_EPOCH, None, []
         if s.uses_topic_ids != uses_topic_ids:

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Set, Tuple
 
 from broker.errors import ErrorCode
+from broker.util import clock as _clock_mod
 
 log = logging.getLogger(__name__)
 
@@ -165,7 +165,11 @@ class IsrState:
 
 
 def _default_clock() -> int:
-    return int(time.time() * 1000)
+    """The ISR lag clock (lastCaughtUpTimeMs against replica.lag.time.max.ms): monotonic. Kafka's Partition uses
+    time.milliseconds(), so a wall-clock jump forward shrinks every ISR at the next check and one back delays a
+    shrink; these times are never stored or sent, so the monotonic clock is only safer. The ReplicaManager passes
+    its own clock."""
+    return _clock_mod.mono_ms()
 
 
 class Partition:

@@ -25,8 +25,9 @@ Loop affinity: event loop only (the fetchers, the Fetch path and the log dir mov
 from __future__ import annotations
 
 import logging
-import time
 from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from broker.util import clock as _clock_mod
 
 log = logging.getLogger(__name__)
 
@@ -47,8 +48,11 @@ FOLLOWER_THROTTLED_RATE = "follower.replication.throttled.rate"
 ALTER_LOG_DIRS_RATE = "replica.alter.log.dirs.io.max.bytes.per.second"
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+def _mono_ms() -> int:
+    """The rate windows' clock: monotonic. Kafka's sensors use time.milliseconds(), where a wall-clock jump back
+    stops the windows rolling (throttling on old bytes for as long as the jump) and one forward empties them; the
+    windows are never stored or sent, so the monotonic clock is only safer."""
+    return _clock_mod.mono_ms()
 
 
 class _Sample:
@@ -159,11 +163,12 @@ class ReplicationQuotaManager:
 
     def __init__(self, name: str, num_samples: int = 11, window_size_seconds: int = 1,
                  clock: Optional[Callable[[], int]] = None, bound: Optional[float] = None) -> None:
-        """``clock``: milliseconds. ``bound``: bytes/s; None (Kafka's unset quota) or Long.MAX_VALUE = unthrottled."""
+        """``clock``: monotonic milliseconds. ``bound``: bytes/s; None (Kafka's unset quota) or Long.MAX_VALUE =
+        unthrottled."""
         self.name = name
         self.num_samples = max(1, int(num_samples))
         self.window_ms = max(1, int(window_size_seconds)) * 1000
-        self._clock = clock if clock is not None else _now_ms
+        self._clock = clock if clock is not None else _mono_ms
         self._bound: Optional[float] = None
         self._throttled: Dict[str, Tuple[int, ...]] = {}
         self._rate = SimpleRate(self.num_samples, self.window_ms)

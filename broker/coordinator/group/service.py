@@ -12,6 +12,9 @@ into the state on the loader thread (see OffsetsTopicIO.load and GroupCoordinato
 session timers move later lazily instead of being re-armed by every heartbeat and commit (_apply);
 an expiry pass looks at a slice of groups at a time (expire_offsets).
 
+Clocks: deadlines (session, join, sync) run on the monotonic clock (_mono_ms), the timestamps stored in the log
+and the offset expiry compared with them on the wall clock (_wall_ms), as Kafka does (see group/state.py).
+
 Loop affinity: everything runs on the broker's event loop; log reads and replays of a load run on the
 coordinator's loader thread.
 """
@@ -31,6 +34,7 @@ from broker.coordinator.group.state import (C_OFFSET, GroupConfig, GroupCoordina
                                             write_error_for_commit)
 from broker.coordinator.offsets_topic import DEFAULT_LOAD_BUFFER_BYTES, GROUP_METADATA_TOPIC_NAME, OffsetsTopicIO
 from broker.errors import ErrorCode, KafkaError
+from broker.util import clock
 from broker.util.request_time import parked
 
 log = logging.getLogger(__name__)
@@ -43,8 +47,16 @@ _EXPECTED_APPEND_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, Error
 EXPIRY_SLICE_OFFSETS = 20000
 
 
-def _now_ms() -> int:
-    return int(time.time() * 1000)
+def _mono_ms() -> int:
+    """The clock of the session, join and sync deadlines: monotonic, as Kafka's DelayedHeartbeat/DelayedJoin timer
+    (SystemTimer on hiResClockMs), so a wall-clock jump neither expires members early nor keeps them late."""
+    return clock.mono_ms()
+
+
+def _wall_ms() -> int:
+    """The clock of what is stored in ``__consumer_offsets`` (current_state_timestamp) and compared with it (offset
+    expiry against commit timestamps): wall-clock, Kafka's time.milliseconds()."""
+    return clock.wall_ms()
 
 
 class ConfigSource(Protocol):
@@ -144,7 +156,7 @@ class GroupCoordinator:
     async def _load(self, partition: int) -> None:
         started = time.monotonic()
         try:
-            state = GroupCoordinatorState(self.group_config())
+            state = GroupCoordinatorState(self.group_config(), wall_clock=lambda: _wall_ms())
             state.begin_loading()
             self._markers_while_loading[partition] = []
             # The state is not visible to anyone yet, so it is rebuilt off the event loop, batch by batch.
@@ -156,7 +168,7 @@ class GroupCoordinator:
                 if offset < 0 or offset >= end:
                     state.complete_txn(producer_id, committed)
             self.shards[partition] = state
-            self._apply(partition, state.finish_loading(_now_ms()))
+            self._apply(partition, state.finish_loading(_mono_ms()))
             log.info("[GroupCoordinator] Loaded %d groups from %s-%d (%d records) in %.0f ms", len(state.groups),
                      GROUP_METADATA_TOPIC_NAME, partition, records, (time.monotonic() - started) * 1000)
         except asyncio.CancelledError:
@@ -218,7 +230,7 @@ class GroupCoordinator:
                         continue
                     armed[0].cancel()
                 if now < 0:
-                    now = _now_ms()
+                    now = _mono_ms()
                 self._arm(k, deadline, now)
         self._deliver(out)
 
@@ -229,7 +241,7 @@ class GroupCoordinator:
     def _fire(self, partition: int, key: TimerKey) -> None:
         k = (partition, key)
         self._timers.pop(k, None)
-        now = _now_ms()
+        now = _mono_ms()
         deadline = self._deadlines.get(k)
         if deadline is not None and deadline > now:  # moved later since it was armed: sleep until then
             self._arm(k, deadline, now)
@@ -271,9 +283,9 @@ class GroupCoordinator:
             log.log(logging.DEBUG if code in _EXPECTED_APPEND_ERRORS else logging.WARNING,
                     "[GroupCoordinator] Appending %d records to %s-%d failed: %s", len(out.records),
                     GROUP_METADATA_TOPIC_NAME, partition, ErrorCode(code).name)
-            after = out.on_write_failed(_now_ms(), code) if out.on_write_failed else None
+            after = out.on_write_failed(_mono_ms(), code) if out.on_write_failed else None
         else:
-            after = out.on_written(_now_ms(), last - len(out.records) + 1) if out.on_written else None
+            after = out.on_written(_mono_ms(), last - len(out.records) + 1) if out.on_written else None
         if after is None:
             return out.response
         if after.records:  # not produced by the current state machine; kept general
@@ -299,7 +311,7 @@ class GroupCoordinator:
         if state is None:
             return join_result(member_id, err)
         token, fut = self._new_waiter()
-        out = state.join_group(_now_ms(), token, group_id, member_id, group_instance_id, client_id, client_host,
+        out = state.join_group(_mono_ms(), token, group_id, member_id, group_instance_id, client_id, client_host,
                                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                                require_known_member_id, support_skip_assignment)
         return await self._parked(p, out, token, fut)  # type: ignore[no-any-return]
@@ -313,7 +325,7 @@ class GroupCoordinator:
             return sync_result(ErrorCode.REBALANCE_IN_PROGRESS if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
                                else err)
         token, fut = self._new_waiter()
-        out = state.sync_group(_now_ms(), token, group_id, generation_id, member_id, group_instance_id,
+        out = state.sync_group(_mono_ms(), token, group_id, generation_id, member_id, group_instance_id,
                                protocol_type, protocol_name, assignments)
         return await self._parked(p, out, token, fut)  # type: ignore[no-any-return]
 
@@ -322,7 +334,7 @@ class GroupCoordinator:
         err, p, state = self._route(group_id)
         if state is None:
             return 0 if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else err
-        return await self._finish(p, state.heartbeat(_now_ms(), group_id, member_id, group_instance_id,
+        return await self._finish(p, state.heartbeat(_mono_ms(), group_id, member_id, group_instance_id,
                                                      generation_id))  # type: ignore[no-any-return]
 
     async def leave_group(self, group_id: str,
@@ -330,7 +342,7 @@ class GroupCoordinator:
         err, p, state = self._route(group_id)
         if state is None:
             return err, []
-        return await self._finish(p, state.leave_group(_now_ms(), group_id, members))  # type: ignore[no-any-return]
+        return await self._finish(p, state.leave_group(_mono_ms(), group_id, members))  # type: ignore[no-any-return]
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: Optional[str],
                              generation_id: int,
@@ -338,7 +350,7 @@ class GroupCoordinator:
         err, p, state = self._route(group_id)
         if state is None:
             return {tp: err for tp in offsets}
-        out = state.commit_offsets(_now_ms(), group_id, member_id, group_instance_id, generation_id, offsets)
+        out = state.commit_offsets(_mono_ms(), group_id, member_id, group_instance_id, generation_id, offsets)
         return await self._finish(p, out)  # type: ignore[no-any-return]
 
     async def txn_commit_offsets(self, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -366,7 +378,7 @@ class GroupCoordinator:
             err, p, state = self._route(group_id)  # the verification awaited: leadership may have moved
             if state is None:
                 return {tp: err for tp in offsets}
-        out = state.txn_commit_offsets(_now_ms(), group_id, producer_id, producer_epoch, member_id,
+        out = state.txn_commit_offsets(_mono_ms(), group_id, producer_id, producer_epoch, member_id,
                                        group_instance_id, generation_id, offsets)
         out.guard = guard
         return await self._finish(p, out)  # type: ignore[no-any-return]
@@ -453,7 +465,7 @@ class GroupCoordinator:
                     budget += 1 + (len(g.offsets) if g is not None else 0)
                     chunk.append(group_ids[i])
                     i += 1
-                out = state.expire_offsets(_now_ms(), chunk)
+                out = state.expire_offsets(_wall_ms(), chunk)
                 if out.records:
                     removed += sum(1 for k, _v in out.records if rec.decode_offset_key(k) is not None)
                     await self._finish(p, out)

@@ -1,6 +1,6 @@
 """The classic group protocol as a pure state machine: one instance per ``__consumer_offsets`` partition.
 
-No asyncio, sockets or files: every call takes ``now`` (wall-clock ms) and returns an
+No asyncio, sockets or files: every call takes ``now`` (milliseconds) and returns an
 :class:`Outcome` naming the records to append to the partition, the timers to (re)arm, the
 immediate reply (``None`` while the request is parked) and replies for requests parked earlier
 (by the opaque token the caller passed). When records must be written before replies are sent
@@ -17,6 +17,14 @@ drops them on ABORT. Loading sees the same records and markers through ``replay_
 
 Timers are keys: ``("heartbeat", group, member)``, ``("join", group)``, ``("sync", group)``; a
 timer firing early or for something that no longer exists is ignored, so a stale one is harmless.
+
+Two clocks, as in Kafka: ``now`` times the deadlines (session, join, sync: Kafka's DelayedHeartbeat,
+DelayedJoin and DelayedSync run on its monotonic timer), so the coordinator passes a monotonic clock and
+a wall-clock jump neither expires a member early nor keeps it late. What is stored or compared with
+stored timestamps is wall-clock (Kafka's ``time.milliseconds()``): a group's ``current_state_timestamp``
+comes from the ``wall_clock`` given to the state, and :meth:`GroupCoordinatorState.expire_offsets` takes
+wall-clock ``now``, compared with commit timestamps. Without a ``wall_clock`` (tests driving one manual
+clock) ``now`` serves for both.
 """
 from __future__ import annotations
 
@@ -332,12 +340,19 @@ def write_error_for_commit(code: int) -> int:
 class GroupCoordinatorState:
     """Groups and committed offsets of one ``__consumer_offsets`` partition."""
 
-    def __init__(self, config: GroupConfig, new_member_id: Optional[Callable[[str], str]] = None) -> None:
+    def __init__(self, config: GroupConfig, new_member_id: Optional[Callable[[str], str]] = None,
+                 wall_clock: Optional[Callable[[], int]] = None) -> None:
+        """``wall_clock``: wall-clock ms for the timestamps written to the log (None: use the ``now`` passed)."""
         self.config = config
+        self._wall_clock = wall_clock
         self.groups: Dict[str, Group] = {}
         #: while loading: the latest (record offset, value) of each plain record's key, not applied yet
         self._load_buffer: Optional[Dict[bytes, Tuple[int, Optional[bytes]]]] = None
         self._new_member_id = new_member_id or (lambda prefix: f"{prefix}-{uuid.uuid4()}")
+
+    def _wall(self, now: int) -> int:
+        """The wall-clock ms to store (current_state_timestamp) at deadline-clock ``now``."""
+        return now if self._wall_clock is None else self._wall_clock()
 
     # ================================================================== JoinGroup
     def join_group(self, now: int, token: Any, group_id: str, member_id: str, group_instance_id: Optional[str],
@@ -359,7 +374,7 @@ class GroupCoordinatorState:
             if not unknown:
                 out.response = join_result(member_id, ErrorCode.UNKNOWN_MEMBER_ID)
                 return out
-            group = self.groups[group_id] = Group(group_id, current_state_timestamp=now)
+            group = self.groups[group_id] = Group(group_id, current_state_timestamp=self._wall(now))
         if not self._accept_joining_member(group, member_id):
             out.response = join_result("", ErrorCode.GROUP_MAX_SIZE_REACHED)
             return out
@@ -543,7 +558,7 @@ class GroupCoordinatorState:
             group.join_deadline = now + group.rebalance_timeout_ms()
         log.info("[GroupCoordinator] Preparing to rebalance group %s in state %s with old generation %d",
                  group.group_id, group.state, group.generation_id)
-        group.transition(PREPARING_REBALANCE, now)
+        group.transition(PREPARING_REBALANCE, self._wall(now))
         out.timers.append((("join", group.group_id), group.join_deadline))
 
     def _reset_and_propagate_assignment_error(self, group: Group, error: int, out: Outcome) -> None:
@@ -578,13 +593,13 @@ class GroupCoordinatorState:
         if not group.members:
             group.protocol_name = None
             group.leader_id = None
-            group.transition(EMPTY, now)
+            group.transition(EMPTY, self._wall(now))
             group.update_subscribed_topics()
             out.records.append(self._group_record(group, {}))
             return
         group.protocol_name = group.select_protocol()
         group.update_subscribed_topics()
-        group.transition(COMPLETING_REBALANCE, now)
+        group.transition(COMPLETING_REBALANCE, self._wall(now))
         log.info("[GroupCoordinator] Stabilized group %s generation %d (protocol %s) with %d members",
                  group.group_id, group.generation_id, group.protocol_name, len(group.members))
         for m in group.members.values():
@@ -729,7 +744,7 @@ class GroupCoordinatorState:
                                 o.completions.append((m.sync_waiter, sync_result(0, group, m.assignment)))
                                 m.sync_waiter = None
                                 self._schedule_heartbeat(t, group, m, o)
-                        group.transition(STABLE, t)
+                        group.transition(STABLE, self._wall(t))
                     return o
 
                 def failed(t: int, code: int) -> Outcome:
@@ -826,7 +841,7 @@ class GroupCoordinatorState:
             if generation_id >= 0:
                 out.response = {tp: ErrorCode.ILLEGAL_GENERATION for tp in offsets}
                 return out
-            group = self.groups[group_id] = Group(group_id, current_state_timestamp=now)
+            group = self.groups[group_id] = Group(group_id, current_state_timestamp=self._wall(now))
         error = self._validate_commit(group, member_id, group_instance_id, generation_id)
         if error:
             out.response = {tp: error for tp in offsets}
@@ -918,7 +933,7 @@ class GroupCoordinatorState:
         out = Outcome(producer=(producer_id, producer_epoch))
         group = self.groups.get(group_id)
         if group is None:
-            group = self.groups[group_id] = Group(group_id, current_state_timestamp=now)
+            group = self.groups[group_id] = Group(group_id, current_state_timestamp=self._wall(now))
         error = 0
         if group.state == DEAD:
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
@@ -1083,7 +1098,8 @@ class GroupCoordinatorState:
         return out
 
     def expire_offsets(self, now: int, group_ids: Optional[Iterable[str]] = None) -> Outcome:
-        """Kafka's cleanupGroupMetadata over ``group_ids`` (default: every group): drop the offsets
+        """Kafka's cleanupGroupMetadata over ``group_ids`` (default: every group) at wall-clock ``now`` (compared
+        with the commit and state timestamps stored in the log, as Kafka's time.milliseconds()): drop the offsets
         GroupMetadata.removeExpiredOffsets names, then a group left Empty without offsets (pending ones
         included) becomes Dead and is removed; its metadata tombstone is written only if it ever had a
         generation (a group used only for offset storage never wrote metadata)."""

@@ -40,6 +40,9 @@ COMPLETION_RETRY_BACKOFF_S = 0.1
 
 
 def _now_ms() -> int:
+    """Wall-clock ms, as Kafka's TransactionCoordinator (time.milliseconds()): transaction start and update
+    timestamps are stored in ``__transaction_state`` and the timeout and transactional-id expiry compare with them,
+    so a wall-clock jump moves them, in Kafka too. The intervals between checks are asyncio sleeps (monotonic)."""
     return int(time.time() * 1000)
 
 

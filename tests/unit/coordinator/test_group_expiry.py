@@ -178,7 +178,7 @@ def test_service_expires_a_large_shard_in_slices(monkeypatch: Any) -> None:
 
     monkeypatch.setattr(group_service, "EXPIRY_SLICE_OFFSETS", 7)
     now = [1_000_000]
-    monkeypatch.setattr(group_service, "_now_ms", lambda: now[0])
+    monkeypatch.setattr(group_service, "_wall_ms", lambda: now[0])
 
     async def scenario() -> None:
         io = FakeOffsetsTopic()

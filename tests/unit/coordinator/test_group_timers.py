@@ -30,7 +30,7 @@ class FakeState:
 
 def coordinator(monkeypatch: Any) -> Tuple[Any, List[Tuple[Any, int]], List[int], FakeState]:
     now = [1_000]
-    monkeypatch.setattr(service, "_now_ms", lambda: now[0])
+    monkeypatch.setattr(service, "_mono_ms", lambda: now[0])
     gc = service.GroupCoordinator(FakeConfig(), io=None, topics=None)  # type: ignore[arg-type]
     armed: List[Tuple[Any, int]] = []
 

@@ -1,0 +1,286 @@
+"""Wall-clock jumps (an NTP step, an operator's ``date -s``) of an hour forward and back, while the monotonic clock
+runs on: what Kafka times on its monotonic clock (session and rebalance deadlines, delayed operations, throttles,
+idle connections) neither ends early nor late; what Kafka times on the wall clock because it is stored or compared
+with stored timestamps (group state and commit timestamps, offset expiry, transaction timeouts) follows the jump,
+as in Kafka. See broker/util/clock.py.
+
+``wall`` moves ``time.time`` only; asyncio's timers and ``time.monotonic`` are untouched (or, in the synchronous
+tests, stepped by hand).
+"""
+from __future__ import annotations
+
+import asyncio
+import struct
+import time
+from typing import Any, Callable, Dict, List
+
+import pytest
+
+from broker.api import fetch as fetch_api
+from broker.api.fetch_session import FetchSessionCache
+from broker.coordinator.group.state import OffsetAndMetadata
+from broker.errors import ErrorCode
+from broker.network.socket_server import ListenerSpec, SocketServer
+from broker.protocol import api as proto
+from broker.protocol.api import ApiKey
+from broker.quota.client_quota_manager import ClientQuotaManager
+from broker.quota.entity import QuotaEntity
+from broker.replica.replication_quota import ReplicationQuotaManager
+from broker.util import clock
+from tests.unit.coordinator import test_group_apis as group_apis
+from tests.unit.coordinator.transaction import test_service as txn_service
+from tests.unit.replica.harness import TP, FakeCluster, _FakeMetadata, _FakeRequestContext, records, state
+
+HOUR_S = 3600.0
+HOUR_MS = 3_600_000
+
+
+@pytest.fixture
+def wall(monkeypatch: pytest.MonkeyPatch) -> List[float]:
+    """``time.time`` = the real wall clock + ``wall[0]`` seconds (set it to jump)."""
+    real = time.time
+    offset = [0.0]
+    monkeypatch.setattr(time, "time", lambda: real() + offset[0])
+    return offset
+
+
+@pytest.fixture
+def mono(monkeypatch: pytest.MonkeyPatch) -> List[float]:
+    """``time.monotonic`` stepped by hand (synchronous tests only: no event loop runs meanwhile)."""
+    now = [1000.0]
+    monkeypatch.setattr(time, "monotonic", lambda: now[0])
+    return now
+
+
+def test_the_clocks(wall: List[float]) -> None:
+    before = clock.mono_ms()
+    wall[0] = HOUR_S
+    assert abs(clock.wall_ms() - clock.mono_ms() - HOUR_MS) < 60_000  # anchored at the wall clock of the import
+    wall[0] = -HOUR_S
+    assert 0 <= clock.mono_ms() - before < 60_000  # moved by neither jump
+
+
+# ---------------------------------------------------------------------------- group coordinator (monotonic deadlines)
+def test_a_member_session_does_not_expire_early_when_the_wall_clock_jumps_forward(wall: List[float]) -> None:
+    """Kafka's DelayedHeartbeat runs on the monotonic timer: a session timer that fires right after a jump forward
+    (before the member's next heartbeat) must find the session alive, not an hour past its deadline."""
+    async def scenario(broker: Any) -> None:
+        gc = broker.group_coordinator
+        member, generation = await group_apis.joined_member(broker)  # session.timeout.ms 10 s
+        wall[0] = HOUR_S
+        gc._fire(0, ("heartbeat", "g", member))  # the armed session timer fires now
+        assert member in gc.shards[0].groups["g"].members
+        assert (0, ("heartbeat", "g", member)) in gc._timers  # re-armed for the rest of the session
+        r = await group_apis.call(broker, ApiKey.HEARTBEAT, 4, {"group_id": "g", "generation_id": generation,
+                                                                 "member_id": member, "group_instance_id": None})
+        assert r.error_code == 0
+    group_apis.run(scenario)
+
+
+def test_a_member_session_expires_on_time_when_the_wall_clock_jumps_back(wall: List[float],
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """A jump back must not keep a silent member in the group for an extra hour."""
+    monkeypatch.setattr(group_apis.FakeConfig, "values",
+                        dict(group_apis.FakeConfig.values, **{"group.min.session.timeout.ms": 100}))
+
+    async def scenario(broker: Any) -> None:
+        gc = broker.group_coordinator
+        body = dict(group_apis.JOIN, session_timeout_ms=300, member_id="")
+        r = await group_apis.call(broker, ApiKey.JOIN_GROUP, 3, body)  # v3: no MEMBER_ID_REQUIRED round
+        assert r.error_code == 0
+        s = await group_apis.call(broker, ApiKey.SYNC_GROUP, 3, {
+            "group_id": "g", "generation_id": r.generation_id, "member_id": r.member_id, "group_instance_id": None,
+            "assignments": [{"member_id": r.member_id, "assignment": b"A"}]})
+        assert s.error_code == 0
+        wall[0] = -HOUR_S
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + 10.0  # bounded wait: the session is 300 ms, the jump an hour
+        while r.member_id in gc.shards[0].groups["g"].members:
+            assert loop.time() < deadline, "the session outlived its timeout by the wall-clock jump"
+            await asyncio.sleep(0.02)
+    group_apis.run(scenario)
+
+
+def test_group_state_timestamps_and_offset_expiry_stay_on_the_wall_clock(wall: List[float],
+                                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """As Kafka (time.milliseconds()): current_state_timestamp is written to __consumer_offsets and offsets expire
+    by the wall clock against their commit timestamps, so those follow a jump."""
+    monkeypatch.setattr(group_apis.FakeConfig, "values",
+                        dict(group_apis.FakeConfig.values, **{"offsets.retention.minutes": 1}))
+
+    async def scenario(broker: Any) -> None:
+        gc = broker.group_coordinator
+        wall[0] = HOUR_S
+        await group_apis.joined_member(broker)
+        assert abs(gc.shards[0].groups["g"].current_state_timestamp - clock.wall_ms()) < 60_000
+        ts = clock.wall_ms()
+        assert await gc.commit_offsets("simple", "", None, -1, {("t", 0): OffsetAndMetadata(5, commit_timestamp=ts)}) \
+            == {("t", 0): 0}
+        await gc.expire_offsets()
+        assert "simple" in gc.shards[0].groups
+        wall[0] += 61.0  # past offsets.retention.minutes by the wall clock only
+        await gc.expire_offsets()
+        assert "simple" not in gc.shards[0].groups
+    group_apis.run(scenario)
+
+
+# ---------------------------------------------------------------------------- transactions (wall-clock, as Kafka)
+def test_transaction_timeouts_follow_the_wall_clock_as_in_kafka(wall: List[float]) -> None:
+    """Kafka compares time.milliseconds() with txnStartTimestamp, which is stored in __transaction_state: a jump
+    forward past transaction.timeout.ms aborts an open transaction, one back delays the abort. Same here."""
+    async def scenario(env: Any) -> None:
+        await env.lead()
+        pid, epoch = await env.start_txn(("a", 0))  # transaction.timeout.ms 60 s
+        await env.tc.abort_timed_out_transactions()
+        assert env.log.states()[-1] == (txn_service.TID, 1)  # still Ongoing
+        wall[0] = -HOUR_S
+        await env.tc.abort_timed_out_transactions()
+        assert env.log.states()[-1] == (txn_service.TID, 1)
+        wall[0] = HOUR_S
+        await env.tc.abort_timed_out_transactions()
+        await env.completed(5)  # CompleteAbort
+        assert await env.tc.end_transaction(txn_service.TID, pid, epoch, False) == ErrorCode.PRODUCER_FENCED
+    txn_service.run(scenario)
+
+
+# ---------------------------------------------------------------------------- delayed produce and fetch
+@pytest.mark.parametrize("jump", [HOUR_S, -HOUR_S])
+def test_delayed_produce_and_fetch_deadlines_hold_across_a_jump(tmp_path: Any, wall: List[float],
+                                                                jump: float) -> None:
+    """acks=-1 waits its request timeout and a long-poll its max.wait.ms, measured on the event loop's monotonic
+    clock: a jump in the middle of the wait neither cuts nor stretches it."""
+    async def main() -> None:
+        c = FakeCluster(str(tmp_path))
+        try:
+            b = c.start(1)
+            await c.leader_and_isr(1, state(1, 0, [1, 2], [1, 2]))  # follower 2 never fetches
+            loop = asyncio.get_running_loop()
+            loop.call_later(0.05, wall.__setitem__, 0, jump)
+            t0 = loop.time()
+            res = (await asyncio.wait_for(b.rm.append_records(-1, {TP: records(b"a")}, timeout_ms=300), 10))[TP]
+            assert res.error_code == ErrorCode.REQUEST_TIMED_OUT
+            assert loop.time() - t0 >= 0.3
+            wall[0] = 0.0
+            loop.call_later(0.05, wall.__setitem__, 0, jump)
+            t0 = loop.time()
+            got = await asyncio.wait_for(b.rm.fetch_messages([(TP, 0, 1 << 20)], 1 << 20, 1 << 20, 300), 10)
+            assert got[TP].error_code == 0
+            assert loop.time() - t0 >= 0.3
+        finally:
+            await c.close()
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------------------- fetch sessions
+def _fetch_request(session_id: int, epoch: int) -> Any:
+    body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 1 << 20, "isolation_level": 0,
+            "session_id": session_id, "session_epoch": epoch,
+            "topics": [{"topic": "t", "partitions": [{"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0,
+                                                       "last_fetched_epoch": -1, "log_start_offset": -1,
+                                                       "partition_max_bytes": 1 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+    frame = memoryview(proto.encode_request(ApiKey.FETCH, 12, 1, "consumer", body))[4:]
+    _header, offset = proto.decode_request_header(frame)
+    return proto.decode_request(ApiKey.FETCH, 12, frame, offset)
+
+
+def test_a_fetch_session_is_not_evicted_by_a_jump_forward(tmp_path: Any, wall: List[float]) -> None:
+    """Kafka's FetchSessionCache uses the wall clock; here idle time is monotonic (only safer): a jump forward
+    past the eviction time, then a new session (which evicts stale ones), leaves the first session usable."""
+    async def main() -> None:
+        c = FakeCluster(str(tmp_path))
+        try:
+            b = c.start(1)
+            await c.leader_and_isr(1, state(1, 0, [1], [1]))
+            sessions = FetchSessionCache(eviction_ms=60_000)
+
+            async def fetch(session_id: int, epoch: int) -> Dict[str, Any]:
+                return await fetch_api.handle(_FakeRequestContext(12, "consumer"), _fetch_request(session_id, epoch),
+                                              replica_manager=b.rm, metadata=_FakeMetadata(b.rm),  # type: ignore
+                                              fetch_sessions=sessions)
+            first = await fetch(0, 0)
+            assert first["error_code"] == 0 and first["session_id"] > 0
+            wall[0] = HOUR_S
+            second = await fetch(0, 0)
+            assert second["error_code"] == 0 and second["session_id"] not in (0, first["session_id"])
+            again = await fetch(first["session_id"], 1)
+            assert again["error_code"] == 0 and again["session_id"] == first["session_id"]
+        finally:
+            await c.close()
+    asyncio.run(main())
+
+
+# ---------------------------------------------------------------------------- quotas
+def test_a_client_quota_throttle_is_neither_stretched_nor_cut(wall: List[float], mono: List[float]) -> None:
+    """The throttle time a client earns (and then waits muted, on asyncio's monotonic clock: Kafka's
+    ThrottledChannel uses nanoseconds) is the same with the wall clock jumping between its requests."""
+    def throttles(jumps: List[float]) -> List[int]:
+        m = ClientQuotaManager("producer_byte_rate", 11, 1)
+        m.update(QuotaEntity(client_id="app"), 1000.0)
+        out = []
+        for j in jumps:
+            wall[0] = j
+            out.append(m.record("ANONYMOUS", "app", 6000))
+            mono[0] += 0.5
+        return out
+    steady = throttles([0.0] * 6)
+    assert steady[-1] > 0  # the client is throttled
+    assert throttles([0.0, HOUR_S, HOUR_S, -HOUR_S, 0.0, -HOUR_S]) == steady
+
+
+def test_a_replication_throttle_ends_on_time_after_a_jump_back(wall: List[float], mono: List[float]) -> None:
+    """leader/follower.replication.throttled.rate windows roll on the monotonic clock (Kafka's sensors use the
+    wall clock, where a jump back would keep old bytes counted for the length of the jump)."""
+    q = ReplicationQuotaManager("Leader", num_samples=11, window_size_seconds=1, bound=1000.0)
+    q.record(100_000)
+    assert q.is_quota_exceeded()
+    wall[0] = -HOUR_S
+    mono[0] += 12.0  # past every window
+    assert not q.is_quota_exceeded()
+    q.record(100_000)
+    wall[0] = HOUR_S
+    mono[0] += 0.1
+    assert q.is_quota_exceeded()  # a jump forward does not empty the windows either
+
+
+# ---------------------------------------------------------------------------- idle connections
+def _frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+class _Echo:
+    CLOSE = object()
+
+    async def handle(self, connection: Any, frame: memoryview) -> Any:
+        return [struct.pack(">i", len(frame)) + bytes(frame)]
+
+
+def test_an_idle_connection_is_not_reaped_early_nor_kept_late(wall: List[float]) -> None:
+    """connections.max.idle.ms is measured as Kafka's Selector does (nanoTime): a jump forward closes nothing, a
+    jump back does not keep an idle connection open."""
+    async def main(idle_ms: int, jump: float, check: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]
+                   ) -> None:
+        server = SocketServer(_Echo(), [ListenerSpec("PLAINTEXT", "127.0.0.1", 0)], 1 << 20,  # type: ignore
+                              connections_max_idle_ms=idle_ms)
+        await server.start()
+        try:
+            r, w = await asyncio.open_connection("127.0.0.1", server.bound_ports["PLAINTEXT"])
+            w.write(_frame(b"hi"))
+            assert await asyncio.wait_for(r.readexactly(6), 5) == _frame(b"hi")
+            wall[0] = jump
+            await check(r, w)
+            w.close()
+        finally:
+            wall[0] = 0.0
+            await server.stop()
+
+    async def still_open(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await asyncio.sleep(1.5)  # three reaper passes (every idle/10 s), far less than the idle time
+        w.write(_frame(b"again"))
+        assert await asyncio.wait_for(r.readexactly(9), 5) == _frame(b"again")
+
+    async def closed(r: asyncio.StreamReader, _w: asyncio.StreamWriter) -> None:
+        assert await asyncio.wait_for(r.read(), 10) == b""  # bounded wait: idle is 300 ms, the jump an hour
+
+    asyncio.run(main(5000, HOUR_S, still_open))
+    asyncio.run(main(300, -HOUR_S, closed))

@@ -25,9 +25,12 @@ import signal
 import subprocess
 import sys
 from dataclasses import dataclass, field
-from typing import List, Optional
+from typing import TYPE_CHECKING, List, Optional
 
 from broker import KAFKA_VERSION, __version__
+
+if TYPE_CHECKING:
+    from broker.config import KafkaConfig
 
 log = logging.getLogger("broker")
 
@@ -101,7 +104,7 @@ def _fail(message: str, *more: str) -> int:
     return 1
 
 
-async def _run(config: object) -> int:
+async def _run(config: "KafkaConfig") -> int:
     from broker.server import BrokerServer, StartupError
     server = BrokerServer(config)
     loop = asyncio.get_running_loop()

@@ -32,7 +32,7 @@ INCREMENTAL_MIN, INCREMENTAL_MAX = 0, 1
 DEFAULT_ENTITY = "<default>"
 _ALLOW_ALL = Authz()
 #: Kafka's Errors messages, which DescribeConfigs puts in refused results
-_DENIED_MESSAGES = {ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+_DENIED_MESSAGES: dict[int, str] = {ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
                     ErrorCode.TOPIC_AUTHORIZATION_FAILED: "Topic authorization failed."}
 
 
@@ -198,7 +198,7 @@ async def _alter_broker(config: "DynamicBrokerConfig", admin: "AdminManager", na
     """A BROKER resource, as Kafka 3.9 answers it (broker/config/dynamic_rules.py): legacy AlterConfigs replaces the
     resource's whole dynamic set with ``legacy``, IncrementalAlterConfigs applies ``ops`` to the stored set."""
     err, msg, entity = _broker_entity(config.broker_id, name, altering=True)
-    if err:
+    if err or entity is None:
         return err, msg
     per_broker = entity != DEFAULT_ENTITY
     stored = await admin.broker_overrides(entity)

@@ -47,9 +47,9 @@ async def handle(ctx: "RequestContext", request: Any, *, admin: "AdminManager", 
     describable: Optional[Set[str]] = None
     deletable: Optional[Set[str]] = None
     if authz.enabled:
-        names = [n if n is not None else metadata.topic_name(tid) for n, tid in wanted
+        found = [n if n is not None else metadata.topic_name(tid) if tid is not None else None for n, tid in wanted
                  if n is not None or (tid is not None and tid != ZERO_UUID)]
-        names = [n for n in names if n is not None]
+        names = [n for n in found if n is not None]
         describable = authz.filter_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, names)
         deletable = authz.filter_allowed(ctx, AclOperation.DELETE, ResourceType.TOPIC, names)
     for name, tid in wanted:

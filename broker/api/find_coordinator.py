@@ -25,7 +25,7 @@ MIN_VERSION, MAX_VERSION = 0, 6
 GROUP, TRANSACTION = 0, 1
 _ALLOW_ALL = Authz()
 #: Kafka's Errors messages for the refusals below
-_DENIED_MESSAGES = {ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
+_DENIED_MESSAGES: dict[int, str] = {ErrorCode.GROUP_AUTHORIZATION_FAILED: "Group authorization failed.",
                     ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED: "Transactional Id authorization failed.",
                     ErrorCode.INVALID_REQUEST: KAFKA_INVALID_REQUEST_MESSAGE}  # an unknown key type
 
@@ -65,7 +65,7 @@ async def _lookup(coordinator: "GroupCoordinator", metadata: "MetadataCache", ct
             meta = metadata.partition(topic, partition)
             node = metadata.brokers.get(meta.leader) if meta is not None else None
             endpoint = node.endpoint(ctx.listener_name) if node is not None else None
-            if endpoint is None:
+            if node is None or endpoint is None:
                 code = ErrorCode.COORDINATOR_NOT_AVAILABLE
             else:
                 entry.update(node_id=node.broker_id, host=endpoint.host, port=endpoint.port)

@@ -134,37 +134,35 @@ async def handle(ctx: "RequestContext", request: Any, *, metadata: "MetadataCach
             topics.extend(answers.answer_all(names, version, listener) if authz.enabled
                           else answers.answer_every_topic(version, listener))
         else:
-            for name in names:
-                topics.append(topic_entry(metadata, name, version, include_ops, listener=listener))
+            for topic in names:
+                topics.append(topic_entry(metadata, topic, version, include_ops, listener=listener))
     else:
         allow_auto = (getattr(request, "allow_auto_topic_creation", True) if version >= 4 else True)
         auto_create = allow_auto and config.get("auto.create.topics.enable")
         describable: Optional[Set[str]] = None
         creatable: Optional[Set[str]] = None
         if authz.enabled:
-            names = [t.name if t.name is not None else _name_of(metadata, getattr(t, "topic_id", None))
+            found = [t.name if t.name is not None else _name_of(metadata, getattr(t, "topic_id", None))
                      for t in requested]
-            describable = authz.filter_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC,
-                                               [n for n in names if n is not None])
-            missing = [n for n in dict.fromkeys(names) if n is not None and n in describable
-                       and metadata.topic(n) is None]
+            named = [n for n in found if n is not None]
+            describable = authz.filter_allowed(ctx, AclOperation.DESCRIBE, ResourceType.TOPIC, named)
+            missing = [n for n in dict.fromkeys(named) if n in describable and metadata.topic(n) is None]
             if auto_create and missing and not authz.allowed(ctx, AclOperation.CREATE, ResourceType.CLUSTER,
                                                              CLUSTER_RESOURCE_NAME, log_if_denied=False):
                 creatable = authz.filter_allowed(ctx, AclOperation.CREATE, ResourceType.TOPIC, missing)
         for t in requested:
-            name = t.name
             tid = getattr(t, "topic_id", None)
+            name = t.name if t.name is not None else (metadata.topic_name(tid) if tid is not None else None)
             if name is None:
-                name = metadata.topic_name(tid) if tid is not None else None
-                if name is None:
-                    topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": tid,
-                                   "partitions": []})
-                    continue
+                topics.append({"error_code": ErrorCode.UNKNOWN_TOPIC_ID, "name": None, "topic_id": tid,
+                               "partitions": []})
+                continue
             if describable is not None:
                 if name not in describable:
                     # by id: ids are not secret, the name is; by name: not even whether the topic exists
                     by_id = t.name is None
-                    refused_describe.append(_refused(None if by_id else name, tid if by_id else ZERO_UUID, False))
+                    refused_describe.append(_refused(None if by_id else name, (tid or ZERO_UUID) if by_id else ZERO_UUID,
+                                                      False))
                     continue
                 if creatable is not None and metadata.topic(name) is None and name not in creatable:
                     refused_create.append(_refused(name, ZERO_UUID, name in INTERNAL_TOPICS))

@@ -24,7 +24,7 @@ ALTER_MIN, ALTER_MAX = 0, 0
 
 
 #: Kafka's Errors messages for the whole-request refusals (ApiError.fromThrowable of the error's exception)
-_KAFKA_MESSAGES = {ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
+_KAFKA_MESSAGES: dict[int, str] = {ErrorCode.CLUSTER_AUTHORIZATION_FAILED: "Cluster authorization failed.",
                    ErrorCode.NOT_CONTROLLER: "This is not the correct controller for this cluster."}
 
 
@@ -35,9 +35,9 @@ def _message(code: int) -> str:
 async def describe(ctx: "RequestContext", request: Any, *, admin: "ScramCredentialAdmin", authz: "Authz") -> dict:
     users: Optional[list] = None if request.users is None else [u.name for u in request.users]
     if not authz.allowed(ctx, AclOperation.DESCRIBE, ResourceType.CLUSTER, CLUSTER_RESOURCE_NAME):
-        code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
-        return {"throttle_time_ms": 0, "error_code": code, "error_message": _message(code), "results": [
-            {"user": "", "error_code": code, "error_message": _message(code), "credential_infos": []}
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        return {"throttle_time_ms": 0, "error_code": denied, "error_message": _message(denied), "results": [
+            {"user": "", "error_code": denied, "error_message": _message(denied), "credential_infos": []}
             for _ in users or []]}
     code, message, results = await admin.describe(users)
     # Kafka 3.9.1 (ZooKeeper mode) sends empty messages, not null, with successes

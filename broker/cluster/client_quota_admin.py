@@ -64,7 +64,7 @@ def java_double(v: float) -> str:
     return ("-" if sign else "") + f"{mant}E{e10}"
 
 
-def _to_quota_entity(entity: WireEntity) -> QuotaEntity:
+def _to_quota_entity(entity: WireEntity) -> "QuotaEntity | IpEntity":
     if not entity:
         raise QuotaRequestError(ErrorCode.INVALID_REQUEST, "Invalid empty client quota entity")
     seen: Dict[str, Optional[str]] = {}
@@ -80,7 +80,7 @@ def _to_quota_entity(entity: WireEntity) -> QuotaEntity:
         if len(seen) > 1:
             raise QuotaRequestError(ErrorCode.INVALID_REQUEST, "Invalid quota entity combination, IP entity should "
                                     "not be used with user/client ID entity.")
-        ip = seen[IP]
+        ip = seen[IP] or DEFAULT
         if ip != DEFAULT and not valid_ip_entity(ip):
             raise QuotaRequestError(ErrorCode.INVALID_REQUEST, f"{ip} is not a valid IP or resolvable host.")
         return IpEntity(ip)

@@ -60,7 +60,7 @@ def _hash_map_copy(keys: Sequence[str], initial_capacity: int | None = None) -> 
         bins[_spread(k) & (cap - 1)].append(k)
         size += 1
         if size > int(cap * 0.75):  # resize: each bin splits into lo and hi, both keeping their order
-            new = [[] for _ in range(cap * 2)]
+            new: List[List[str]] = [[] for _ in range(cap * 2)]
             for i, b in enumerate(bins):
                 for key in b:
                     new[i + cap if _spread(key) & cap else i].append(key)

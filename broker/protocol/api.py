@@ -32,10 +32,10 @@ __all__ = [
 
 _APIS: dict[int, ApiSchema] = load_apis()
 API_VERSIONS_RANGE: dict[ApiKey, tuple[int, int]] = {}
-for _key, _api in sorted(_APIS.items()):
-    _hi = _api.request.versions.high
+for _key, _schema in sorted(_APIS.items()):
+    _hi = _schema.request.versions.high
     assert _hi is not None
-    API_VERSIONS_RANGE[ApiKey(_key)] = (_api.request.versions.low, _hi)
+    API_VERSIONS_RANGE[ApiKey(_key)] = (_schema.request.versions.low, _hi)
 
 _HDR = struct.Struct(">hhi")
 _I16 = struct.Struct(">h")

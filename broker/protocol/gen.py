@@ -28,7 +28,7 @@ from __future__ import annotations
 import linecache
 import struct
 import uuid
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from .codec import (
     _BYTES_LIKE, _EMPTY, ZERO_UUID, Message, PreEncoded, default_value, encode_default, field_flexible, is_tagged,
@@ -125,6 +125,7 @@ def _put_records(w: bytearray, ins: list[tuple[int, Any]], v: Any, flexible: boo
         n = -1 if nullable else 0
         w += uvarint_bytes(n + 1) if flexible else _I32.pack(n)
         return
+    items: Sequence[Any]
     if isinstance(v, list):
         n = sum(len(p) for p in v)
         items = v

@@ -179,9 +179,10 @@ def parse_change_notification(parent_path: str, data: bytes) -> ResourcePattern:
         if type(version) is not int or version > CHANGE_EVENT_VERSION:
             raise ValueError(f"Acl change event received for unsupported version: {version!r}")
         fields = [event.get(k) for k in ("resourceType", "name", "patternType")]
-        if not all(isinstance(f, str) for f in fields):
+        strings = [f for f in fields if isinstance(f, str)]
+        if len(strings) != len(fields):
             raise ValueError(f"Failed to parse ACL change event: {text}")
-        type_text, name, pattern_text = fields
+        type_text, name, pattern_text = strings
         pattern_type = PatternType.from_name(pattern_text)
         if not pattern_type.is_specific:
             raise ValueError(f"Failed to convert ACL change event to resource: pattern type {pattern_text!r}")

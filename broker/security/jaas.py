@@ -93,7 +93,8 @@ class _Parser:
                 end += 1
             self.pos = end
             return text[start:end]
-        out, i = [], start + 1
+        out: list[str] = []
+        i = start + 1
         while i < len(text):
             c = text[i]
             if c == quote:

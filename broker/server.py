@@ -65,7 +65,7 @@ from broker.server_security import build_inter_broker_client, build_listener_sec
 from broker.replica.replication_quota import ReplicationQuotas, dynamic_rate_getter
 from broker.storage.cleaner import CleanerConfig
 from broker.storage.config import LogConfig
-from broker.storage.log_dir_check import check_log_dirs
+from broker.storage.log_dir_check import unusable_log_dirs
 from broker.storage.log_manager import LogManager
 from broker.util.broker_channel import BrokerChannel, BrokerNode
 from broker.util import runtime_tuning
@@ -99,6 +99,8 @@ class BrokerServer:
         #: transaction coordinator loads (replaying __transaction_state partitions) run here
         self.txn_loader = NamedExecutor("transaction-log-loader", max_workers=1)
         self.log_manager: Optional[LogManager] = None
+        #: {log dir: why} of the dirs of log.dirs unusable at start-up: they start offline (KIP-112)
+        self._initial_offline_dirs: Dict[str, str] = {}
         self.replica_manager: Optional[ReplicaManager] = None
         self.metadata = MetadataCache(self.broker_id)
         self.fetch_sessions = FetchSessionCache(config.get("max.incremental.fetch.session.cache.slots"))
@@ -169,8 +171,9 @@ class BrokerServer:
                                                 [(e.listener_name, e.host, e.port) for e in cfg.listeners])
         if bind_error is not None:
             raise StartupError(bind_error)
-        # Every log dir usable (created, readable, .lock writable), else Kafka's lines naming log.dirs and the dir
-        await loop.run_in_executor(None, check_log_dirs, cfg.log_dirs)
+        # Each log dir usable (created, readable, .lock writable); one that is not starts offline (KIP-112), and with
+        # none usable start-up ends with Kafka's lines naming log.dirs and the dirs
+        self._initial_offline_dirs = dict(await loop.run_in_executor(None, unusable_log_dirs, cfg.log_dirs))
         await loop.run_in_executor(None, self._check_descriptors)
         await self._start_metrics_endpoint()
 
@@ -210,7 +213,8 @@ class BrokerServer:
             is_broker_alive=lambda b: b in self.metadata.brokers, broker_node=self._broker_node,
             broker_rack=lambda b: self.metadata.brokers[b].rack if b in self.metadata.brokers else None,
             metadata_has_partition=lambda tp: self.metadata.partition(*tp) is not None,
-            quotas=ReplicationQuotas.from_config(self.broker_id, cfg.get, dynamic_rate_getter(cfg)))
+            quotas=ReplicationQuotas.from_config(self.broker_id, cfg.get, dynamic_rate_getter(cfg)),
+            log_dir_event_notifier=lambda: self.zk_calls.run(zk.propagate_log_dir_event, self.broker_id))
         if self.metrics_endpoint is not None:
             rm.topic_stats = self.metrics_endpoint.topics
         # leader/follower.replication.throttled.rate follow /config/brokers/<id> and <default> (BrokerConfigHandler)
@@ -290,7 +294,8 @@ class BrokerServer:
         of it, before any is loaded; WARN when that leaves little for connections (docs/descriptors.md)."""
         cfg = self.config.current
         limit = raise_nofile_limit()
-        estimate = estimate_descriptors(limit, cfg.log_dirs, int(cfg.get("broker.storage.segment.file.cache.size")),
+        usable = [d for d in cfg.log_dirs if os.path.abspath(d) not in self._initial_offline_dirs]
+        estimate = estimate_descriptors(limit, usable, int(cfg.get("broker.storage.segment.file.cache.size")),
                                         effective_reserve(int(cfg.get("broker.fd.reserve")), limit.soft))
         log.info(estimate.describe())
         if estimate.close_to_limit:
@@ -422,6 +427,7 @@ class BrokerServer:
     def _make_log_manager(self, default_log_config: LogConfig, cluster_id: str) -> Any:
         cfg = self.config.current
         return LogManager(cfg.log_dirs, default_log_config, broker_id=self.broker_id, cluster_id=cluster_id,
+                          initial_offline_dirs=self._initial_offline_dirs,
                           retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
                           initial_task_delay_ms=cfg.get("log.initial.task.delay.ms"),
                           flush_check_interval_ms=cfg.get("log.flush.scheduler.interval.ms"),

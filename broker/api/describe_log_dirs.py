@@ -1,10 +1,13 @@
 """DescribeLogDirs: which log dir holds each hosted partition, and its size; a partition moving between log dirs
-(AlterReplicaLogDirs) also shows its future replica (``is_future_key``) in the target dir."""
+(AlterReplicaLogDirs) also shows its future replica (``is_future_key``) in the target dir. A log dir that failed
+(KIP-112) is answered as Kafka does: error KAFKA_STORAGE_ERROR, no topics, sizes -1."""
 from __future__ import annotations
 
 import os
 import shutil
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
+
+from broker.errors import ErrorCode
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
@@ -54,8 +57,13 @@ async def handle(ctx: "RequestContext", request: Any, *,
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
     by_dir, usage = await replica_manager.run_io(_collect, replica_manager, config.current.log_dirs, wanted)
+    offline = set(getattr(replica_manager.log_manager, "offline_log_dirs", ()))
     results = []
     for d, topics in by_dir.items():
+        if d in offline:
+            results.append({"error_code": int(ErrorCode.KAFKA_STORAGE_ERROR), "log_dir": d, "topics": [],
+                            "total_bytes": -1, "usable_bytes": -1})
+            continue
         total, usable = usage[d]
         results.append({"error_code": 0, "log_dir": d,
                         "topics": [{"name": n, "partitions": ps} for n, ps in topics.items()],

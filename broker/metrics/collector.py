@@ -75,6 +75,7 @@ class BrokerCollector(Collector):
         yield from self._controller()
         yield _summary(n.BY_NAME["kafka_log_logflushstats_logflushrateandtimems"], [({}, self.flush_stats)])
         yield self._log_sizes(partitions)
+        yield from self._log_dirs()
         yield self._consumer_group_lag(partitions)
 
     # ------------------------------------------------------------------ sources
@@ -141,6 +142,20 @@ class BrokerCollector(Collector):
         yield GaugeMetricFamily(spec.name, spec.help, value=1.0 if active else 0.0)
         spec = n.BY_NAME["kafka_controller_kafkacontroller_offlinepartitionscount"]
         yield GaugeMetricFamily(spec.name, spec.help, value=float(offline))
+
+    def _log_dirs(self) -> Iterator[Metric]:
+        """OfflineLogDirectoryCount and, per dir of log.dirs, LogDirectoryOffline (Kafka's LogManager gauges)."""
+        rm = self.sources.replica_manager
+        lm = getattr(rm, "log_manager", None) if rm is not None else None
+        dirs = list(getattr(lm, "log_dirs", ()))
+        offline = set(getattr(lm, "offline_log_dirs", ()))
+        spec = n.BY_NAME["kafka_log_logmanager_offlinelogdirectorycount"]
+        yield GaugeMetricFamily(spec.name, spec.help, value=float(len(offline)))
+        spec = n.BY_NAME["kafka_log_logmanager_logdirectoryoffline"]
+        family = GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+        for d in dirs:
+            family.add_metric([d], 1.0 if d in offline else 0.0)
+        yield family
 
     def _log_sizes(self, partitions: Dict[TopicPartition, Any]) -> Metric:
         spec = n.BY_NAME["kafka_log_log_size"]

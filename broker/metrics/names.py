@@ -101,6 +101,12 @@ SPECS: Tuple[MetricSpec, ...] = (
     MetricSpec("kafka_log_log_size", GAUGE, ("topic", "partition"),
                ("kafka.log<type=Log, name=Size, topic={topic}, partition={partition}><>Value",), "gauge",
                "Bytes of a partition's log on this broker (all segments)"),
+    MetricSpec("kafka_log_logmanager_offlinelogdirectorycount", GAUGE, (),
+               ("kafka.log<type=LogManager, name=OfflineLogDirectoryCount><>Value",), "gauge",
+               "Log dirs of this broker taken offline after an I/O error (KIP-112)"),
+    MetricSpec("kafka_log_logmanager_logdirectoryoffline", GAUGE, ("logDirectory",),
+               ("kafka.log<type=LogManager, name=LogDirectoryOffline, logDirectory={logDirectory}><>Value",), "gauge",
+               "1 when the log dir is offline after an I/O error, else 0; one series per dir of log.dirs"),
     MetricSpec("broker_consumer_group_lag", GAUGE, ("group", "topic", "partition"), (), "project's own",
                "High watermark minus the group's committed offset (0 if above it), for groups coordinated here "
                "on partitions with a replica here"),

@@ -109,15 +109,20 @@ class ProduceStatus:
 
 _REQUEST_TIMED_OUT = int(ErrorCode.REQUEST_TIMED_OUT)
 _NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
+_KAFKA_STORAGE_ERROR = int(ErrorCode.KAFKA_STORAGE_ERROR)
 
 
 class DelayedProduce(DelayedOperation):
     """acks=-1: done when every partition's HW reached its required offset, or errored."""
 
-    def __init__(self, statuses: Dict[Any, ProduceStatus], get_partition: Callable[[Any], Any]) -> None:
+    def __init__(self, statuses: Dict[Any, ProduceStatus], get_partition: Callable[[Any], Any],
+                 missing_error: Optional[Callable[[Any], int]] = None) -> None:
+        """``missing_error(tp)``: the answer for a partition no longer hosted (KAFKA_STORAGE_ERROR once its log dir
+        failed); default NOT_LEADER_OR_FOLLOWER."""
         super().__init__()
         self.statuses = statuses
         self._get_partition = get_partition
+        self._missing_error = missing_error
         #: the partitions still waiting for their HW
         self._pending: Dict[Any, ProduceStatus] = {}
         for tp, st in statuses.items():
@@ -131,8 +136,13 @@ class DelayedProduce(DelayedOperation):
     def _check(self, tp: Any, st: ProduceStatus) -> None:
         p = self._get_partition(tp)
         if p is None:
-            # The replica went away while we waited (deleted or reassigned).
-            done, error = False, _NOT_LEADER_OR_FOLLOWER
+            # The replica went away while we waited (deleted, reassigned, or its log dir failed).
+            done = False
+            error = _NOT_LEADER_OR_FOLLOWER
+            if self._missing_error is not None:
+                code = self._missing_error(tp)
+                if code == _KAFKA_STORAGE_ERROR:
+                    error = code
         else:
             done, error = p.check_enough_replicas_reach_offset(st.required_offset)
         if error or done:
@@ -167,10 +177,12 @@ class DeleteRecordsStatus:
 class DelayedDeleteRecords(DelayedOperation):
     """DeleteRecords: done when every partition's low watermark reached the requested offset."""
 
-    def __init__(self, statuses: Dict[Any, DeleteRecordsStatus], get_partition: Callable[[Any], Any]) -> None:
+    def __init__(self, statuses: Dict[Any, DeleteRecordsStatus], get_partition: Callable[[Any], Any],
+                 missing_error: Optional[Callable[[Any], int]] = None) -> None:
         super().__init__()
         self.statuses = statuses
         self._get_partition = get_partition
+        self._missing_error = missing_error
         for st in statuses.values():
             if st.error_code == 0:
                 st.acks_pending = True
@@ -184,7 +196,10 @@ class DelayedDeleteRecords(DelayedOperation):
                 continue
             p = self._get_partition(tp)
             if p is None:
-                reached, error, low = False, int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), -1
+                error = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                if self._missing_error is not None and self._missing_error(tp) == _KAFKA_STORAGE_ERROR:
+                    error = _KAFKA_STORAGE_ERROR
+                reached, low = False, -1
             elif not p.is_leader:
                 reached, error, low = False, int(ErrorCode.NOT_LEADER_OR_FOLLOWER), -1
             else:

@@ -18,6 +18,12 @@ Replication, as Kafka 3.9 does it in ZooKeeper mode:
 - ISR shrinks are checked every replica.lag.time.max.ms / 2; the HW is checkpointed every
   replica.high.watermark.checkpoint.interval.ms.
 
+Log dir failure (KIP-112): storage reports an I/O error to the LogDirFailureChannel; the channel wakes the loop and
+:meth:`ReplicaManager.handle_log_dir_failure` stops serving the dir's replicas: their fetchers stop, they move to
+``offline_partitions`` (Kafka's HostedPartition.Offline: every request for them answers KAFKA_STORAGE_ERROR, waiting
+produces and fetches complete at once), the LogManager forgets their logs, and the controller is told through the
+``/log_dir_event_notification`` znode; with no live log dir left the process halts (status 1).
+
 Loop affinity: every method runs on the event loop; disk work goes through ``run_io``.
 """
 from __future__ import annotations
@@ -27,7 +33,6 @@ import base64
 import inspect
 import logging
 import os
-import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -35,6 +40,7 @@ from typing import (Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, 
                     Union)
 
 from broker.errors import ErrorCode, error_for_code
+from broker.util import clock as _clock
 from broker.metrics.stats import BrokerTopicStats
 from broker.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from broker.replica.config import ReplicaConfig
@@ -151,7 +157,10 @@ def fetch_request_replica(request: Any, api_version: int) -> Tuple[int, int]:
 
 
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    """The replica manager's clock (ISR lag against replica.lag.time.max.ms, the leader's view of its followers):
+    monotonic. Kafka's Partition uses time.milliseconds(), so a wall-clock jump forward would shrink every ISR at
+    the next check; these times are never stored or sent, so the monotonic clock is only safer."""
+    return _clock.mono_ms()
 
 
 def _topic_id_str(topic_id: Any) -> Optional[str]:
@@ -201,7 +210,9 @@ class ReplicaManager:
                  broker_node: Optional[Callable[[int], Optional[BrokerNode]]] = None,
                  broker_rack: Optional[Callable[[int], Optional[str]]] = None,
                  metadata_has_partition: Optional[Callable[[TopicPartition], bool]] = None,
-                 quotas: Optional[ReplicationQuotas] = None) -> None:
+                 quotas: Optional[ReplicationQuotas] = None,
+                 log_dir_event_notifier: Optional[Callable[[], Any]] = None,
+                 halt: Callable[[int], None] = os._exit) -> None:
         """
         ``clock``: milliseconds (replica lag bookkeeping). ``broker_epoch``: this broker's epoch (czxid of its
         registration). ``is_broker_alive`` / ``broker_node`` / ``broker_rack``: the metadata cache's view of
@@ -209,6 +220,8 @@ class ReplicaManager:
         host (Kafka then answers NOT_LEADER_OR_FOLLOWER instead of UNKNOWN_TOPIC_OR_PARTITION).
         ``channel_factory`` builds the replica fetchers' channels (no fetcher manager without it).
         ``quotas``: the leader / follower / alter-log-dirs replication quotas (default: unthrottled).
+        ``log_dir_event_notifier()`` (sync or async) tells the controller a log dir failed
+        (KafkaZkClient.propagate_log_dir_event); ``halt(status)`` ends the process when every log dir failed.
         """
         self.broker_id = broker_id
         self.log_manager = log_manager
@@ -223,6 +236,14 @@ class ReplicaManager:
         #: replication throttles (leader.replication.throttled.rate and friends)
         self.quotas = quotas if quotas is not None else ReplicationQuotas(broker_id)
         self.partitions: Dict[TopicPartition, Partition] = {}
+        #: partitions whose log was in a failed log dir (Kafka's HostedPartition.Offline): KAFKA_STORAGE_ERROR
+        self.offline_partitions: Dict[TopicPartition, Partition] = {}
+        self._log_dir_event_notifier = log_dir_event_notifier
+        self._halt = halt
+        #: the LogManager's LogDirFailureChannel (None for a log manager without one, e.g. a test fake)
+        self.log_dir_failure_channel = getattr(log_manager, "failure_channel", None)
+        #: offline log dirs being handled, one after the other (Kafka's LogDirFailureHandler thread)
+        self._log_dir_failures: Optional["asyncio.Task[None]"] = None
         #: follower fetches wait here; woken by appends (the leader's LEO moved)
         self.purgatory = FetchPurgatory()
         #: consumer fetches wait here; woken when the HW (or LSO) moves
@@ -278,6 +299,76 @@ class ReplicaManager:
                                                            self._shrink_isr_tick, "isr-expiration")))
         self._tasks.append(loop.create_task(self._periodic(self.config.replica_high_watermark_checkpoint_interval_ms,
                                                            self.checkpoint_high_watermarks, "highwatermark-checkpoint")))
+        channel = self.log_dir_failure_channel
+        if channel is not None:
+            channel.set_wakeup(lambda: loop.call_soon_threadsafe(self._on_offline_log_dir_queued))
+            self._on_offline_log_dir_queued()  # dirs that failed before start-up finished
+
+    # --- log dir failure (KIP-112) --------------------------------------------------
+    def _on_offline_log_dir_queued(self) -> None:
+        """On the loop: take the queued offline dirs, one handler task at a time (Kafka's LogDirFailureHandler)."""
+        if self._log_dir_failures is None or self._log_dir_failures.done():
+            self._log_dir_failures = asyncio.get_running_loop().create_task(self._handle_queued_log_dir_failures())
+
+    async def _handle_queued_log_dir_failures(self) -> None:
+        channel = self.log_dir_failure_channel
+        while channel is not None and not self.is_shutting_down:
+            d = channel.poll_offline_log_dir()
+            if d is None:
+                return
+            try:
+                await self.handle_log_dir_failure(d)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("Handling the failure of log dir %s failed", d)
+
+    async def handle_log_dir_failure(self, log_dir: str, notify_controller: bool = True) -> None:
+        """Stop serving the replicas in ``log_dir`` (Kafka's ReplicaManager.handleLogDirFailure): their fetchers and
+        moves stop, they answer KAFKA_STORAGE_ERROR from now on and what waits on them completes, the LogManager
+        forgets their logs; then halt when no log dir is left, else tell the controller (which sends LeaderAndIsr
+        for every replica of this broker and elects new leaders for those answering KAFKA_STORAGE_ERROR)."""
+        lm = self.log_manager
+        log.warning("Stopping serving replicas in dir %s because the log directory has failed.", log_dir)
+        async with self.state_lock:
+            offline = sorted(tp for tp, p in self.partitions.items()
+                             if p.log is not None and os.path.dirname(p.log.dir) == log_dir)
+            moving = sorted(tp for tp, p in self.partitions.items()
+                            if p.future_log is not None and os.path.dirname(p.future_log.dir) == log_dir)
+            if self.fetcher_manager is not None and offline:
+                await self.fetcher_manager.remove_fetcher_for_partitions(offline)
+            await self.alter_log_dirs.remove(offline + moving)
+            for tp in moving:
+                self.partitions[tp].future_log = None  # dropped, not deleted (Kafka: deleteFromLogDir = false)
+            for tp in offline:
+                self.offline_partitions[tp] = self.partitions.pop(tp)
+                # waiting produces fail with KAFKA_STORAGE_ERROR, fetches answer it: nobody waits for a timeout
+                self._complete_delayed_fetch_and_produce(tp)
+            log.warning("Broker %d stopped fetcher for partitions %s and stopped moving logs for partitions %s because "
+                        "they are in the failed log directory %s.", self.broker_id,
+                        ",".join("%s-%d" % tp for tp in offline), ",".join("%s-%d" % tp for tp in moving), log_dir)
+        await asyncio.get_running_loop().run_in_executor(self._checkpoint_pool, lm.handle_log_dir_failure, log_dir)
+        cleaner = getattr(lm, "cleaner", None)
+        for tp in moving:
+            if cleaner is not None:
+                cleaner.resume_cleaning(tp)
+        live = getattr(lm, "live_log_dirs", None)
+        if live is not None and not live:
+            log.critical("Shutdown broker because all log dirs in %s have failed", ", ".join(lm.log_dirs))
+            for handler in logging.getLogger().handlers:
+                handler.flush()
+            self._halt(1)
+            return
+        # the coordinators give up the __consumer_offsets / __transaction_state partitions they can no longer write
+        await self._notify("on_resign", offline)
+        if notify_controller and self._log_dir_event_notifier is not None:
+            try:
+                r = self._log_dir_event_notifier()
+                if inspect.isawaitable(r):
+                    await r
+            except Exception as exc:  # noqa: BLE001 - the replicas are offline all the same
+                log.error("Could not notify the controller of the failure of log dir %s: %s", log_dir, exc)
+        log.warning("Stopped serving replicas in dir %s", log_dir)
 
     async def _periodic(self, interval_ms: float, fn: Callable[[], Any], name: str) -> None:
         while True:
@@ -385,6 +476,8 @@ class ReplicaManager:
         return self.partitions.get(tp)
 
     def _missing_partition_error(self, tp: TopicPartition) -> int:
+        if tp in self.offline_partitions:
+            return int(ErrorCode.KAFKA_STORAGE_ERROR)
         if self._metadata_has_partition is not None and self._metadata_has_partition(tp):
             return int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
@@ -404,12 +497,17 @@ class ReplicaManager:
         elif kind == "expand":
             self.isr_expands += 1
 
-    def _ensure_log(self, topic: str, partition: int, log_config: Any, topic_id: Optional[uuid.UUID]
-                    ) -> Tuple[Any, Optional[uuid.UUID]]:
-        """(log, topic id stored in partition.metadata); runs on a worker. A log without one gets ours."""
+    def _ensure_log(self, topic: str, partition: int, log_config: Any, topic_id: Optional[uuid.UUID],
+                    is_new: bool = True) -> Tuple[Any, Optional[uuid.UUID]]:
+        """(log, topic id stored in partition.metadata); runs on a worker. A log without one gets ours.
+        ``is_new``: LeaderAndIsr's isNew (a replica not new is not created while a log dir is offline)."""
         from broker.storage.checkpoints import read_partition_metadata, write_partition_metadata
         created = self.log_manager.get_log((topic, partition)) is None
-        plog = self.log_manager.get_or_create_log(topic, partition, log_config, _topic_id_str(topic_id))
+        if is_new:
+            plog = self.log_manager.get_or_create_log(topic, partition, log_config, _topic_id_str(topic_id))
+        else:
+            plog = self.log_manager.get_or_create_log(topic, partition, log_config, _topic_id_str(topic_id),
+                                                      is_new=False)
         if created and topic_id is not None and topic_id != ZERO_UUID:
             return plog, topic_id  # a new log: its partition.metadata was just written with this id
         try:
@@ -473,6 +571,12 @@ class ReplicaManager:
             accepted: List[Tuple[Partition, LeaderAndIsrPartitionState, bool]] = []
             for st in states:
                 tp = st.tp
+                if tp in self.offline_partitions:
+                    log.warning("Ignoring LeaderAndIsr request from controller %d epoch %d for partition %s-%d as the "
+                                "local replica for the partition is in an offline log directory", controller_id,
+                                controller_epoch, *tp)
+                    responses[tp] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+                    continue
                 p = self.partitions.get(tp)
                 created = p is None
                 if p is None:
@@ -546,12 +650,12 @@ class ReplicaManager:
         jobs = []
         for p, st in items:
             if st.topic in configs:
-                jobs.append((p.tp, configs[st.topic], tid(st.topic)))
+                jobs.append((p.tp, configs[st.topic], tid(st.topic), st.is_new))
             else:
                 failed[p.tp] = int(ErrorCode.KAFKA_STORAGE_ERROR)
-        outcomes = await self._workers.run_each(self._ensure_log_job, jobs, [tp for tp, _, _ in jobs])
+        outcomes = await self._workers.run_each(self._ensure_log_job, jobs, [job[0] for job in jobs])
         by_tp = {p.tp: (p, st) for p, st in items}
-        for (tp, _, req_tid), (found, exc) in zip(jobs, outcomes):
+        for (tp, _, req_tid, _), (found, exc) in zip(jobs, outcomes):
             p, st = by_tp[tp]
             if exc is not None:
                 log.error("Cannot create the log of %s-%d: %s", *tp, exc)
@@ -567,10 +671,10 @@ class ReplicaManager:
             p.topic_id = stored or req_tid
         return failed
 
-    def _ensure_log_job(self, job: Tuple[TopicPartition, Any, Optional[uuid.UUID]]
+    def _ensure_log_job(self, job: Tuple[TopicPartition, Any, Optional[uuid.UUID], bool]
                         ) -> Tuple[Any, Optional[uuid.UUID]]:
-        tp, cfg, topic_id = job
-        return self._ensure_log(tp[0], tp[1], cfg, topic_id)
+        tp, cfg, topic_id, is_new = job
+        return self._ensure_log(tp[0], tp[1], cfg, topic_id, is_new)
 
     async def _make_leaders(self, items: List[Tuple[Partition, LeaderAndIsrPartitionState]],
                             tid: Callable[[str], Optional[uuid.UUID]],
@@ -677,6 +781,12 @@ class ReplicaManager:
             responses: Dict[TopicPartition, int] = {}
             to_stop: List[Tuple[TopicPartition, bool]] = []
             for tp, (epoch, delete) in partitions.items():
+                if tp in self.offline_partitions:
+                    log.warning("Ignoring StopReplica request (delete=%s) from controller %d epoch %d for partition "
+                                "%s-%d as the local replica for the partition is in an offline log directory",
+                                str(delete).lower(), controller_id, controller_epoch, *tp)
+                    responses[tp] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+                    continue
                 p = self.partitions.get(tp)
                 if p is not None and not (epoch in (EPOCH_DURING_DELETE, NO_EPOCH) or epoch >= p.leader_epoch):
                     log.warning("Ignoring StopReplica for %s-%d: leader epoch %d is smaller than the current %d", *tp,
@@ -879,7 +989,7 @@ class ReplicaManager:
             self._after_leader_appends(tps, jobs, done, results)
         if acks == -1 and any(results[tp].error_code == 0 for tp in tps) and not self._replicated_at_once(results):
             statuses = {tp: ProduceStatus(r.last_offset + 1, r) for tp, r in results.items()}
-            op = DelayedProduce(statuses, self.partitions.get)
+            op = DelayedProduce(statuses, self.partitions.get, self._missing_partition_error)
             if not self.produce_purgatory.try_complete_else_watch(op, list(statuses)):
                 try:
                     with parked():
@@ -1322,7 +1432,7 @@ class ReplicaManager:
         for tp, offset in offsets.items():
             statuses[tp] = await self._delete_records_local(tp, offset)
         if any(st.error_code == 0 and st.low_watermark < st.required_offset for st in statuses.values()):
-            op = DelayedDeleteRecords(statuses, self.partitions.get)
+            op = DelayedDeleteRecords(statuses, self.partitions.get, self._missing_partition_error)
             if not self.delete_records_purgatory.try_complete_else_watch(op, list(statuses)):
                 try:
                     with parked():

@@ -38,7 +38,8 @@ from .checkpoints import OffsetCheckpointFile
 from .cleaner_pass import (CleanerStats, CleanPlan, LogCleaningAbortedError, PassResult, SegmentRef,
                            run_clean_pass)
 from .config import LogConfig
-from .log import Log, SwapHook, discard_cleaned_files
+from .errors import KafkaStorageError
+from .log import NOT_DIR_FAILURES, Log, SwapHook, discard_cleaned_files
 from .segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -267,6 +268,9 @@ class LogCleaner:
         self._horizons: dict[TopicPartition, int] = {}
         self._uncleanable: set[TopicPartition] = set()
         self._checkpoints: dict[str, dict[TopicPartition, int]] = {}
+        #: where I/O errors are reported (the LogManager's LogDirFailureChannel), and the dirs that failed
+        self.failure_channel: Optional[Any] = None
+        self._failed_dirs: set[str] = set()
         for d in self.log_dirs:
             try:
                 self._checkpoints[d] = OffsetCheckpointFile(os.path.join(d, files.CLEANER_OFFSET_CHECKPOINT)).read()
@@ -322,7 +326,7 @@ class LogCleaner:
 
     def _update_checkpoint(self, tp: TopicPartition, offset: Optional[int]) -> None:
         d = self._log_dir_of(tp)
-        if d is None:
+        if d is None or d in self._failed_dirs:
             return
         with self._lock:
             cps = self._checkpoints.setdefault(d, {})
@@ -332,7 +336,30 @@ class LogCleaner:
             else:
                 cps[tp] = offset
             snapshot = dict(cps)
-        OffsetCheckpointFile(os.path.join(d, files.CLEANER_OFFSET_CHECKPOINT)).write(snapshot)
+        path = os.path.join(d, files.CLEANER_OFFSET_CHECKPOINT)
+        try:
+            OffsetCheckpointFile(path).write(snapshot)
+        except OSError as exc:
+            self._report(d, "Error while writing to checkpoint file %s" % path, exc)
+
+    def _report(self, log_dir: str, msg: str, exc: OSError) -> None:
+        if self.failure_channel is not None and exc.errno not in NOT_DIR_FAILURES:
+            self.failure_channel.maybe_add_offline_log_dir(log_dir, msg, exc)
+        else:
+            logger.error("%s: %s", msg, exc)
+
+    def handle_log_dir_failure(self, log_dir: str, tps: Iterable[TopicPartition]) -> None:
+        """Stop cleaning in ``log_dir`` (Kafka's LogCleanerManager.handleLogDirFailure): its checkpoints are
+        forgotten and never written again; a clean in progress there is aborted."""
+        logger.info("Stopping cleaning logs in dir %s", log_dir)
+        with self._lock:
+            self._failed_dirs.add(log_dir)
+            self._checkpoints.pop(log_dir, None)
+            for tp in tps:
+                if self._in_progress == tp:
+                    self._aborting.add(tp)
+                self._horizons.pop(tp, None)
+                self._uncleanable.discard(tp)
 
     # ------------------------------------------------------------------ pause / abort
     def abort_cleaning(self, tp: TopicPartition) -> None:
@@ -406,7 +433,13 @@ class LogCleaner:
         except LogCleaningAbortedError:
             logger.info("Cleaning of %s-%d aborted", *ltc.tp)
             return False
-        except Exception:
+        except Exception as exc:
+            if isinstance(exc, OSError):
+                self._report(ltc.log.parent_dir, "Failed to clean up log for %s-%d in dir %s due to IOException"
+                             % (*ltc.tp, ltc.log.parent_dir), exc)
+                return False
+            if isinstance(exc, KafkaStorageError) or ltc.log.dir_offline:
+                return False  # the log dir failed: reported to the LogDirFailureChannel
             if self._logs().get(ltc.tp) is not ltc.log or self._stop.is_set():
                 logger.info("Cleaning of %s-%d stopped: the log was closed or deleted", *ltc.tp)
                 return False

@@ -13,6 +13,11 @@ the oldest transaction that is open or whose marker is not yet below the HW, cla
 offset and capped by the HW; read_committed reads stop there and carry the aborted transactions
 overlapping what they return (``read(..., include_aborted_txns=True)``).
 
+I/O errors (KIP-112): an OSError on the disk (not EMFILE/ENFILE/ENOMEM) is reported to the LogDirFailureChannel
+(Kafka's message, e.g. ``Error while appending records to <tp> in dir <dir>``) and raised as KafkaStorageError
+(``handles_io``; the append and read paths catch inline). From then on every Log of that dir refuses I/O with
+``The log dir <dir> is already offline due to a previous IO exception.`` without touching the disk.
+
 Thread-safety: every public method takes the Log's lock (one per Log); callers run them on
 worker threads, never on the event loop. fsync happens only in ``flush`` (and in appends when
 flush.messages says so).
@@ -20,12 +25,14 @@ flush.messages says so).
 from __future__ import annotations
 
 import bisect
+import errno
+import functools
 import logging
 import os
 import shutil
 import threading
 import time as _time
-from typing import Callable, NamedTuple, Optional
+from typing import Any, Callable, NamedTuple, NoReturn, Optional, TypeVar
 
 from broker.protocol.records.batch_info import BatchInfo
 from broker.protocol.records.control import EndTxnMarker, parse_end_txn_marker
@@ -37,6 +44,7 @@ from .errors import (InvalidRecordError, KafkaStorageError, OffsetOutOfRangeErro
 from .checkpoints import atomic_write, fsync_dir, fsync_file
 from .cleaner_batch import iter_stored_records
 from .leader_epoch_file import LeaderEpochFileCache
+from .log_dir_failure_channel import LogDirFailureChannel, describe_cause
 from .producer_state import (CLIENT, COORDINATOR, REPLICATION, CompletedTxn, ProducerAppendInfo, ProducerStateManager,
                              last_sequence)
 from .segment import LogOffsetMetadata, LogSegment
@@ -56,6 +64,30 @@ SwapHook = Callable[[str], None]
 
 # ``<base>.swapend``: the end offset of the segment group a committed cleaner swap replaces (text).
 SWAP_END_SUFFIX = ".swapend"
+
+#: OSErrors that say nothing about the disk (no descriptor or memory left): raised as they are, the log dir stays
+#: online (Kafka 3.9 takes the dir offline on any IOException, "Too many open files" included)
+NOT_DIR_FAILURES = frozenset({errno.EMFILE, errno.ENFILE, errno.ENOMEM})
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def handles_io(what: str, check_offline: bool = True) -> Callable[[_F], _F]:
+    """Kafka's maybeHandleIOException for a Log method: refuse at once when the log's dir is already offline, and
+    turn an OSError into the log dir going offline (reported to the LogDirFailureChannel as ``what``, formatted with
+    ``tp`` and ``dir``) plus KafkaStorageError. Not for the produce path (its try/except is inline, free)."""
+    def deco(fn: _F) -> _F:
+        @functools.wraps(fn)
+        def wrapper(self: "Log", *args: Any, **kwargs: Any) -> Any:
+            if check_offline and self._dir_offline:
+                raise self.offline_error()
+            try:
+                return fn(self, *args, **kwargs)
+            except OSError as exc:
+                self._raise_io_error(what, exc)
+        return wrapper  # type: ignore[return-value]
+    return deco
+
 
 # tuple.__new__ builds a NamedTuple (every field given) without its Python-level __new__: once per append
 _tuple_new = tuple.__new__
@@ -127,6 +159,11 @@ class Log:
         #: files of this partition written without fsync since the last flush (see note_unsynced_file)
         self._unsynced_files: set[str] = set()
         self._closed = False
+        #: the log dir had an I/O error (Kafka's hasOfflineLogDir): every I/O raises KafkaStorageError; ``_closed``
+        #: is set with it so the append path needs no check of its own
+        self._dir_offline = False
+        #: where I/O errors are reported (set by the LogManager; None: errors are only raised)
+        self.failure_channel: Optional[LogDirFailureChannel] = None
         #: lowest offset truncated to since the last ``pop_truncation_point`` (a log dir move's copy follows it)
         self._truncated_to: Optional[int] = None
         self.on_roll: Optional[Callable[["Log", int], None]] = None
@@ -142,23 +179,34 @@ class Log:
     def open(cls, dir_path: str, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
              clean_shutdown: bool = False, time: Callable[[], float] = _time.time,
              scheduler: Optional[Scheduler] = None, producer_id_expiration_ms: int = 86400000,
-             high_watermark: int = 0, existing: bool = False) -> "Log":
+             high_watermark: int = 0, existing: bool = False,
+             log_dir_failure_channel: Optional[LogDirFailureChannel] = None) -> "Log":
         """Load (and, after an unclean shutdown, recover) the log in ``dir_path``, creating it if needed.
 
         ``scheduler(delay_s, fn)`` runs deferred segment file deletion (file.delete.delay.ms); without
         one, deleted segments are removed at once.
         """
         new = False
-        if not existing:  # the loader knows its dirs exist; anyone else may be creating the partition
-            try:
-                os.mkdir(dir_path)
-                new = True
-            except FileExistsError:
-                pass
-            except FileNotFoundError:
-                os.makedirs(dir_path, exist_ok=True)
-                new = True
-        log = cls(dir_path, config, time, scheduler, producer_id_expiration_ms, new=new)
+        channel = log_dir_failure_channel
+        parent = os.path.dirname(os.path.abspath(dir_path))
+        if channel is not None and channel.has_offline_log_dir(parent):
+            raise KafkaStorageError(_already_offline(parent))
+        try:
+            if not existing:  # the loader knows its dirs exist; anyone else may be creating the partition
+                try:
+                    os.mkdir(dir_path)
+                    new = True
+                except FileExistsError:
+                    pass
+                except FileNotFoundError:
+                    os.makedirs(dir_path, exist_ok=True)
+                    new = True
+            log = cls(dir_path, config, time, scheduler, producer_id_expiration_ms, new=new)
+        except OSError as e:
+            _report(channel, parent, "Error while creating log for %s in dir %s" % (os.path.basename(dir_path),
+                                                                                  parent), e)
+            raise KafkaStorageError("cannot create log %s: %s" % (dir_path, describe_cause(e))) from e
+        log.failure_channel = channel
         try:
             if new:  # nothing to list, load or recover: one file to create (a new partition at scale)
                 log.segments.append(log._new_segment(max(log_start_offset, 0)))
@@ -168,9 +216,51 @@ class Log:
             else:
                 log._load(recovery_point, log_start_offset, clean_shutdown)
         except OSError as e:
-            raise KafkaStorageError("cannot load log %s: %s" % (dir_path, e)) from e
+            _report(channel, parent, ("Error while creating log for %s in dir %s" if new else
+                                      "Error while loading log %s in dir %s") % (os.path.basename(dir_path), parent), e)
+            raise KafkaStorageError("cannot load log %s: %s" % (dir_path, describe_cause(e))) from e
         log.update_high_watermark(high_watermark)
         return log
+
+    # ------------------------------------------------------------------ log dir failure (KIP-112)
+    @property
+    def parent_dir(self) -> str:
+        """The log dir holding this partition's directory."""
+        return os.path.dirname(self.dir)
+
+    def offline_error(self) -> KafkaStorageError:
+        return KafkaStorageError(_already_offline(self.parent_dir))
+
+    def mark_dir_offline(self) -> None:
+        """The log dir failed: refuse every further I/O without touching the disk (any thread; no lock: a bool)."""
+        self._dir_offline = True
+        self._closed = True
+
+    @property
+    def dir_offline(self) -> bool:
+        return self._dir_offline
+
+    def _raise_io_error(self, what: str, exc: OSError) -> NoReturn:
+        """Report ``exc`` (an I/O error on this log) to the LogDirFailureChannel and raise KafkaStorageError;
+        an error that is not the disk's (NOT_DIR_FAILURES) is raised as it is."""
+        if exc.errno in NOT_DIR_FAILURES:
+            raise exc
+        parent = self.parent_dir
+        msg = what % {"tp": "%s-%d" % self.topic_partition, "dir": parent}
+        if self.failure_channel is not None:
+            self.failure_channel.maybe_add_offline_log_dir(parent, msg, exc)
+            self.mark_dir_offline()
+        raise KafkaStorageError("%s: %s" % (msg, describe_cause(exc))) from exc
+
+    def close_handlers(self) -> None:
+        """Close every file of this log without writing anything (its dir failed: Kafka's closeHandlers)."""
+        with self._lock:
+            self.mark_dir_offline()
+            for seg in self.segments:
+                try:
+                    seg.close_handlers()
+                except Exception:  # noqa: BLE001 - the dir is gone; closing what can be closed
+                    pass
 
     def _now_ms(self) -> int:
         return int(self._time() * 1000)
@@ -462,6 +552,7 @@ class Log:
         with self._lock:
             self.config = config
 
+    @handles_io("Error while writing the leader epoch checkpoint of %(tp)s in dir %(dir)s")
     def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         """Record that ``leader_epoch`` starts at ``start_offset`` (on becoming leader)."""
         with self._lock:
@@ -497,6 +588,8 @@ class Log:
         lock.acquire()  # not ``with``: the context-manager protocol costs as much again as the lock itself
         try:
             return self._append_as_leader_locked(buf, batches, leader_epoch, is_from_client, high_watermark_to_leo)
+        except OSError as exc:
+            self._raise_io_error(APPEND_ERROR, exc)
         finally:
             lock.release()
 
@@ -595,59 +688,65 @@ class Log:
         """Append replicated batches keeping their offsets and epochs (CRC checked; offsets >= LEO)."""
         batches = parse_batches(buf)
         with self._lock:
-            self._check_open()
-            if not batches:
-                return LogAppendInfo(-1, -1, -1, self._log_start_offset)
-            first = batches[0].base_offset
-            last = batches[-1].base_offset + batches[-1].last_offset_delta
-            if first < self._leo:
-                raise UnexpectedAppendOffsetError(
-                    "first offset %d is below the log end offset %d" % (first, self._leo), first, last)
-            prev = first - 1
-            appended = []
-            max_ts, off_max = -1, -1
-            n = 0
-            for info in batches:
-                if info.base_offset <= prev and info is not batches[0]:
-                    raise InvalidRecordError("follower batch offsets are not increasing")
-                lo = info.base_offset + info.last_offset_delta
-                appended.append((lo, info.max_timestamp, info.size))
-                if info.max_timestamp > max_ts:
-                    max_ts, off_max = info.max_timestamp, lo
-                prev = lo
-                n += info.record_count
-            seg = self._maybe_roll(len(buf), max_ts, last, self._now_ms(), first)
-            seg.append(buf, appended)
-            cache = self.leader_epoch_cache
-            psm = self.producer_state
-            updates: dict[int, ProducerAppendInfo] = {}
-            completed: list[CompletedTxn] = []
-            for info in batches:
-                ple = info.partition_leader_epoch
-                if ple >= 0 and (cache.latest_epoch is None or ple > cache.latest_epoch):
-                    cache.assign(ple, info.base_offset)
-                pid = info.producer_id
-                if pid < 0:
-                    continue
-                upd = updates.get(pid)
-                if upd is None:
-                    upd = updates[pid] = psm.prepare_update(pid, REPLICATION)
-                if info.is_control:
-                    marker = _batch_marker(buf, info)
-                    if marker is not None:
-                        done = upd.append_end_txn_marker(info.producer_epoch, marker.coordinator_epoch,
-                                                         marker.committed, info.base_offset, info.max_timestamp)
-                        if done is not None:
-                            completed.append(done)
-                else:
-                    upd.append_data_batch(info.producer_epoch, info.base_sequence,
-                                          last_sequence(info.base_sequence, info.last_offset_delta),
-                                          info.max_timestamp, info.base_offset, info.last_offset, info.is_transactional)
-            self._apply_producer_updates(seg, updates, completed)
-            self._leo = last + 1
-            psm.update_map_end_offset(self._leo)
-            self._after_append(n)
-            return LogAppendInfo(first, last, -1, self._log_start_offset, False, n, len(buf), max_ts, off_max)
+            try:
+                return self._append_as_follower_locked(buf, batches)
+            except OSError as exc:
+                self._raise_io_error(APPEND_ERROR, exc)
+
+    def _append_as_follower_locked(self, buf: "bytes | bytearray", batches: list[BatchInfo]) -> LogAppendInfo:
+        self._check_open()
+        if not batches:
+            return LogAppendInfo(-1, -1, -1, self._log_start_offset)
+        first = batches[0].base_offset
+        last = batches[-1].base_offset + batches[-1].last_offset_delta
+        if first < self._leo:
+            raise UnexpectedAppendOffsetError(
+                "first offset %d is below the log end offset %d" % (first, self._leo), first, last)
+        prev = first - 1
+        appended = []
+        max_ts, off_max = -1, -1
+        n = 0
+        for info in batches:
+            if info.base_offset <= prev and info is not batches[0]:
+                raise InvalidRecordError("follower batch offsets are not increasing")
+            lo = info.base_offset + info.last_offset_delta
+            appended.append((lo, info.max_timestamp, info.size))
+            if info.max_timestamp > max_ts:
+                max_ts, off_max = info.max_timestamp, lo
+            prev = lo
+            n += info.record_count
+        seg = self._maybe_roll(len(buf), max_ts, last, self._now_ms(), first)
+        seg.append(buf, appended)
+        cache = self.leader_epoch_cache
+        psm = self.producer_state
+        updates: dict[int, ProducerAppendInfo] = {}
+        completed: list[CompletedTxn] = []
+        for info in batches:
+            ple = info.partition_leader_epoch
+            if ple >= 0 and (cache.latest_epoch is None or ple > cache.latest_epoch):
+                cache.assign(ple, info.base_offset)
+            pid = info.producer_id
+            if pid < 0:
+                continue
+            upd = updates.get(pid)
+            if upd is None:
+                upd = updates[pid] = psm.prepare_update(pid, REPLICATION)
+            if info.is_control:
+                marker = _batch_marker(buf, info)
+                if marker is not None:
+                    done = upd.append_end_txn_marker(info.producer_epoch, marker.coordinator_epoch,
+                                                     marker.committed, info.base_offset, info.max_timestamp)
+                    if done is not None:
+                        completed.append(done)
+            else:
+                upd.append_data_batch(info.producer_epoch, info.base_sequence,
+                                      last_sequence(info.base_sequence, info.last_offset_delta),
+                                      info.max_timestamp, info.base_offset, info.last_offset, info.is_transactional)
+        self._apply_producer_updates(seg, updates, completed)
+        self._leo = last + 1
+        psm.update_map_end_offset(self._leo)
+        self._after_append(n)
+        return LogAppendInfo(first, last, -1, self._log_start_offset, False, n, len(buf), max_ts, off_max)
 
     def _apply_producer_updates(self, seg: LogSegment, updates: dict[int, ProducerAppendInfo],
                                 completed: list[CompletedTxn]) -> None:
@@ -667,6 +766,8 @@ class Log:
 
     def _check_open(self) -> None:
         if self._closed:
+            if self._dir_offline:
+                raise self.offline_error()
             raise KafkaStorageError("log %s is closed" % self.dir)
 
     def _maybe_roll(self, messages_size: int, max_timestamp: int, max_offset: int, now_ms: int,
@@ -686,6 +787,7 @@ class Log:
         j = self.config.segment_jitter_ms
         return (hash(base_offset) % j) if j > 0 else 0
 
+    @handles_io("Error while rolling log segment for %(tp)s in dir %(dir)s")
     def roll(self) -> LogSegment:
         """Start a new active segment at the LEO (no-op if the active segment is empty)."""
         with self._lock:
@@ -694,6 +796,7 @@ class Log:
                 return seg
             return self._roll(self._leo)
 
+    @handles_io("Error while rolling log segment for %(tp)s in dir %(dir)s", check_offline=False)
     def _roll(self, new_base: int) -> LogSegment:
         old = self.segments[-1]
         # The new segment's file first: if it cannot be created (no descriptor left, disk full) the append fails
@@ -727,29 +830,39 @@ class Log:
         ``start_offset`` to the first offset-index entry past the data (Kafka's addAbortedTransactions).
         """
         with self._lock:
-            leo = self._leo
-            if start_offset > leo or start_offset < self._log_start_offset:
-                raise OffsetOutOfRangeError(
-                    "offset %d is out of range [%d, %d] for %s" % (start_offset, self._log_start_offset, leo, self.dir))
-            max_off = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
-            i = bisect.bisect_right(self._bases, start_offset) - 1
-            i = max(i, 0)
-            if start_offset >= max_off:
-                seg = self.segments[i]
-                return FetchDataInfo(LogOffsetMetadata(start_offset, seg.base_offset, seg.size), None, False,
-                                     [] if include_aborted_txns else None)
-            while i < len(self.segments):
-                seg = self.segments[i]
-                max_position = self._max_position(seg, max_off)
-                res = seg.read(start_offset, max_bytes, max_position, min_one_message)
-                if res is not None:
-                    fs, meta = res
-                    aborted = (self._aborted_txns_for_read(start_offset, i, meta.relative_position_in_segment,
-                                                           fs.length) if include_aborted_txns else None)
-                    return FetchDataInfo(meta, fs if fs.length > 0 else None, False, aborted)
-                i += 1
-            seg = self.segments[-1]
-            return FetchDataInfo(LogOffsetMetadata(start_offset, seg.base_offset, seg.size), None)
+            try:
+                return self._read_locked(start_offset, max_bytes, max_offset_exclusive, min_one_message,
+                                         include_aborted_txns)
+            except OSError as exc:
+                self._raise_io_error("Exception while reading from %(tp)s in dir %(dir)s", exc)
+
+    def _read_locked(self, start_offset: int, max_bytes: int, max_offset_exclusive: Optional[int],
+                     min_one_message: bool, include_aborted_txns: bool) -> FetchDataInfo:
+        if self._dir_offline:
+            raise self.offline_error()
+        leo = self._leo
+        if start_offset > leo or start_offset < self._log_start_offset:
+            raise OffsetOutOfRangeError(
+                "offset %d is out of range [%d, %d] for %s" % (start_offset, self._log_start_offset, leo, self.dir))
+        max_off = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
+        i = bisect.bisect_right(self._bases, start_offset) - 1
+        i = max(i, 0)
+        if start_offset >= max_off:
+            seg = self.segments[i]
+            return FetchDataInfo(LogOffsetMetadata(start_offset, seg.base_offset, seg.size), None, False,
+                                 [] if include_aborted_txns else None)
+        while i < len(self.segments):
+            seg = self.segments[i]
+            max_position = self._max_position(seg, max_off)
+            res = seg.read(start_offset, max_bytes, max_position, min_one_message)
+            if res is not None:
+                fs, meta = res
+                aborted = (self._aborted_txns_for_read(start_offset, i, meta.relative_position_in_segment,
+                                                       fs.length) if include_aborted_txns else None)
+                return FetchDataInfo(meta, fs if fs.length > 0 else None, False, aborted)
+            i += 1
+        seg = self.segments[-1]
+        return FetchDataInfo(LogOffsetMetadata(start_offset, seg.base_offset, seg.size), None)
 
     def _aborted_txns_for_read(self, start_offset: int, i: int, position: int, size: int) -> list[AbortedTxn]:
         seg = self.segments[i]
@@ -767,6 +880,7 @@ class Log:
                 break
         return out
 
+    @handles_io("Exception while reading from %(tp)s in dir %(dir)s")
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start_offset, upper_bound_offset), from the segment holding
         ``start_offset`` on (Kafka's UnifiedLog.collectAbortedTransactions)."""
@@ -783,6 +897,7 @@ class Log:
         found = seg.translate_offset(max_offset_exclusive)
         return seg.size if found is None else found.position
 
+    @handles_io("Error while fetching offset by timestamp for %(tp)s in dir %(dir)s")
     def fetch_offset_by_timestamp(self, timestamp: int) -> Optional[tuple[int, int, int]]:
         """ListOffsets: (offset, timestamp, leader_epoch or -1), or None when nothing matches.
 
@@ -839,6 +954,7 @@ class Log:
         return info.base_offset + info.last_offset_delta, target_ts, ple
 
     # ------------------------------------------------------------------ log start, truncation
+    @handles_io("Exception while increasing log start offset for %(tp)s in dir %(dir)s")
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: raise the log start offset to ``offset`` (<= HW); returns the new low watermark."""
         with self._lock:
@@ -857,6 +973,7 @@ class Log:
         if self._recovery_point < offset:
             self._recovery_point = offset
 
+    @handles_io("Error while truncating log for %(tp)s in dir %(dir)s")
     def truncate_to(self, offset: int) -> bool:
         """Remove every batch with offsets >= ``offset`` (follower truncation); False if nothing to do."""
         if offset < 0:
@@ -888,6 +1005,7 @@ class Log:
             self._rebuild_producer_state()
             return True
 
+    @handles_io("Error while truncating the entire log for %(tp)s in dir %(dir)s")
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log, empty, at ``offset``."""
         with self._lock:
@@ -913,6 +1031,7 @@ class Log:
         self.producer_state.truncate_fully_and_start_at(offset)
 
     # ------------------------------------------------------------------ retention
+    @handles_io("Error while deleting segments for %(tp)s in dir %(dir)s")
     def delete_old_segments(self, now_ms: Optional[int] = None) -> int:
         """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted.
 
@@ -988,6 +1107,7 @@ class Log:
                          for pid, e in self.producer_state.producers.items()}
             return list(self.segments), self._log_start_offset, bound, producers
 
+    @handles_io("Error while replacing segments of %(tp)s in dir %(dir)s")
     def replace_segments(self, old: list[LogSegment], old_sizes: list[int], base_offset: int, end_offset: int,
                          hook: Optional[SwapHook] = None) -> bool:
         """Swap the closed cleaned segment ``<base_offset>.log.cleaned`` in for ``old`` (Kafka's replaceSegments).
@@ -1049,6 +1169,7 @@ class Log:
             return True
 
     # ------------------------------------------------------------------ flush / close
+    @handles_io("Error while flushing log for %(tp)s in dir %(dir)s")
     def flush(self, up_to_offset: Optional[int] = None) -> None:
         """fsync segments holding offsets below ``up_to_offset`` (default LEO); advances the recovery point.
 
@@ -1114,12 +1235,14 @@ class Log:
             fsync_file(path)
         fsync_dir(self.dir)
 
+    @handles_io("Error while writing the leader epoch checkpoint of %(tp)s in dir %(dir)s")
     def take_unsynced_files(self) -> list[str]:
         """The small files written without fsync since the last sync (a marked leader-epoch change written now),
         handed to a caller that makes them durable itself (LogManager: one syncfs for thousands of partitions)."""
         with self._lock:
             return self._take_unsynced()[0]
 
+    @handles_io("Error while flushing the metadata files of %(tp)s in dir %(dir)s")
     def sync_metadata_files(self) -> None:
         """fsync the small files (leader epochs, producer snapshots, partition.metadata) written without fsync
         since the last call: run by every flush before the recovery point moves, and periodically."""
@@ -1131,6 +1254,7 @@ class Log:
         with self._lock:
             self.producer_state.remove_expired_producers(self._now_ms() if now_ms is None else now_ms)
 
+    @handles_io("Error while closing %(tp)s in dir %(dir)s", check_offline=False)
     def close(self, sync: bool = True) -> None:
         """Snapshot producer state at the LEO and close every segment (indexes trimmed).
 
@@ -1159,6 +1283,7 @@ class Log:
             self._recovery_point = self._leo
             self._unflushed_messages = 0
 
+    @handles_io("Error while deleting log for %(tp)s in dir %(dir)s")
     def delete(self) -> None:
         """Close and remove the whole directory."""
         with self._lock:
@@ -1168,11 +1293,13 @@ class Log:
                 self._closed = True
             shutil.rmtree(self.dir, ignore_errors=True)
 
+    @handles_io("Error while renaming dir for %(tp)s in log dir %(dir)s")
     def rename_dir(self, new_dir: str) -> None:
         with self._lock:
             os.rename(self.dir, new_dir)
             self.dir = new_dir
 
+    @handles_io("Error while replacing the log of %(tp)s in dir %(dir)s with its future log")
     def replace_with_future(self, future: "Log", new_dir: str, retired_dir: str,
                             reopen: Callable[[str, int, int, int], "Log"],
                             hook: Optional[SwapHook] = None) -> list[LogSegment]:
@@ -1246,6 +1373,18 @@ class Log:
     def __repr__(self) -> str:
         return "Log(dir=%s, log_start_offset=%d, leo=%d, hw=%d)" % (
             self.dir, self._log_start_offset, self._leo, self._hw)
+
+
+APPEND_ERROR = "Error while appending records to %(tp)s in dir %(dir)s"
+
+
+def _already_offline(log_dir: str) -> str:
+    return "The log dir %s is already offline due to a previous IO exception." % log_dir
+
+
+def _report(channel: Optional[LogDirFailureChannel], log_dir: str, msg: str, exc: OSError) -> None:
+    if channel is not None and exc.errno not in NOT_DIR_FAILURES:
+        channel.maybe_add_offline_log_dir(log_dir, msg, exc)
 
 
 def discard_cleaned_files(dir_path: str, base_offset: int) -> None:

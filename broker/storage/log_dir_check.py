@@ -3,9 +3,10 @@ MetaPropertiesEnsemble.Loader).
 
 Kafka 3.9 logs one ERROR line per unusable log dir, ``Failed to create or validate data directory <dir>``, takes
 that dir offline and, when no dir is left, logs ``Shutdown broker because none of the specified log dirs from
-<dirs> can be created or validated`` and halts with status 1. This broker does not run with a log dir offline: any
-unusable dir ends start-up, with the same lines (the first names ``log.dirs`` and what is wrong with the dir), before
-ZooKeeper is contacted or any log is loaded. The check creates a missing dir (as Kafka does), then requires a
+<dirs> can be created or validated`` and halts with status 1. So does this broker: the start-up
+(:func:`unusable_log_dirs`) ends, with those lines, before ZooKeeper is contacted or any log is loaded when no dir
+is usable; otherwise the unusable dirs start offline (the LogManager reports each, naming ``log.dirs`` and what is
+wrong, and the controller is told once the broker is registered). :func:`check_log_dirs` refuses any unusable dir. The check creates a missing dir (as Kafka does), then requires a
 readable directory (Kafka's ``is not a readable log directory``), a ``.lock`` file it can open for writing (root
 passes permission checks, so opening the file is the only reliable test; the lock itself is LogManager's), and a
 readable ``meta.properties`` if there is one.
@@ -79,16 +80,29 @@ def log_dir_problem(log_dir: str) -> Optional[str]:
     return read_problem(log_dir)
 
 
-def check_log_dirs(log_dirs: Iterable[str]) -> None:
-    """Raise :class:`LogDirsError` unless every dir of ``log.dirs`` is usable (duplicates are refused as by Kafka)."""
+def _problems(log_dirs: Iterable[str]) -> Tuple[List[str], List[Tuple[str, str]]]:
     given = list(log_dirs)
     dirs = [os.path.abspath(d) for d in given]
     canonical = [os.path.realpath(d) for d in dirs]
     if len(set(canonical)) != len(canonical):
         raise KafkaStorageError(f"Duplicate log directory found: {', '.join(given)} ({KEY})")
-    failures = [(d, reason) for d in dirs for reason in [log_dir_problem(d)] if reason is not None]
+    return dirs, [(d, reason) for d in dirs for reason in [log_dir_problem(d)] if reason is not None]
+
+
+def check_log_dirs(log_dirs: Iterable[str]) -> None:
+    """Raise :class:`LogDirsError` unless every dir of ``log.dirs`` is usable (duplicates are refused as by Kafka)."""
+    dirs, failures = _problems(log_dirs)
     if failures:
         raise LogDirsError(failures, dirs)
 
 
-__all__ = ["KEY", "LogDirsError", "check_log_dirs", "log_dir_problem", "read_problem"]
+def unusable_log_dirs(log_dirs: Iterable[str]) -> List[Tuple[str, str]]:
+    """(dir, why) of each unusable dir of ``log.dirs``, which then starts offline; :class:`LogDirsError` (Kafka's
+    shutdown) when none is usable, KafkaStorageError for duplicates."""
+    dirs, failures = _problems(log_dirs)
+    if len(failures) == len(dirs):
+        raise LogDirsError(failures, dirs)
+    return failures
+
+
+__all__ = ["KEY", "LogDirsError", "check_log_dirs", "log_dir_problem", "read_problem", "unusable_log_dirs"]

@@ -19,6 +19,10 @@ loads two current logs.
 Periodic tasks (on a storage Scheduler thread): retention (log.retention.check.interval.ms),
 flush by flush.ms, producer id expiration, and checkpoints (every 60 s by default). Compaction
 runs on the LogCleaner's own thread (cleaner.py), which owns cleaner-offset-checkpoint.
+Log dir failure (KIP-112, JBOD): an I/O error on a dir is reported to the LogDirFailureChannel
+(log_dir_failure_channel.py), which marks every Log of the dir offline at once; the ReplicaManager then calls
+:meth:`LogManager.handle_log_dir_failure`, which forgets the dir's logs. New logs go only to live dirs, checkpoints
+are written only there, and a clean shutdown marks only them clean (an offline dir is recovered at the next start).
 Thread-safety: the log map is guarded by one lock; each Log has its own.
 """
 from __future__ import annotations
@@ -41,7 +45,8 @@ from .config import LONG_MAX, LogConfig
 from .errors import InconsistentClusterIdError, KafkaStorageError
 from .log_dir_check import LogDirsError
 from .cleaner import CleanerConfig, LogCleaner
-from .log import Log
+from .log import NOT_DIR_FAILURES, Log
+from .log_dir_failure_channel import LogDirFailureChannel, describe_cause
 from .scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
@@ -108,10 +113,20 @@ class LogManager:
                  producer_id_expiration_check_interval_ms: int = 600000,
                  cleaner_config: Optional[CleanerConfig] = None, initial_task_delay_ms: int = 30000,
                  recovery_threads_per_data_dir: int = 1,
-                 segment_file_cache_size: int = file_cache.DEFAULT_SEGMENT_FILE_CACHE_SIZE) -> None:
+                 segment_file_cache_size: int = file_cache.DEFAULT_SEGMENT_FILE_CACHE_SIZE,
+                 log_dir_failure_channel: Optional[LogDirFailureChannel] = None,
+                 initial_offline_dirs: Optional[dict[str, str]] = None) -> None:
+        """``initial_offline_dirs``: {dir: why} of the dirs of ``log_dirs`` found unusable at start-up: they start
+        offline (reported to the channel in Kafka's words), never locked, read or loaded."""
         if not log_dirs:
             raise ValueError("at least one log dir is required")
         self.log_dirs = [os.path.abspath(d) for d in log_dirs]
+        #: where I/O errors on the log dirs are reported (shared with the ReplicaManager)
+        self.failure_channel = log_dir_failure_channel if log_dir_failure_channel is not None \
+            else LogDirFailureChannel()
+        #: dirs whose logs handle_log_dir_failure removed
+        self._failed_dirs: set[str] = set()
+        self.failure_channel.add_offline_listener(self._on_dir_offline)
         self.default_config = default_config
         self.broker_id = broker_id
         self.cluster_id = cluster_id
@@ -145,24 +160,29 @@ class LogManager:
         #: partitions whose log is being created, with their creation lock and the dir chosen for each
         self._creating: dict[TopicPartition, threading.Lock] = {}
         self._dirs_in_creation: dict[TopicPartition, str] = {}
+        for d, why in (initial_offline_dirs or {}).items():
+            d = os.path.abspath(d)
+            self.failure_channel.maybe_add_offline_log_dir(
+                d, "Failed to create or validate data directory %s (log.dirs): %s" % (d, why))
         self._started = False
         self._shut_down = False
         self._dir_locks: list[int] = []
         try:
-            for d in self.log_dirs:
+            for d in self.live_log_dirs:
                 try:
                     os.makedirs(d, exist_ok=True)
                 except OSError as exc:
                     raise LogDirsError([(d, f"cannot create it: {exc.strerror or exc}")], self.log_dirs) from None
                 self._lock_dir(d)
-            for d in self.log_dirs:
+            for d in self.live_log_dirs:
                 self._check_meta_properties(d)
         except BaseException:
             self._unlock_dirs()
             raise
         self._load_logs()
-        self.cleaner = LogCleaner(cleaner_config if cleaner_config is not None else CleanerConfig(), self.log_dirs,
-                                  self.all_logs, self.log_dir_of, time=time)
+        self.cleaner = LogCleaner(cleaner_config if cleaner_config is not None else CleanerConfig(),
+                                  self.live_log_dirs, self.all_logs, self.log_dir_of, time=time)
+        self.cleaner.failure_channel = self.failure_channel
         for tp in self._future_logs:  # a moving partition is not cleaned (Kafka's abortAndPauseCleaning)
             self.cleaner.abort_and_pause_cleaning(tp)
 
@@ -241,7 +261,8 @@ class LogManager:
 
     def _open_log(self, path: str, config: LogConfig, **kwargs: object) -> Log:
         log = Log.open(path, config, time=self._time, scheduler=self.scheduler.schedule_once,
-                       producer_id_expiration_ms=self.producer_id_expiration_ms, **kwargs)  # type: ignore[arg-type]
+                       producer_id_expiration_ms=self.producer_id_expiration_ms,
+                       log_dir_failure_channel=self.failure_channel, **kwargs)  # type: ignore[arg-type]
         log.on_roll = self._on_roll
         return log
 
@@ -253,7 +274,8 @@ class LogManager:
         futures: list[tuple[str, str, TopicPartition, dict[str, object]]] = []
         jobs: list[tuple[str, str, TopicPartition, dict[str, object]]] = []
         markers = []
-        for d in self.log_dirs:
+        live = self.live_log_dirs
+        for d in live:
             marker = os.path.join(d, files.CLEAN_SHUTDOWN_FILE)
             clean = os.path.exists(marker)
             if clean:
@@ -284,7 +306,7 @@ class LogManager:
                 self._log_dir_of[tp] = d
                 jobs.append((d, path, tp, dict(recovery_point=recovery.get(tp, 0), log_start_offset=starts.get(tp, 0),
                                                clean_shutdown=clean, high_watermark=hws.get(tp, 0))))
-        threads = max(1, self.recovery_threads_per_data_dir) * len(self.log_dirs)
+        threads = max(1, self.recovery_threads_per_data_dir) * len(live)
 
         def load(job: tuple[str, str, TopicPartition, dict[str, object]]) -> tuple[TopicPartition, Log]:
             _, path, tp, kwargs = job
@@ -301,7 +323,7 @@ class LogManager:
             os.unlink(marker)
         for d, path, tp, kwargs in futures:
             self._load_future_dir(d, path, tp, kwargs)
-        logger.info("Loaded %d logs from %s in %d ms", len(self._logs), ", ".join(self.log_dirs),
+        logger.info("Loaded %d logs from %s in %d ms", len(self._logs), ", ".join(live),
                     (_time.monotonic() - start) * 1000)
 
     def _load_future_dir(self, d: str, path: str, tp: TopicPartition, kwargs: dict[str, object]) -> None:
@@ -361,8 +383,12 @@ class LogManager:
             return self._log_dir_of.get(tp)
 
     def get_or_create_log(self, topic: str, partition: int, config: Optional[LogConfig] = None,
-                          topic_id: Optional[str] = None) -> Log:
-        """The partition's log; a new one goes to the log dir holding the fewest partitions.
+                          topic_id: Optional[str] = None, is_new: bool = True) -> Log:
+        """The partition's log; a new one goes to the live log dir holding the fewest partitions.
+
+        ``is_new`` False (LeaderAndIsr for a replica that existed before) while a log dir is offline: the log may
+        be in that dir, so none is created (KafkaStorageError, as Kafka): an empty log in another dir would make a
+        restarted leader come back empty.
 
         The files of a new log are made outside the manager's lock (under one lock per partition), so the disk
         I/O workers create thousands of partitions side by side rather than one at a time."""
@@ -377,12 +403,21 @@ class LogManager:
                 log = self._logs.get(tp)
                 if log is not None:
                     return log
+                offline = self.offline_log_dirs
+                if not is_new and offline:
+                    self._creating.pop(tp, None)
+                    raise KafkaStorageError("Can not create log for %s-%d because log directories %s are offline"
+                                            % (topic, partition, ",".join(offline)))
+                live = [x for x in self.log_dirs if x not in offline]
+                if not live:
+                    self._creating.pop(tp, None)
+                    raise KafkaStorageError("No log directories available. Tried %s" % ", ".join(self.log_dirs))
                 if config is not None:
                     self._topic_configs[topic] = config
                 counts = self._partitions_per_dir()
-                d = min(self.log_dirs, key=lambda x: (counts[x], self.log_dirs.index(x)))
+                d = min(live, key=lambda x: (counts[x], self.log_dirs.index(x)))
                 preferred = self._preferred_dirs.pop(tp, None)
-                if preferred in counts:
+                if preferred in counts and preferred in live:
                     d = preferred  # type: ignore[assignment]
                 self._dirs_in_creation[tp] = d
                 cfg = self._config_for(topic)
@@ -452,6 +487,62 @@ class LogManager:
         with self._lock:
             return dict(self._future_logs)
 
+    # ------------------------------------------------------------------ log dir failure (KIP-112)
+    @property
+    def offline_log_dirs(self) -> list[str]:
+        """Log dirs that had an I/O error (reported or already handled), in log.dirs order."""
+        channel = self.failure_channel
+        return [d for d in self.log_dirs if d in self._failed_dirs or channel.has_offline_log_dir(d)]
+
+    @property
+    def live_log_dirs(self) -> list[str]:
+        """Log dirs still in use (Kafka's liveLogDirs)."""
+        offline = self.offline_log_dirs
+        return [d for d in self.log_dirs if d not in offline]
+
+    def is_log_dir_online(self, log_dir: str) -> bool:
+        return os.path.normpath(log_dir) in self.live_log_dirs
+
+    def _on_dir_offline(self, log_dir: str) -> None:
+        """The channel's first report of ``log_dir``: its logs refuse I/O from now on (on the reporting thread)."""
+        for log in self._logs_in_dir(log_dir).values():
+            log.mark_dir_offline()
+
+    def report_io_error(self, log_dir: str, msg: str, exc: OSError) -> None:
+        """Hand an I/O error on ``log_dir`` to the channel (errors that are not the disk's are only logged)."""
+        if exc.errno in NOT_DIR_FAILURES:
+            logger.error("%s: %s", msg, describe_cause(exc))
+            return
+        self.failure_channel.maybe_add_offline_log_dir(log_dir, msg, exc)
+
+    def handle_log_dir_failure(self, log_dir: str) -> tuple[list[TopicPartition], list[TopicPartition]]:
+        """Stop using ``log_dir`` (Kafka's LogManager.handleLogDirFailure): forget every log and future log in it,
+        closing their files without writing anything, and stop the cleaner's work there. Returns (partitions
+        whose log was there, partitions whose future log was there). Runs on any thread; no I/O on the dir."""
+        d = os.path.normpath(os.path.abspath(log_dir))
+        logger.warning("Stopping serving logs in dir %s", d)
+        with self._lock:
+            self._failed_dirs.add(d)
+            current = sorted(tp for tp, x in self._log_dir_of.items() if x == d and tp in self._logs)
+            future = sorted(tp for tp, x in self._future_dir_of.items() if x == d)
+            logs = [self._logs.pop(tp) for tp in current] + [self._future_logs.pop(tp) for tp in future]
+            for tp in current:
+                self._log_dir_of.pop(tp, None)
+                self._last_flush_ms.pop(tp, None)
+            for tp in future:
+                self._future_dir_of.pop(tp, None)
+            for tp in [tp for tp, x in self._preferred_dirs.items() if x == d]:
+                del self._preferred_dirs[tp]
+        for log in logs:
+            log.mark_dir_offline()
+        self.cleaner.handle_log_dir_failure(d, current)
+        for log in logs:
+            log.close_handlers()
+        logger.warning("Logs for partitions %s are offline and logs for future partitions %s are offline due to "
+                       "failure on log directory %s", ",".join("%s-%d" % tp for tp in current),
+                       ",".join("%s-%d" % tp for tp in future), d)
+        return current, future
+
     def is_log_dir(self, path: str) -> bool:
         """``path`` names one of log.dirs (absolute, as Kafka's isLogDirOnline requires)."""
         return os.path.isabs(path) and os.path.normpath(path) in self.log_dirs
@@ -468,6 +559,8 @@ class LogManager:
         d = os.path.normpath(log_dir)
         if d not in self.log_dirs:
             raise KafkaStorageError("%s is not a log dir of this broker" % log_dir)
+        if d in self.offline_log_dirs:
+            raise KafkaStorageError("The log dir %s is offline" % d)
         with self._lock:
             self._preferred_dirs.pop(tp, None)
             fut = self._future_logs.get(tp)
@@ -567,25 +660,36 @@ class LogManager:
         for tp, log in self.all_logs().items():
             try:
                 total += log.delete_old_segments(now)
+            except KafkaStorageError:
+                pass  # the log dir failed: reported to the LogDirFailureChannel
             except Exception:
                 logger.exception("Retention failed for %s-%d", tp[0], tp[1])
         return total
 
     def flush_dirty_logs(self) -> None:
-        """fsync logs whose flush.ms elapsed since their last flush."""
-        now = int(self._time() * 1000)
+        """fsync logs whose flush.ms elapsed since their last flush (a monotonic interval: a wall-clock jump back
+        must not delay the fsyncs; Kafka uses the wall clock here)."""
+        now = int(_time.monotonic() * 1000)
         for tp, log in self.all_logs().items():
             last = self._last_flush_ms.setdefault(tp, now)
             if now - last >= log.config.flush_ms:
                 try:
                     log.flush()
+                except KafkaStorageError:
+                    pass  # the log dir failed: reported to the LogDirFailureChannel
                 except Exception:
                     logger.exception("Flush failed for %s-%d", tp[0], tp[1])
                 self._last_flush_ms[tp] = now
 
     def _on_roll(self, log: Log, new_base: int) -> None:
         """Kafka flushes a rolled segment in the background right after the roll."""
-        self.scheduler.schedule("flush-log", lambda: log.flush(new_base), 0.0)
+        def flush() -> None:
+            try:
+                log.flush(new_base)
+            except KafkaStorageError:
+                pass  # the log dir failed: reported to the LogDirFailureChannel
+
+        self.scheduler.schedule("flush-log", flush, 0.0)
 
     def remove_expired_producers(self) -> None:
         now = int(self._time() * 1000)
@@ -597,7 +701,7 @@ class LogManager:
         small partition files written without fsync (partition.metadata, leader epochs) of logs not flushed
         since."""
         self.sync_metadata_files()
-        for d in self.log_dirs:
+        for d in self.live_log_dirs:
             self.checkpoint_dir(d)
 
     def sync_metadata_files(self) -> None:
@@ -605,20 +709,27 @@ class LogManager:
         thousands of partitions were created or changed leader) one syncfs per log dir does it at once."""
         pending: list[tuple[Log, list[str]]] = []
         for log in self.all_logs().values():
-            paths = log.take_unsynced_files()
+            try:
+                paths = log.take_unsynced_files()
+            except KafkaStorageError:
+                continue  # the log dir failed: reported to the LogDirFailureChannel
             if paths:
                 pending.append((log, paths))
-        try:
-            if sum(len(p) for _, p in pending) > SYNCFS_ABOVE_FILES:
-                for d in self.log_dirs:
+        if sum(len(p) for _, p in pending) > SYNCFS_ABOVE_FILES:
+            for d in self.live_log_dirs:
+                try:
                     sync_filesystem(d)
-                return
-            for log, paths in pending:
+                except OSError as exc:
+                    self.report_io_error(d, "Error while flushing the partition metadata files in dir %s" % d, exc)
+            return
+        for log, paths in pending:
+            try:
                 for path in paths:
                     fsync_file(path)
                 fsync_dir(log.dir)
-        except OSError:
-            logger.exception("Could not fsync the partition metadata files")
+            except OSError as exc:
+                self.report_io_error(log.parent_dir, "Error while flushing the metadata files of %s-%d in dir %s"
+                                     % (*log.topic_partition, log.parent_dir), exc)
 
     def _logs_in_dir(self, log_dir: str) -> dict[TopicPartition, Log]:
         """Current and future logs in ``log_dir`` (one partition has at most one log per dir)."""
@@ -627,36 +738,55 @@ class LogManager:
             logs.update({tp: log for tp, log in self._logs.items() if self._log_dir_of.get(tp) == log_dir})
             return logs
 
+    def _write_checkpoint(self, log_dir: str, name: str, offsets: dict[TopicPartition, int], what: str) -> bool:
+        """Write one checkpoint file of ``log_dir``; an I/O error takes the dir offline (Kafka's messages: ``what``
+        names the file as Kafka's LogManager / ReplicaManager do). False when the dir is (now) offline."""
+        if log_dir in self.offline_log_dirs:
+            return False
+        try:
+            OffsetCheckpointFile(os.path.join(log_dir, name)).write(offsets)
+            return True
+        except OSError as exc:
+            self.report_io_error(log_dir, "%s in directory %s: %s" % (what, log_dir, describe_cause(exc)), exc)
+            return False
+
     def checkpoint_dir(self, log_dir: str) -> None:
         logs = self._logs_in_dir(log_dir)
         with self._checkpoint_lock:
-            OffsetCheckpointFile(os.path.join(log_dir, files.RECOVERY_POINT_CHECKPOINT)).write(
-                {tp: log.recovery_point for tp, log in logs.items()})
-            OffsetCheckpointFile(os.path.join(log_dir, files.LOG_START_OFFSET_CHECKPOINT)).write(
-                {tp: log.log_start_offset for tp, log in logs.items()
-                 if log.log_start_offset > log.segments[0].base_offset})
-            OffsetCheckpointFile(os.path.join(log_dir, files.REPLICATION_OFFSET_CHECKPOINT)).write(
-                {tp: log.high_watermark for tp, log in logs.items()})
+            if not self._write_checkpoint(log_dir, files.RECOVERY_POINT_CHECKPOINT,
+                                          {tp: log.recovery_point for tp, log in logs.items()},
+                                          "Disk error while writing recovery offsets checkpoint"):
+                return
+            if not self._write_checkpoint(log_dir, files.LOG_START_OFFSET_CHECKPOINT,
+                                          {tp: log.log_start_offset for tp, log in logs.items()
+                                           if log.log_start_offset > log.segments[0].base_offset},
+                                          "Disk error while writing log start offsets checkpoint"):
+                return
+            self._write_checkpoint(log_dir, files.REPLICATION_OFFSET_CHECKPOINT,
+                                   {tp: log.high_watermark for tp, log in logs.items()},
+                                   "Error while writing to highwatermark file")
 
     def checkpoint_log_start_offsets(self) -> None:
-        """Write only log-start-offset-checkpoint of every log dir (log.flush.start.offset.checkpoint.interval.ms),
+        """Write only log-start-offset-checkpoint of every live log dir (log.flush.start.offset.checkpoint.interval.ms),
         so a log start offset moved by DeleteRecords or retention survives a crash."""
-        for d in self.log_dirs:
+        for d in self.live_log_dirs:
             logs = self._logs_in_dir(d)
             with self._checkpoint_lock:
-                OffsetCheckpointFile(os.path.join(d, files.LOG_START_OFFSET_CHECKPOINT)).write(
-                    {tp: log.log_start_offset for tp, log in logs.items()
-                     if log.log_start_offset > log.segments[0].base_offset})
+                self._write_checkpoint(d, files.LOG_START_OFFSET_CHECKPOINT,
+                                       {tp: log.log_start_offset for tp, log in logs.items()
+                                        if log.log_start_offset > log.segments[0].base_offset},
+                                       "Disk error while writing log start offsets checkpoint")
 
     def checkpoint_high_watermarks(self) -> None:
-        """Write only replication-offset-checkpoint of every log dir (the ReplicaManager's frequent
+        """Write only replication-offset-checkpoint of every live log dir (the ReplicaManager's frequent
         replica.high.watermark.checkpoint.interval.ms task; the other checkpoints stay on their own
         schedule)."""
-        for d in self.log_dirs:
+        for d in self.live_log_dirs:
             logs = self._logs_in_dir(d)
             with self._checkpoint_lock:
-                OffsetCheckpointFile(os.path.join(d, files.REPLICATION_OFFSET_CHECKPOINT)).write(
-                    {tp: log.high_watermark for tp, log in logs.items()})
+                self._write_checkpoint(d, files.REPLICATION_OFFSET_CHECKPOINT,
+                                       {tp: log.high_watermark for tp, log in logs.items()},
+                                       "Error while writing to highwatermark file")
 
     # ------------------------------------------------------------------ shutdown
     def shutdown(self) -> None:
@@ -675,16 +805,29 @@ class LogManager:
             try:
                 log.close(sync=False)
                 closed.append(log)
+            except KafkaStorageError:
+                pass  # its log dir failed meanwhile: reported to the LogDirFailureChannel
             except Exception:
                 logger.exception("Error closing log %s-%d", tp[0], tp[1])
         # One syncfs per log dir instead of an fsync per segment, index and snapshot of every partition (at
         # 10,000 partitions that is tens of thousands of fsyncs); only then do recovery points reach the LEO.
-        for d in self.log_dirs:
-            sync_filesystem(d)
+        # An offline dir gets nothing: no checkpoint, no clean shutdown marker (its logs are recovered at the next
+        # start, so a half-written batch is cut off).
+        synced = set()
+        for d in self.live_log_dirs:
+            try:
+                sync_filesystem(d)
+                synced.add(d)
+            except OSError as exc:
+                self.report_io_error(d, "Error while flushing log dir %s at shutdown" % d, exc)
         for log in closed:
-            log.mark_flushed()
+            if log.parent_dir in synced:
+                log.mark_flushed()
         self.checkpoint_all()
-        for d in self.log_dirs:
-            atomic_write(os.path.join(d, files.CLEAN_SHUTDOWN_FILE), b"")
+        for d in self.live_log_dirs:
+            try:
+                atomic_write(os.path.join(d, files.CLEAN_SHUTDOWN_FILE), b"")
+            except OSError as exc:
+                self.report_io_error(d, "Error while writing the clean shutdown marker in dir %s" % d, exc)
         self._unlock_dirs()
         logger.info("Log manager shut down")

@@ -32,7 +32,8 @@ def partition(topic: str, index: int, *, leader: bool = True, urp: bool = False,
 
 def sources(parts: List[Any], *, controller: Any = None, groups: Any = None, shrinks: int = 0, expands: int = 0
             ) -> Any:
-    rm = NS(partitions={(p.topic, p.partition): p for p in parts}, isr_shrinks=shrinks, isr_expands=expands)
+    rm = NS(partitions={(p.topic, p.partition): p for p in parts}, isr_shrinks=shrinks, isr_expands=expands,
+            log_manager=NS(log_dirs=["/data/a", "/data/b"], offline_log_dirs=["/data/b"]))
     gc = NS(committed_offsets=lambda: [(g, tp, om.offset) for g, group in (groups or {}).items()
                                        for tp, om in group.offsets.items()])
     return NS(replica_manager=rm, controller=controller, group_coordinator=gc)
@@ -187,3 +188,10 @@ def test_docs_metrics_md_lists_every_family_with_its_type_labels_and_mbean() -> 
         for bean in spec.beans:  # the MBean column names the bean's domain, type and name
             m = re.match(r"([\w.]+)<type=(\w+), name=(\w+)", bean)
             assert m is not None and "{}:type={},name={}".format(*m.groups()) in mbean, (listed, mbean)
+
+
+def test_offline_log_dirs_are_counted_and_flagged_per_dir() -> None:
+    out = scrape(sources([]))
+    assert out[("kafka_log_logmanager_offlinelogdirectorycount", ())] == 1.0
+    assert out[("kafka_log_logmanager_logdirectoryoffline", (("logDirectory", "/data/a"),))] == 0.0
+    assert out[("kafka_log_logmanager_logdirectoryoffline", (("logDirectory", "/data/b"),))] == 1.0

@@ -49,7 +49,7 @@ RULES: List[Tuple[str, str, Dict[str, str]]] = [
     (r"kafka.(\w+)<type=(.+), name=(.+)><>(\d+)thPercentile", "kafka_$1_$2_$3", {"quantile": "0.$4"}),
 ]
 
-EXAMPLE = {"topic": "orders", "partition": "3", "request": "Produce", "version": "9"}
+EXAMPLE = {"topic": "orders", "partition": "3", "request": "Produce", "version": "9", "logDirectory": "/data/kafka"}
 
 
 def _subst(template: str, m: "re.Match[str]") -> str:

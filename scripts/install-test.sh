@@ -94,3 +94,20 @@ if [ -n "$RDK_APT" ]; then
 fi
 .venv/bin/python -m tests.harness.librdkafka_tests build > /dev/null
 # <<< librdkafka test suite
+
+# >>> S3 server for the tiered-storage tests (owned by tests/harness/s3_server.py; edit only inside this block)
+# 6. S3Proxy 2.6.0 (Apache-2.0; a real S3 API server over a local directory, Java 17) and its runtime jars from Maven
+#    Central (tests/harness/s3proxy/pom.xml) into .cache/s3proxy-2.6.0/libs/ (not committed), as step 3 does for
+#    Kafka: resolved beside the old set and swapped in, the pom's sha256 in the .complete marker. About 45 MB.
+S3PROXY_LIBS=".cache/s3proxy-2.6.0/libs"
+S3PROXY_POM_SUM="$(sha256sum tests/harness/s3proxy/pom.xml | cut -d' ' -f1)"
+if [ "$(cat "$S3PROXY_LIBS/.complete" 2>/dev/null || true)" != "$S3PROXY_POM_SUM" ]; then
+  say "resolving S3Proxy from Maven Central into $S3PROXY_LIBS"
+  rm -rf "$S3PROXY_LIBS.new"
+  mvn -q -B -Dstyle.color=never -f tests/harness/s3proxy/pom.xml -Dmaven.repo.local="$ROOT/.cache/m2" \
+      dependency:copy-dependencies -DoutputDirectory="$ROOT/$S3PROXY_LIBS.new" > /dev/null
+  echo "$S3PROXY_POM_SUM" > "$S3PROXY_LIBS.new/.complete"
+  rm -rf "$S3PROXY_LIBS"
+  mv "$S3PROXY_LIBS.new" "$S3PROXY_LIBS"
+fi
+# <<< S3 server for the tiered-storage tests

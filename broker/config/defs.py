@@ -50,6 +50,20 @@ def replica_selector(name: str, value: Any) -> None:
         raise ConfigError(name, value, f"Unsupported replica selector; use one of {', '.join(allowed)}")
 
 
+def non_empty_string(name: str, value: Any) -> None:
+    """non-empty string"""
+    if value is not None and str(value) == "":
+        from broker.config.types import ConfigError
+        raise ConfigError(name, value, "String must be non-empty")
+
+
+def remote_thread_pool_size(name: str, value: Any) -> None:
+    """-1 or [1,...]"""
+    if value is not None and (value < -1 or value == 0):
+        from broker.config.types import ConfigError
+        raise ConfigError(name, value, "Value can be -1 or greater than 0")
+
+
 @dataclass(frozen=True)
 class ConfigDef:
     """One broker key. `default` is already typed (None = Kafka's null default)."""
@@ -166,10 +180,13 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("log.retention.bytes", T.LONG, -1, H, "Retention size per partition; -1 = unlimited.", None, CW,
               "retention.bytes"),
     ConfigDef("log.retention.check.interval.ms", T.LONG, 300000, M, "How often retention runs.", at_least(1)),
-    ConfigDef("log.local.retention.bytes", T.LONG, -2, M, "Tiered storage local retention (no tiered storage here).",
-              at_least(-2), CW, "local.retention.bytes", ignored=True),
-    ConfigDef("log.local.retention.ms", T.LONG, -2, M, "Tiered storage local retention (no tiered storage here).",
-              at_least(-2), CW, "local.retention.ms", ignored=True),
+    ConfigDef("log.local.retention.bytes", T.LONG, -2, M,
+              "Tiered storage: local bytes kept per partition once tiered; -2 = retention.bytes (tiered storage does "
+              "not run yet: see remote.log.storage.system.enable).", at_least(-2), CW, "local.retention.bytes",
+              ignored=True),
+    ConfigDef("log.local.retention.ms", T.LONG, -2, M,
+              "Tiered storage: local retention time once tiered; -2 = retention.ms (tiered storage does not run yet: "
+              "see remote.log.storage.system.enable).", at_least(-2), CW, "local.retention.ms", ignored=True),
     ConfigDef("log.index.interval.bytes", T.INT, 4096, M, "Bytes between offset index entries.", at_least(0), CW,
               "index.interval.bytes"),
     ConfigDef("log.index.size.max.bytes", T.INT, 10485760, M, "Max index file size.", at_least(4), CW,
@@ -337,6 +354,63 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("max.connection.creation.rate", T.INT, INT_MAX, M, "New connections per second per listener.",
               at_least(0), CW),
     ConfigDef("metric.reporters", T.LIST, [], L, "Metric reporter classes.", dynamic=CW, ignored=True),
+    # --- tiered storage (KIP-405; Kafka's RemoteLogManagerConfig). The RemoteLogManager does not exist yet, so
+    #     remote.log.storage.system.enable=true stops start-up (broker/config/tiered_storage.py); the other keys are
+    #     typed, validated and described as Kafka's, and inert while the switch is off (as in Kafka).
+    ConfigDef("remote.log.storage.system.enable", T.BOOLEAN, False, M,
+              "Tiered storage on this broker. true is refused at start-up: this broker does not tier segments yet."),
+    ConfigDef("remote.log.storage.manager.class.name", T.STRING, None, M,
+              "RemoteStorageManager: Kafka's org.apache.kafka.server.log.remote.storage.LocalTieredStorage (the "
+              "built-in local-directory one) or broker.storage.remote.S3RemoteStorageManager.", non_empty_string,
+              ignored=True),
+    ConfigDef("remote.log.storage.manager.class.path", T.STRING, None, M,
+              "Class path of the RemoteStorageManager (Java only; no meaning for the built-in ones).", ignored=True),
+    ConfigDef("remote.log.storage.manager.impl.prefix", T.STRING, "rsm.config.", M,
+              "Prefix of the keys passed to the RemoteStorageManager.", non_empty_string, ignored=True),
+    ConfigDef("remote.log.metadata.manager.class.name", T.STRING,
+              "org.apache.kafka.server.log.remote.metadata.storage.TopicBasedRemoteLogMetadataManager", M,
+              "RemoteLogMetadataManager: the topic-based one (__remote_log_metadata), the only one built in.",
+              non_empty_string, ignored=True),
+    ConfigDef("remote.log.metadata.manager.class.path", T.STRING, None, M,
+              "Class path of the RemoteLogMetadataManager (Java only).", ignored=True),
+    ConfigDef("remote.log.metadata.manager.impl.prefix", T.STRING, "rlmm.config.", M,
+              "Prefix of the keys passed to the RemoteLogMetadataManager.", non_empty_string, ignored=True),
+    ConfigDef("remote.log.metadata.manager.listener.name", T.STRING, None, M,
+              "Listener the metadata manager's clients use to reach the local broker.", non_empty_string,
+              ignored=True),
+    ConfigDef("remote.log.metadata.custom.metadata.max.bytes", T.INT, 128, L,
+              "Largest custom metadata a RemoteStorageManager may return for a copied segment.", at_least(0),
+              ignored=True),
+    ConfigDef("remote.log.index.file.cache.total.size.bytes", T.LONG, 1073741824, L,
+              "Disk space of the cache of indexes fetched from remote storage.", at_least(1), CW, ignored=True),
+    ConfigDef("remote.log.manager.thread.pool.size", T.INT, 10, M,
+              "Deprecated: the copier and expiration pools' size when those are -1.", at_least(1), ignored=True),
+    ConfigDef("remote.log.manager.copier.thread.pool.size", T.INT, -1, M,
+              "Threads copying segments to remote storage; -1 = remote.log.manager.thread.pool.size.",
+              remote_thread_pool_size, ignored=True),
+    ConfigDef("remote.log.manager.expiration.thread.pool.size", T.INT, -1, M,
+              "Threads expiring remote segments; -1 = remote.log.manager.thread.pool.size.", remote_thread_pool_size,
+              ignored=True),
+    ConfigDef("remote.log.manager.task.interval.ms", T.LONG, 30000, L,
+              "Interval of the copy and expiration tasks.", at_least(1), ignored=True),
+    ConfigDef("remote.log.manager.copy.max.bytes.per.second", T.LONG, LONG_MAX, M,
+              "Copy quota of the broker, bytes/s.", at_least(1), CW, ignored=True),
+    ConfigDef("remote.log.manager.copy.quota.window.num", T.INT, 11, M, "Samples kept for the copy quota.",
+              at_least(1), ignored=True),
+    ConfigDef("remote.log.manager.copy.quota.window.size.seconds", T.INT, 1, M,
+              "Time span of each copy quota sample.", at_least(1), ignored=True),
+    ConfigDef("remote.log.manager.fetch.max.bytes.per.second", T.LONG, LONG_MAX, M,
+              "Remote read quota of the broker, bytes/s.", at_least(1), CW, ignored=True),
+    ConfigDef("remote.log.manager.fetch.quota.window.num", T.INT, 11, M, "Samples kept for the fetch quota.",
+              at_least(1), ignored=True),
+    ConfigDef("remote.log.manager.fetch.quota.window.size.seconds", T.INT, 1, M,
+              "Time span of each fetch quota sample.", at_least(1), ignored=True),
+    ConfigDef("remote.log.reader.threads", T.INT, 10, M, "Threads reading remote segments for fetches.",
+              at_least(1), ignored=True),
+    ConfigDef("remote.log.reader.max.pending.tasks", T.INT, 100, M, "Remote reads queued before refusing more.",
+              at_least(1), ignored=True),
+    ConfigDef("remote.fetch.max.wait.ms", T.INT, 500, M,
+              "Longest wait of a fetch parked on a remote read (DelayedRemoteFetch).", at_least(1), CW, ignored=True),
     # --- project-only keys (Kafka has none of these): the vendor prefix "broker." followed by a word Kafka's own
     # broker.* keys (broker.id, broker.rack, ...) never use
     ConfigDef("broker.metrics.prometheus.port", T.INT, None, M,

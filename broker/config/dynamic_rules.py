@@ -23,9 +23,11 @@ keys Kafka reconfigures at run time (``listeners``, ``advertised.listeners``, ``
 ``ssl.*``, ``sasl.enabled.mechanisms``, ``sasl.jaas.config``, ``principal.builder.class``, their
 ``listener.name.<l>.`` forms and per-listener connection limits) are read here only from server.properties at
 start-up, so setting or changing them dynamically is refused (INVALID_REQUEST) rather than stored and ignored.
-The Kerberos and login-refresh tuning keys (``sasl.kerberos.*``, ``sasl.login.refresh.*``) and tiered storage's
-dynamic keys are accepted and stored: they tune mechanisms this broker cannot run (GSSAPI and OAUTHBEARER are
-refused at start-up), so they protect nothing and weaken nothing here.
+The Kerberos and login-refresh tuning keys (``sasl.kerberos.*``, ``sasl.login.refresh.*``) are accepted and stored:
+they tune mechanisms this broker cannot run (GSSAPI and OAUTHBEARER are refused at start-up), so they protect nothing
+and weaken nothing here. Tiered storage's dynamic keys (``remote.fetch.max.wait.ms``, the copy/fetch quotas, the
+index cache size, ``log.local.retention.*``) are broker keys of defs.py, dynamic cluster-wide as in Kafka; they tune
+tiered storage, which a broker here never runs (``remote.log.storage.system.enable=true`` stops start-up).
 
 The key tables below were taken from Kafka 3.9.1's jar (``KafkaConfig.configKeys``, ``DynamicConfig.Broker``,
 ``DynamicBrokerConfig.dynamicConfigUpdateModes``).
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, Any, Dict, Iterable, List, Mapping, Optional, 
 from broker.config.defs import BROKER_CONFIGS
 from broker.config.jvm_collections import resolved_properties_order, scala_immutable_set, scala_mutable_hash_set
 from broker.config.types import (
-    ConfigEntry, ConfigError, ConfigSource, ConfigSynonym, ConfigType, Dynamic, Validator, at_least, parse_value,
+    ConfigEntry, ConfigError, ConfigSource, ConfigSynonym, ConfigType, Dynamic, Validator, parse_value,
     to_string,
 )
 from broker.errors import ErrorCode
@@ -293,17 +295,12 @@ class KafkaOnlyKey:
     validator: Optional[Validator] = None
 
 
-_TIERED = "Tiered storage (Kafka's dynamic key; stored, never used: this broker has no tiered storage)."
 _KERBEROS = "Kerberos login tuning (Kafka's dynamic key; stored, never used: this broker does not run GSSAPI)."
 _REFRESH = ("SASL login refresh tuning (Kafka's dynamic key; stored, never used: this broker runs no OAUTHBEARER or "
             "Kerberos login).")
 _JAVA_ONLY = "Java TLS plug-in (Kafka's dynamic key; refused here, at start-up and dynamically)."
 #: Kafka's dynamic keys missing from BROKER_CONFIGS.
 KAFKA_ONLY_DYNAMIC: Dict[str, KafkaOnlyKey] = {
-    "remote.fetch.max.wait.ms": KafkaOnlyKey(T.INT, 500, _TIERED, at_least(1)),
-    "remote.log.index.file.cache.total.size.bytes": KafkaOnlyKey(T.LONG, 1073741824, _TIERED, at_least(1)),
-    "remote.log.manager.copy.max.bytes.per.second": KafkaOnlyKey(T.LONG, 2**63 - 1, _TIERED, at_least(1)),
-    "remote.log.manager.fetch.max.bytes.per.second": KafkaOnlyKey(T.LONG, 2**63 - 1, _TIERED, at_least(1)),
     "sasl.kerberos.kinit.cmd": KafkaOnlyKey(T.STRING, "/usr/bin/kinit", _KERBEROS),
     "sasl.kerberos.min.time.before.relogin": KafkaOnlyKey(T.LONG, 60000, _KERBEROS),
     "sasl.kerberos.principal.to.local.rules": KafkaOnlyKey(T.LIST, ["DEFAULT"], _KERBEROS),
@@ -650,7 +647,7 @@ def extra_broker_entries(cfg: "KafkaConfig") -> List[ConfigEntry]:
     """DescribeConfigs entries, as Kafka's ConfigHelper gives them, for the keys of a broker's layers (dynamic
     per-broker and default, server.properties) that BROKER_CONFIGS does not list: custom keys (sensitive, type
     UNKNOWN, read-only), listener-prefixed keys (typed as their base key, with its synonyms), and Kafka's dynamic
-    keys this broker accepts but has no use for (Kerberos and login refresh tuning, tiered storage), set or not."""
+    keys this broker accepts but has no use for (Kerberos and login refresh tuning), set or not."""
     layers: List[Tuple[Mapping[str, Any], ConfigSource]] = [
         (cfg.dynamic_per_broker, ConfigSource.DYNAMIC_BROKER_CONFIG),
         (cfg.dynamic_cluster_default, ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG),

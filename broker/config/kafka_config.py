@@ -14,6 +14,7 @@ from typing import Any, Mapping
 
 from broker.config.defs import BROKER_CONFIGS, IGNORED_KEYS, TOPIC_SYNONYMS, ConfigDef
 from broker.config.security_keys import check_listener_protocols, check_sasl_mechanisms, check_security_keys
+from broker.config.tiered_storage import check_broker as check_tiered_storage
 from broker.config.types import ConfigError, parse_value
 
 log = logging.getLogger(__name__)
@@ -118,6 +119,7 @@ class KafkaConfig:
                                   message=f"{key} is a dynamic broker config only: remove it from server.properties "
                                           f"and set it with AlterConfigs (kafka-configs.sh --entity-type brokers)")
         check_security_keys(self.originals)
+        check_tiered_storage(self)
         broker_id = self.broker_id
         if self.get("broker.id.generation.enable"):
             if not -1 <= broker_id <= self.get("reserved.broker.max.id"):

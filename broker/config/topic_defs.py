@@ -65,8 +65,14 @@ _TOPIC_DEFS = [
     TopicConfigDef("index.interval.bytes", T.INT, "Bytes between offset index entries.", at_least(0)),
     TopicConfigDef("leader.replication.throttled.replicas", T.LIST, "Throttled leader replicas.",
                    throttled_replica_list, []),
-    TopicConfigDef("local.retention.bytes", T.LONG, "Tiered storage local retention.", at_least(-2), -2, True),
-    TopicConfigDef("local.retention.ms", T.LONG, "Tiered storage local retention.", at_least(-2), -2, True),
+    TopicConfigDef("local.retention.bytes", T.LONG,
+                   "Tiered storage: local bytes kept once tiered; -2 = retention.bytes; at most retention.bytes and not "
+                   "-1 when that is set (checked only where remote.storage.enable=true is accepted).", at_least(-2),
+                   -2, True),
+    TopicConfigDef("local.retention.ms", T.LONG,
+                   "Tiered storage: local retention time once tiered; -2 = retention.ms; at most retention.ms and not "
+                   "-1 when that is set (checked only where remote.storage.enable=true is accepted).", at_least(-2),
+                   -2, True),
     TopicConfigDef("max.compaction.lag.ms", T.LONG, "Max age before forced compaction.", at_least(1)),
     TopicConfigDef("max.message.bytes", T.INT, "Largest record batch accepted.", at_least(0)),
     TopicConfigDef("message.downconversion.enable", T.BOOLEAN,
@@ -81,9 +87,16 @@ _TOPIC_DEFS = [
     TopicConfigDef("min.compaction.lag.ms", T.LONG, "Min age before compaction.", at_least(0)),
     TopicConfigDef("min.insync.replicas", T.INT, "Replicas needed for acks=all.", at_least(1)),
     TopicConfigDef("preallocate", T.BOOLEAN, "Preallocate segment files."),
-    TopicConfigDef("remote.log.copy.disable", T.BOOLEAN, "Tiered storage (unsupported).", None, False, True),
-    TopicConfigDef("remote.log.delete.on.disable", T.BOOLEAN, "Tiered storage (unsupported).", None, False, True),
-    TopicConfigDef("remote.storage.enable", T.BOOLEAN, "Tiered storage (unsupported).", None, False, True),
+    TopicConfigDef("remote.log.copy.disable", T.BOOLEAN,
+                   "KIP-950 (KRaft only): true is refused as a ZooKeeper-mode Kafka 3.9 refuses it.", None, False,
+                   True),
+    TopicConfigDef("remote.log.delete.on.disable", T.BOOLEAN,
+                   "KIP-950 (KRaft only): true is refused as a ZooKeeper-mode Kafka 3.9 refuses it.", None, False,
+                   True),
+    TopicConfigDef("remote.storage.enable", T.BOOLEAN,
+                   "Tier the topic. true is refused as Kafka refuses it on a broker whose "
+                   "remote.log.storage.system.enable is false (this broker refuses to start with it true).", None,
+                   False, True),
     TopicConfigDef("retention.bytes", T.LONG, "Retention size per partition; -1 = unlimited."),
     TopicConfigDef("retention.ms", T.LONG, "Retention time; -1 = forever.", at_least(-1)),
     TopicConfigDef("segment.bytes", T.INT, "Segment size before roll.", at_least(14)),
@@ -97,8 +110,19 @@ TOPIC_CONFIGS: dict[str, TopicConfigDef] = {d.name: d for d in _TOPIC_DEFS}
 assert all(k in TOPIC_CONFIGS for k in TOPIC_SYNONYMS), set(TOPIC_SYNONYMS) - set(TOPIC_CONFIGS)
 
 
-def validate_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
-    """Check topic overrides; return typed values. Raises InvalidConfigError for unknown keys or bad values."""
+def validate_topic_configs(configs: Mapping[str, str | None],
+                           broker_config: "KafkaConfig | None" = None) -> dict[str, Any]:
+    """Check topic overrides a client asks for (CreateTopics, AlterConfigs) as Kafka's LogConfig.validate does in
+    ZooKeeper mode, tiered-storage rules included (broker/config/tiered_storage.py, over ``broker_config``'s
+    defaults); return typed values. Raises InvalidConfigError for unknown keys or bad values."""
+    typed = _typed_topic_configs(configs)
+    from broker.config.tiered_storage import check_topic
+    check_topic(typed, broker_config)
+    return typed
+
+
+def _typed_topic_configs(configs: Mapping[str, str | None]) -> dict[str, Any]:
+    """Names, types and values of topic overrides (stored or asked for); tiered-storage rules not applied."""
     typed: dict[str, Any] = {}
     for name, raw in configs.items():
         d = TOPIC_CONFIGS.get(name)
@@ -142,7 +166,7 @@ def topic_defaults(broker_config: "KafkaConfig") -> dict[str, str]:
 
 def effective_topic_config(broker_config: "KafkaConfig", overrides: Mapping[str, str]) -> dict[str, str]:
     """Topic key -> effective string value: override if present, else the broker-derived default."""
-    typed = validate_topic_configs(overrides)
+    typed = _typed_topic_configs(overrides)
     out: dict[str, str] = {}
     for name, d in TOPIC_CONFIGS.items():
         value = typed[name] if name in typed else _broker_derived(broker_config, name)

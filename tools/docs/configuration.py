@@ -47,6 +47,13 @@ _RESTRICTED = {
                                "listener refused",
     "sasl.mechanism.inter.broker.protocol": f"{HONOURED}: {', '.join(SUPPORTED_MECHANISMS)} (when the inter-broker "
                                             "listener uses SASL)",
+    "remote.log.storage.system.enable": "refused when `true` (tiered storage does not run yet); `false` honoured",
+}
+#: topic keys whose values the broker refuses as Kafka does (CreateTopics and AlterConfigs answer INVALID_CONFIG)
+_TOPIC_RESTRICTED = {
+    "remote.storage.enable": "refused when `true` (Kafka's answer while the broker's tiered storage is off)",
+    "remote.log.copy.disable": "refused when `true` (Kafka's ZooKeeper-mode answer)",
+    "remote.log.delete.on.disable": "refused when `true` (Kafka's ZooKeeper-mode answer)",
 }
 
 
@@ -90,6 +97,8 @@ def broker_key_status(d: ConfigDef) -> str:
 
 
 def topic_key_status(d: TopicConfigDef) -> str:
+    if d.name in _TOPIC_RESTRICTED:
+        return _TOPIC_RESTRICTED[d.name]
     return IGNORED if d.ignored else HONOURED
 
 
@@ -142,8 +151,7 @@ def render() -> str:
         "IncrementalAlterConfigs (`kafka-configs.sh --entity-type brokers [--entity-name <id> | --entity-default]`)."
         " Topic keys are all set per topic (CreateTopics, AlterConfigs, `kafka-configs.sh --entity-type topics`)."
         " As in Kafka 3.9, a broker resource also takes keys this broker has no use for (custom keys, Kafka's "
-        "Kerberos and login-refresh tuning, tiered storage's dynamic keys): stored, reported by DescribeConfigs, "
-        "never applied. The listener, TLS and SASL keys that Kafka reconfigures at run time (`listeners`, `ssl.*`, "
+        "Kerberos and login-refresh tuning): stored, reported by DescribeConfigs, never applied. The listener, TLS and SASL keys that Kafka reconfigures at run time (`listeners`, `ssl.*`, "
         "`sasl.enabled.mechanisms`, their `listener.name.<listener>.` forms, ...) are read-only here: AlterConfigs "
         "refuses them rather than store a setting the broker would ignore.",
         f"- **Status**: `{HONOURED}`, the broker acts on the key; `{IGNORED}`, the key is valid (Kafka's tools and "
@@ -163,6 +171,18 @@ def render() -> str:
         f"{', '.join(f'`{k}`' for k in UNSUPPORTED_KEYS)} are refused unless set to their \"off\" value "
         "(Kerberos/GSSAPI, OAUTHBEARER, custom callback handlers, ZooKeeper TLS/SASL/ACLs are not implemented; "
         "running less protected than configured would be worse than not running).",
+        "- Tiered storage (KIP-405): the broker and topic keys are Kafka 3.9's, typed, validated, described and (where "
+        "Kafka's are) dynamic, but this broker does not copy segments to remote storage yet (no RemoteLogManager). So "
+        "`remote.log.storage.system.enable=true` stops start-up with one line naming it, after the plug-in class "
+        "names are checked as Kafka's start-up would check them (`remote.log.storage.manager.class.name`: Kafka's "
+        "`org.apache.kafka.server.log.remote.storage.LocalTieredStorage` or `broker.storage.remote.LocalTieredStorage`"
+        " for the built-in local-directory storage, `broker.storage.remote.S3RemoteStorageManager` for S3; "
+        "`remote.log.metadata.manager.class.name`: Kafka's default `TopicBasedRemoteLogMetadataManager`; anything "
+        "else is refused). With the switch off, the other `remote.log.*` keys and `log.local.retention.*` are inert, "
+        "as in Kafka. A topic's `remote.storage.enable=true` is refused as Kafka refuses it on a broker whose switch "
+        "is off (`Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log "
+        "storage.`), and `remote.log.copy.disable`/`remote.log.delete.on.disable` set to true with Kafka's "
+        "ZooKeeper-mode message (`It is invalid to set ... under Zookeeper's mode.`), all INVALID_CONFIG.",
         "",
         f"## Broker configs ({len(BROKER_CONFIGS)} keys)",
         "",

@@ -201,7 +201,8 @@ class BrokerServer:
         cfg = self.config.current
 
         default_log_config = LogConfig.from_props(cfg.log_config_defaults())
-        self.log_manager = await loop.run_in_executor(None, self._make_log_manager, default_log_config, cluster_id)
+        self.log_manager = log_manager = await loop.run_in_executor(None, self._make_log_manager, default_log_config,
+                                                                    cluster_id)
 
         replica_config = ReplicaConfig.from_props(cfg.get)
         self.to_controller = BrokerToControllerChannel(self._channel("to-controller"), self._controller_node)
@@ -279,7 +280,7 @@ class BrokerServer:
         await self.zk_calls.run(self.controller.startup)
         await self.dynamic_config.start()
         await self.token_manager.startup()
-        self.log_manager.startup()
+        log_manager.startup()
         await self.socket_server.enable_request_processing()
         # Serving clients makes sense once the controller told us about the cluster (first UpdateMetadata).
         if not await self.metadata.wait_initialized(cfg.zk_session_timeout_ms / 1000.0 + 5):
@@ -414,7 +415,7 @@ class BrokerServer:
         """The next producer-id block: from the controller at IBP >= 3.0 (KIP-730), else from ZooKeeper."""
         assert self.zk is not None
         if not self.ibp.is_at_least("3.0-IV0"):
-            return await self.zk_calls.run(self.zk.allocate_producer_id_block, self.broker_id)  # type: ignore
+            return await self.zk_calls.run(self.zk.allocate_producer_id_block, self.broker_id)
         assert self.to_controller is not None
         response = await self.to_controller.send(ApiKey.ALLOCATE_PRODUCER_IDS, 0,
                                                   {"broker_id": self.broker_id, "broker_epoch": self._broker_epoch()},

@@ -34,8 +34,8 @@ def _collect(replica_manager: "ReplicaManager", log_dirs: List[str], wanted: Opt
     for tp, fut in sorted(futures.items()):
         if wanted is not None and tp not in wanted:
             continue
-        p = replica_manager.partitions.get(tp)
-        cur = p.log if p is not None and p.log is not None else lm.get_log(tp)
+        hosted = replica_manager.partitions.get(tp)
+        cur = hosted.log if hosted is not None and hosted.log is not None else lm.get_log(tp)
         d = os.path.abspath(os.path.dirname(str(fut.dir)))
         # a future replica's lag: how far it is behind the current one (-1 when that is not available)
         by_dir.setdefault(d, {}).setdefault(tp[0], []).append({

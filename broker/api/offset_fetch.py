@@ -33,7 +33,7 @@ def _group_topics(rows: List[Tuple[Tuple[str, int], int, int, str, int]]) -> Lis
 
 async def _fetch(coordinator: "GroupCoordinator", group_id: str, partitions: Optional[List[Tuple[str, int]]],
                  require_stable: bool) -> Tuple[int, List[Any]]:
-    return await coordinator.fetch_offsets(group_id, partitions, require_stable)  # type: ignore[no-any-return]
+    return await coordinator.fetch_offsets(group_id, partitions, require_stable)
 
 
 async def _fetch_authorized(ctx: "RequestContext", authz: Authz, coordinator: "GroupCoordinator", group_id: str,

@@ -190,7 +190,7 @@ class AdminManager:
             log.error("Cannot create %s: %s", name, exc)
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         try:
-            await self._zk(self.zk.create_topic_assignment, name, plan, dict(configs),  # type: ignore[attr-defined]
+            await self._zk(self.zk.create_topic_assignment, name, plan, dict(configs),
                            uuid_to_base64(new_topic_id()))
             log.info("Created internal topic %s with %d partitions, replication factor %d", name,
                      num_partitions, replication_factor)
@@ -255,7 +255,7 @@ class AdminManager:
                 return ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc)
         if validate_only:
             return 0, None
-        await self._zk(self.zk.add_partitions_assignment, name, new)  # type: ignore[attr-defined]
+        await self._zk(self.zk.add_partitions_assignment, name, new)
         if timeout_ms > 0 and not await self.metadata.wait_until(
                 lambda: self.metadata.has_leaders(name, count), timeout_ms / 1000.0):
             return ErrorCode.REQUEST_TIMED_OUT, f"The new partitions of {name} had no leaders within {timeout_ms} ms"

@@ -137,14 +137,14 @@ class OffsetsTopicIO:
         p = self.replica_manager.get_partition((self.topic, partition))
         if p is None:
             raise error_for_code(3)(f"{self.topic}-{partition} is not hosted here")
-        return await self.loader.run(_load, p.log, on_batch, buffer_bytes, on_end)  # type: ignore[no-any-return]
+        return await self.loader.run(_load, p.log, on_batch, buffer_bytes, on_end)
 
     async def read_all_with_markers(self, partition: int) -> Tuple[List[LoadedRecord], int]:
         """Every record and transaction marker up to the log end; (records, the log end offset read to)."""
         p = self.replica_manager.get_partition((self.topic, partition))
         if p is None:
             raise error_for_code(3)(f"{self.topic}-{partition} is not hosted here")
-        return await self.loader.run(_read_with_markers, p.log)  # type: ignore[no-any-return]
+        return await self.loader.run(_read_with_markers, p.log)
 
     async def read_all(self, partition: int) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
         """Every record of the partition up to its log end offset, as (offset, key, value)."""

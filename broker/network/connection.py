@@ -28,7 +28,7 @@ import logging
 import os
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Deque, Optional
+from typing import TYPE_CHECKING, Any, Callable, Deque, Optional, cast
 
 from broker.api.dispatcher import ConnectionContext
 from broker.api.sasl_authenticator import RespondAndClose
@@ -39,6 +39,11 @@ if TYPE_CHECKING:
     from broker.api.dispatcher import RequestDispatcher
 
 log = logging.getLogger(__name__)
+
+
+def _set_done(fut: "asyncio.Future[None]") -> None:
+    if not fut.done():
+        fut.set_result(None)
 
 
 class KafkaConnection(asyncio.Protocol):
@@ -176,7 +181,7 @@ class KafkaConnection(asyncio.Protocol):
                     self.close()
                     return
                 if result is not None:  # None: e.g. acks=0 produce, no response
-                    await self._write(result)
+                    await self._write(cast(list, result))
                 throttle_ms = self.context.throttle_time_ms
                 if throttle_ms > 0:  # KIP-219: stay muted for the throttle time after answering
                     self.context.throttle_time_ms = 0
@@ -275,7 +280,7 @@ class KafkaConnection(asyncio.Protocol):
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[None] = loop.create_future()
         self._write_ready = fut  # connection_lost wakes it too: the dup keeps the socket open after a close
-        loop.add_writer(fd, lambda: fut.done() or fut.set_result(None))
+        loop.add_writer(fd, _set_done, fut)
         try:
             await fut
         finally:

@@ -339,14 +339,14 @@ class _Acceptor(asyncio.Protocol):
             sock = transport.get_extra_info("socket")
             fd = sock.fileno() if sock is not None else -1
             if not budget.admit(fd, self.spec.name, self.spec.inter_broker):
-                transport.abort()
+                transport.abort()  # type: ignore[attr-defined]  # a socket transport (asyncio.Transport)
                 return
         peer = transport.get_extra_info("peername") or ("?", 0)
         self.ip = str(peer[0])
         refused = server._admit(self.spec, self.ip)
         if refused is not None:
             log.info(refused)
-            transport.abort()
+            transport.abort()  # type: ignore[attr-defined]  # a socket transport (asyncio.Transport)
             if budget is not None:
                 budget.connection_closed()
             return
@@ -459,7 +459,7 @@ class _Acceptor(asyncio.Protocol):
 
 def _feed(transport: asyncio.BaseTransport, data: bytes) -> None:
     """Give ``data`` to the transport's current protocol as if just read (buffered protocols included)."""
-    protocol = transport.get_protocol()
+    protocol: Any = transport.get_protocol()  # buffered or streaming, told apart below
     if hasattr(protocol, "get_buffer"):  # a buffered protocol (uvloop's SSLProtocol is one without the base class)
         view = memoryview(data)
         while view:

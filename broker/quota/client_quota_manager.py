@@ -235,7 +235,7 @@ class QuotaManagers:
             self._applied.pop(entity, None)
         log.info("Client quotas of %s now %s", entity.describe(), values or "unset")
 
-    def _manager(self, key: str):  # type: ignore[no-untyped-def]
+    def _manager(self, key: str):
         return {PRODUCER_BYTE_RATE: self.produce, CONSUMER_BYTE_RATE: self.fetch, REQUEST_PERCENTAGE: self.request,
                 CONTROLLER_MUTATION_RATE: self.controller_mutation}[key]
 

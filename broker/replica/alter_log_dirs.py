@@ -23,6 +23,7 @@ Loop affinity: event loop; disk work on the ReplicaManager's I/O workers.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from typing import TYPE_CHECKING, Any, Dict, Iterable, Set, Tuple
 
@@ -101,7 +102,7 @@ class ReplicaAlterLogDirsManager:
         self._stop[tp] = asyncio.Event()
         task = asyncio.get_running_loop().create_task(self._run(tp), name="ReplicaAlterLogDirs-%s-%d" % tp)
         self._tasks[tp] = task
-        task.add_done_callback(lambda t, tp=tp: self._done(tp, t))
+        task.add_done_callback(functools.partial(self._done, tp))
 
     def _done(self, tp: TopicPartition, task: "asyncio.Task[None]") -> None:
         if self._tasks.get(tp) is task:

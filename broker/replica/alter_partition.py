@@ -16,7 +16,7 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 from broker.errors import ErrorCode
 from broker.replica.partition import AlterPartitionError, LeaderAndIsr
@@ -37,7 +37,7 @@ class _Item:
     new_isr_with_epochs: List[Tuple[int, int]]
     leader_recovery_state: int
     partition_epoch: int
-    future: "asyncio.Future[LeaderAndIsr]" = field(repr=False, default=None)  # type: ignore[assignment]
+    future: "Optional[asyncio.Future[LeaderAndIsr]]" = field(repr=False, default=None)
 
 
 class AlterPartitionManager:
@@ -89,11 +89,12 @@ class AlterPartitionManager:
         if tp in self.unsent:
             raise AlterPartitionError(ErrorCode.OPERATION_NOT_ATTEMPTED,
                                       "an ISR change of %s-%d is already pending" % tp)
+        answer: "asyncio.Future[LeaderAndIsr]" = asyncio.get_running_loop().create_future()
         item = _Item(tp, topic_id, leader_epoch, list(new_isr_with_epochs), leader_recovery_state, partition_epoch,
-                     asyncio.get_running_loop().create_future())
+                     answer)
         self.unsent[tp] = item
         self._maybe_propagate()
-        return await item.future
+        return await answer
 
     # ------------------------------------------------------------------ sending
     def _maybe_propagate(self) -> None:
@@ -143,7 +144,7 @@ class AlterPartitionManager:
             names[tid] = name
             parts = []
             for i in its:
-                entry = {"partition_index": i.tp[1], "leader_epoch": i.leader_epoch,
+                entry: Dict[str, Any] = {"partition_index": i.tp[1], "leader_epoch": i.leader_epoch,
                          "leader_recovery_state": i.leader_recovery_state, "partition_epoch": i.partition_epoch}
                 if version >= 3:
                     entry["new_isr_with_epochs"] = [{"broker_id": b, "broker_epoch": e} for b, e in i.new_isr_with_epochs]

@@ -50,7 +50,8 @@ class ReplicaConfig:
 
     @property
     def uses_rack_aware_selector(self) -> bool:
-        return bool(self.replica_selector_class) and self.replica_selector_class.strip() == RACK_AWARE_REPLICA_SELECTOR
+        selector = self.replica_selector_class
+        return bool(selector) and selector is not None and selector.strip() == RACK_AWARE_REPLICA_SELECTOR
 
     @classmethod
     def from_props(cls, get: Callable[[str], Any]) -> "ReplicaConfig":

@@ -13,7 +13,7 @@ answer) gets full requests every time, as a sessionless fetch. Pure state: no I/
 """
 from __future__ import annotations
 
-from typing import Dict, Hashable, Iterable, List, Optional, Tuple
+from typing import Dict, Hashable, Iterable, List, Mapping, Optional, Tuple
 
 INVALID_SESSION_ID = 0
 INITIAL_EPOCH = 0
@@ -45,7 +45,7 @@ class FetchSessionHandler:
         """What the leader's session holds for ``tp`` (None if it is not in the session)."""
         return self._session.get(tp)
 
-    def build(self, wanted: Dict[TopicPartition, Hashable], changed: Optional[Iterable[TopicPartition]] = None
+    def build(self, wanted: Mapping[TopicPartition, Hashable], changed: Optional[Iterable[TopicPartition]] = None
               ) -> Tuple[List[TopicPartition], List[TopicPartition]]:
         """(partitions to send, partitions to forget) for a request fetching exactly ``wanted``.
 

@@ -127,7 +127,7 @@ class FetchStates(Dict[TopicPartition, PartitionFetchState]):
         self.changed.add(tp)
         self.special.discard(tp)
 
-    def pop(self, tp: TopicPartition, *default: Any) -> Any:  # type: ignore[override]
+    def pop(self, tp: TopicPartition, *default: Any) -> Any:
         if tp in self:
             self.changed.add(tp)
             self.special.discard(tp)
@@ -359,7 +359,7 @@ class ReplicaFetcher:
             if st.state == FETCHING and not st.reset_offset and st.delayed_until <= now:
                 states.special.discard(tp)  # backed off once, fetching again
             if not st.is_ready_for_fetch(now) or (throttling and not st.is_replica_in_sync
-                                                 and quota.is_throttled(tp)):  # type: ignore[union-attr]
+                                                 and quota.is_throttled(tp)):
                 self._unwant(tp)  # Kafka's shouldFollowerThrottle: left out of this fetch
                 continue
             p = self.rm.get_partition(tp)

@@ -37,7 +37,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import (Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Tuple,
-                    Union)
+                    Union, cast)
 
 from broker.errors import ErrorCode, error_for_code
 from broker.util import clock as _clock
@@ -1159,10 +1159,10 @@ class ReplicaManager:
         infos: List[Tuple[TopicPartition, FetchPartitionInfo]] = []
         for r in reads:
             if len(r) == 3:
-                tp, offset, pmax = r  # type: ignore[misc]
+                tp, offset, pmax = r
                 infos.append((tp, FetchPartitionInfo(offset, pmax)))
             else:
-                infos.append((r[0], r[1]))  # type: ignore[arg-type]
+                infos.append((r[0], r[1]))
         is_follower = replica_id >= 0
         fetch_only_leader = is_follower or (replica_id == CONSUMER_REPLICA_ID and client_metadata is None)
         upper = "leo" if is_follower else ("lso" if isolation_level == 1 else "hw")
@@ -1189,7 +1189,7 @@ class ReplicaManager:
                     session.changes_seen = changes.seq
                     if later is None or later:
                         merged = dict(every)
-                        merged.update(session.reads_for(later))
+                        merged.update(session.reads_for(cast("Optional[List[TopicPartition]]", later)))
                         every = list(merged.items())
             else:
                 # Watch before reading so an append between the read and the wait is not missed.
@@ -1237,19 +1237,19 @@ class ReplicaManager:
                         p.update_follower_fetch_state(replica_id, replica_epoch, info.fetch_offset,
                                                       info.log_start_offset, now, res.log_end_offset)
             ordered = {tp: results[tp] for tp, _ in infos}
-            total = sum(r.size for r in ordered.values())
+            total = sum(res.size for res in ordered.values())
             done = (max_wait_ms <= 0 or (session is None and waiter is None) or total >= min_bytes
                     or not first and loop.time() >= deadline
-                    or any(r.error_code or r.diverging_epoch is not None or r.preferred_read_replica >= 0
-                           for r in ordered.values()))
+                    or any(res.error_code or res.diverging_epoch is not None or res.preferred_read_replica >= 0
+                           for res in ordered.values()))
             if done:
                 if waiter is not None:
                     waiter.cancel()
                 stats = self.topic_stats
                 if stats is not None and not is_follower:  # BytesOutPerSec counts consumers' reads only
-                    for tp, r in ordered.items():
-                        if r.size:
-                            stats.record_bytes_out(tp[0], r.size)
+                    for tp, res in ordered.items():
+                        if res.size:
+                            stats.record_bytes_out(tp[0], res.size)
                 if is_follower:
                     # Kafka records every throttled partition's bytes sent to followers (in sync or not).
                     leader_quota = self.quotas.leader
@@ -1278,7 +1278,7 @@ class ReplicaManager:
                 waiter.cancel()  # type: ignore[union-attr]
                 with parked():
                     await asyncio.sleep(min(remaining, 0.1))
-            elif remaining > 0:
+            elif remaining > 0 and waiter is not None:
                 try:
                     with parked():
                         await asyncio.wait_for(waiter, remaining)

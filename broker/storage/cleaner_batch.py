@@ -44,7 +44,7 @@ def iter_stored_records(batch: "bytes | bytearray") -> list[Record]:
     a plain decoder here otherwise (only already-cleaned batches, which are small, take that path).
     """
     try:
-        return record_batch.iter_records(batch)  # type: ignore[no-any-return]
+        return record_batch.iter_records(batch)
     except record_errors.InvalidRecordError:
         pass
     view = memoryview(batch)

@@ -341,7 +341,7 @@ class LogManager:
             target = os.path.join(d, files.topic_partition_dir_name(*tp))
             os.rename(path, target)
             fsync_dir(d)
-            self._logs[tp] = self._open_log(target, self._config_for(tp[0]), **kwargs)  # type: ignore[arg-type]
+            self._logs[tp] = self._open_log(target, self._config_for(tp[0]), **kwargs)
             self._log_dir_of[tp] = d
             logger.info("Completed the interrupted move of %s-%d to %s", *tp, d)
 
@@ -418,7 +418,7 @@ class LogManager:
                 d = min(live, key=lambda x: (counts[x], self.log_dirs.index(x)))
                 preferred = self._preferred_dirs.pop(tp, None)
                 if preferred in counts and preferred in live:
-                    d = preferred  # type: ignore[assignment]
+                    d = preferred
                 self._dirs_in_creation[tp] = d
                 cfg = self._config_for(topic)
             try:

@@ -21,13 +21,13 @@ class Scheduler:
     def __init__(self, name: str = "storage-scheduler", clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
         self._cv = threading.Condition()
-        self._queue: list[tuple[float, int, str, Callable[[], None], float]] = []
+        self._queue: list[tuple[float, int, str, Callable[[], object], float]] = []
         self._seq = itertools.count()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         self._thread.start()
 
-    def schedule(self, name: str, fn: Callable[[], None], delay_s: float = 0.0, period_s: float = -1.0) -> None:
+    def schedule(self, name: str, fn: Callable[[], object], delay_s: float = 0.0, period_s: float = -1.0) -> None:
         """Run ``fn`` after ``delay_s``; repeat every ``period_s`` when it is positive."""
         with self._cv:
             if self._stopped:

@@ -7,14 +7,20 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import BinaryIO
+from typing import Protocol
+
+
+class HasFileno(Protocol):
+    """What a slice needs of its file: the descriptor (pread, sendfile)."""
+
+    def fileno(self) -> int: ...
 
 
 @dataclass(frozen=True)
 class FileSlice:
     """``length`` bytes of ``file`` starting at ``position``. The file stays owned by its segment."""
 
-    file: BinaryIO
+    file: HasFileno
     position: int
     length: int
 

@@ -55,6 +55,11 @@ def split_connect(connect: str) -> tuple[str, str | None]:
     return hosts, (None if chroot == "/" else chroot)
 
 
+def _delete_op(path: str, tx: Any) -> None:
+    """A guarded multi-op's one delete (a builder for _guarded)."""
+    tx.delete(path)
+
+
 class KafkaZkClient:
     """Kafka's znode operations on one ZooKeeper session (see module docstring)."""
 
@@ -1119,7 +1124,7 @@ class KafkaZkClient:
             # something changed under us (a partition added concurrently?): delete one by one
             for p in paths:
                 try:
-                    self._guarded(epoch_zk_version, lambda tx, p=p: tx.delete(p))
+                    self._guarded(epoch_zk_version, partial(_delete_op, p))
                 except ControllerMovedError:
                     raise
                 except Exception:

@@ -30,7 +30,7 @@ def _fileno(obj: Any) -> int:
 class PollingHandler(SequentialThreadingHandler):
     """SequentialThreadingHandler whose select() is a single poll(2); same contract (lists of ready objects)."""
 
-    def select(self, rlist: Sequence[Any], wlist: Sequence[Any], xlist: Sequence[Any],  # type: ignore[override]
+    def select(self, rlist: Sequence[Any], wlist: Sequence[Any], xlist: Sequence[Any],
                timeout: float | None = None) -> tuple[list[Any], list[Any], list[Any]]:
         if timeout is not None and timeout < 0:
             raise ValueError("timeout must be non-negative")

@@ -1,4 +1,5 @@
-"""Source-quality checks run as tests: pyflakes-level lint (ruff) and the layering rules of design.md.
+"""Source-quality checks run as tests: pyflakes-level lint (ruff), the type gate (mypy over broker/ with
+pyproject.toml's [tool.mypy]: 0 errors) and the layering rules of design.md.
 
 Layering: the protocol layer never imports sockets/asyncio or anything above it; storage never
 sees requests (no broker.api / broker.network / broker.protocol outside protocol.records); only
@@ -21,6 +22,14 @@ def test_ruff_finds_no_errors() -> None:
                         "broker", "tools", "kafka_broker_py", "tests", "compat-tests"], cwd=ROOT, capture_output=True,
                        text=True)
     assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_mypy_finds_no_errors(tmp_path: Path) -> None:
+    """Every module of broker/ type-checks (ErrorCode's members included); its cache stays out of the checkout."""
+    r = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(tmp_path / "mypy-cache")], cwd=ROOT,
+                       capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout[-6000:] + r.stderr[-2000:]
+    assert "Success: no issues found" in r.stdout, r.stdout
 
 
 def _imports(path: Path) -> Iterator[str]:

@@ -139,7 +139,7 @@ class KafkaController:
         self._finalized_features: dict[str, int] = {}
         self._listeners: list[Callable[[int], None]] = []
         self._started = False
-        self._handlers: dict[type, Callable[[Any], None]] = {
+        self._handlers: dict[type, Callable[[Any], object]] = {
             ev.Startup: lambda e: self._process_startup(),
             ev.ControllerChange: lambda e: self._process_reelect(),
             ev.Reelect: lambda e: self._process_reelect(),
@@ -935,7 +935,8 @@ class KafkaController:
         unknown = partitions - known
         being_deleted = {tp for tp in known if self.topic_deletion.is_topic_queued_for_deletion(tp[0])}
         live = known - being_deleted
-        electable, already_valid = set(), set()
+        electable: set[TopicPartition] = set()
+        already_valid: set[TopicPartition] = set()
         for tp in live:
             s = ctx.leadership.get(tp)
             leader = s.leader if s is not None else NO_LEADER
@@ -1128,13 +1129,13 @@ class KafkaController:
                 log.info("Failed to update ISR to %s for partition %s, bad ZK version.", adjusted[tp], _tp_str(tp))
                 results[tp] = int(ErrorCode.INVALID_UPDATE_VERSION)
         self._send_update_metadata(ctx.live_or_shutting_down_broker_ids, list(to_alter))
-        for (t, p), r in sorted(results.items()):
-            if isinstance(r, LeaderAndIsr):
-                entry = {"partition_index": p, "error_code": 0, "leader_id": r.leader, "leader_epoch": r.leader_epoch,
-                         "isr": list(r.isr), "leader_recovery_state": r.leader_recovery_state,
-                         "partition_epoch": r.zk_version}
+        for (t, p), outcome in sorted(results.items()):
+            if isinstance(outcome, LeaderAndIsr):
+                entry = {"partition_index": p, "error_code": 0, "leader_id": outcome.leader,
+                         "leader_epoch": outcome.leader_epoch, "isr": list(outcome.isr),
+                         "leader_recovery_state": outcome.leader_recovery_state, "partition_epoch": outcome.zk_version}
             else:
-                entry = {"partition_index": p, "error_code": r, "leader_id": 0, "leader_epoch": 0, "isr": [],
+                entry = {"partition_index": p, "error_code": outcome, "leader_id": 0, "leader_epoch": 0, "isr": [],
                          "leader_recovery_state": 0, "partition_epoch": 0}
             responses.setdefault(t, []).append(entry)
         topics = [{"topic_name": t, "topic_id": topic_id_to_uuid(ctx.topic_ids.get(t)), "partitions": ps}
@@ -1244,8 +1245,8 @@ class KafkaController:
         except Exception as exc:
             log.exception("Error completing reassignment of partitions %s", [_tp_str(tp) for tp in reassignments])
             return {tp: exc for tp in reassignments}
-        for tp, exc in sorted(failed.items()):
-            log.error("Error completing reassignment of partition %s: %r", _tp_str(tp), exc)
+        for tp, error in sorted(failed.items()):
+            log.error("Error completing reassignment of partition %s: %r", _tp_str(tp), error)
         return failed
 
     def _watch_reassignment_isr(self, tp: TopicPartition) -> None:

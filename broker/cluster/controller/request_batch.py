@@ -29,6 +29,11 @@ SECURITY_PROTOCOL_IDS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SS
 SendFn = Callable[[int, int, int, dict, Callable[[Any], None] | None], None]
 
 
+def _answer_from(fn: Callable[..., None], broker: int, *extra: Any) -> Callable[[Any], None]:
+    """``fn(broker, response, *extra)`` as the response callback of a request to ``broker``."""
+    return lambda resp: fn(broker, resp, *extra)
+
+
 class ControllerBrokerRequestBatch:
     def __init__(self, config: ControllerConfig, ctx: ControllerContext, send: SendFn,
                  on_leader_and_isr_response: Callable[[int, Any], None],
@@ -152,7 +157,7 @@ class ControllerBrokerRequestBatch:
             log.info("Sending LeaderAndIsr request to broker %d with %d become-leader and %d become-follower "
                      "partitions", broker, n_lead, len(states) - n_lead)
             self._send(broker, LEADER_AND_ISR, version, body,
-                       lambda resp, b=broker: self._on_lai(b, resp))
+                       _answer_from(self._on_lai, broker))
         self.leader_and_isr.clear()
 
     def _live_brokers_body(self, version: int) -> list[dict]:
@@ -192,7 +197,7 @@ class ControllerBrokerRequestBatch:
             body = self._header(controller_epoch, broker)
             body["live_brokers"] = live_brokers
             body.update(partitions)
-            self._send(broker, UPDATE_METADATA, version, body, lambda resp, b=broker: self._on_um(b, resp))
+            self._send(broker, UPDATE_METADATA, version, body, _answer_from(self._on_um, broker))
         self.update_metadata_brokers.clear()
         self.update_metadata_partitions.clear()
 
@@ -211,7 +216,7 @@ class ControllerBrokerRequestBatch:
                 body["topic_states"] = [{"topic_name": t, "partition_states": pss} for t, pss in topics.items()]
                 log.info("Sending StopReplica request for %d replicas to broker %d", len(states), broker)
                 self._send(broker, STOP_REPLICA, version, body,
-                           lambda resp, b=broker, d=deleting: self._on_sr(b, resp, d))
+                           _answer_from(self._on_sr, broker, deleting))
                 continue
             # before v3 one request per delete flag
             for delete in (True, False):
@@ -227,6 +232,6 @@ class ControllerBrokerRequestBatch:
                     for t, p in chosen:
                         grouped.setdefault(t, []).append(p)
                     body["topics"] = [{"name": t, "partition_indexes": ps} for t, ps in grouped.items()]
-                cb = (lambda resp, b=broker, d=set(chosen): self._on_sr(b, resp, d)) if delete else None
+                cb = _answer_from(self._on_sr, broker, set(chosen)) if delete else None
                 self._send(broker, STOP_REPLICA, version, body, cb)
         self.stop_replica.clear()

@@ -314,7 +314,7 @@ class GroupCoordinator:
         out = state.join_group(_mono_ms(), token, group_id, member_id, group_instance_id, client_id, client_host,
                                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                                require_known_member_id, support_skip_assignment)
-        return await self._parked(p, out, token, fut)  # type: ignore[no-any-return]
+        return await self._parked(p, out, token, fut)
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: Optional[str],
                          protocol_type: Optional[str], protocol_name: Optional[str],
@@ -327,7 +327,7 @@ class GroupCoordinator:
         token, fut = self._new_waiter()
         out = state.sync_group(_mono_ms(), token, group_id, generation_id, member_id, group_instance_id,
                                protocol_type, protocol_name, assignments)
-        return await self._parked(p, out, token, fut)  # type: ignore[no-any-return]
+        return await self._parked(p, out, token, fut)
 
     async def heartbeat(self, group_id: str, member_id: str, group_instance_id: Optional[str],
                         generation_id: int) -> int:
@@ -335,14 +335,14 @@ class GroupCoordinator:
         if state is None:
             return 0 if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else err
         return await self._finish(p, state.heartbeat(_mono_ms(), group_id, member_id, group_instance_id,
-                                                     generation_id))  # type: ignore[no-any-return]
+                                                     generation_id))
 
     async def leave_group(self, group_id: str,
                           members: List[Tuple[str, Optional[str]]]) -> Tuple[int, List[Tuple[str, Optional[str], int]]]:
         err, p, state = self._route(group_id)
         if state is None:
             return err, []
-        return await self._finish(p, state.leave_group(_mono_ms(), group_id, members))  # type: ignore[no-any-return]
+        return await self._finish(p, state.leave_group(_mono_ms(), group_id, members))
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: Optional[str],
                              generation_id: int,
@@ -351,7 +351,7 @@ class GroupCoordinator:
         if state is None:
             return {tp: err for tp in offsets}
         out = state.commit_offsets(_mono_ms(), group_id, member_id, group_instance_id, generation_id, offsets)
-        return await self._finish(p, out)  # type: ignore[no-any-return]
+        return await self._finish(p, out)
 
     async def txn_commit_offsets(self, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
                                  member_id: str, group_instance_id: Optional[str], generation_id: int,
@@ -381,7 +381,7 @@ class GroupCoordinator:
         out = state.txn_commit_offsets(_mono_ms(), group_id, producer_id, producer_epoch, member_id,
                                        group_instance_id, generation_id, offsets)
         out.guard = guard
-        return await self._finish(p, out)  # type: ignore[no-any-return]
+        return await self._finish(p, out)
 
     def on_txn_marker(self, topic: str, partition: int, producer_id: int, committed: bool,
                       offset: int = -1) -> None:
@@ -441,7 +441,7 @@ class GroupCoordinator:
         err, p, state = self._route(group_id)
         if state is None:
             return err, {}
-        return await self._finish(p, state.delete_offsets(group_id, partitions))  # type: ignore[no-any-return]
+        return await self._finish(p, state.delete_offsets(group_id, partitions))
 
     async def expire_offsets(self) -> None:
         """Kafka's cleanupGroupMetadata over every loaded group, a slice of groups at a time (about

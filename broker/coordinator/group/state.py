@@ -32,7 +32,7 @@ import logging
 import sys
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, Final, Iterable, List, Optional, Set, Tuple
 
 from broker.coordinator.group import records as rec
 from broker.errors import ErrorCode
@@ -78,7 +78,13 @@ class OffsetAndMetadata:
 #: record_offset is Kafka's CommitRecordMetadataAndOffset.appendedBatchOffset: where in the partition the commit
 #: was written (None while not known), which tells a transactional commit from an older plain one.
 CommittedOffset = Tuple[int, int, str, int, Optional[int], Optional[int]]
-C_OFFSET, C_LEADER_EPOCH, C_METADATA, C_COMMIT_TIMESTAMP, C_EXPIRE_TIMESTAMP, C_RECORD_OFFSET = range(6)
+# the fields of a CommittedOffset (Final literals, so a type checker knows each field's type)
+C_OFFSET: Final = 0
+C_LEADER_EPOCH: Final = 1
+C_METADATA: Final = 2
+C_COMMIT_TIMESTAMP: Final = 3
+C_EXPIRE_TIMESTAMP: Final = 4
+C_RECORD_OFFSET: Final = 5
 
 
 def committed_offset(om: OffsetAndMetadata, record_offset: Optional[int]) -> CommittedOffset:
@@ -804,7 +810,7 @@ class GroupCoordinatorState:
         if group.state == DEAD:
             out.response = (ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
             return out
-        results = []
+        results: List[Tuple[str, Optional[str], int]] = []
         for mid, iid in members:
             if mid == "":
                 # Administrative removal by group.instance.id.
@@ -1010,7 +1016,7 @@ class GroupCoordinatorState:
         offsets = group.offsets if group is not None and group.state != DEAD else {}
         if partitions is None:
             partitions = sorted(offsets)
-        out = []
+        out: List[Tuple[TopicPartition, int, int, str, int]] = []
         for tp in partitions:
             if require_stable and group is not None and group.has_pending_commit(tp):
                 out.append((tp, -1, -1, "", ErrorCode.UNSTABLE_OFFSET_COMMIT))

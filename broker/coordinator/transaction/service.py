@@ -302,7 +302,7 @@ class TransactionCoordinator:
                     log.info("[TransactionCoordinator] Initialized transactionalId %s with producerId %d and "
                              "producer epoch %d on partition %s-%d", tid, result[1], result[2],
                              TRANSACTION_STATE_TOPIC_NAME, p)
-                return result  # type: ignore[no-any-return]
+                return result
             try:
                 new_pid = await self.producer_ids.generate()
             except Exception as exc:
@@ -315,7 +315,7 @@ class TransactionCoordinator:
         err, p, state = self._route(tid)
         if state is None:
             return int(err)
-        return await self._finish(p, state, state.add_partitions(_now_ms(), tid, pid, epoch,  # type: ignore
+        return await self._finish(p, state, state.add_partitions(_now_ms(), tid, pid, epoch,
                                                                  set(partitions)))
 
     def verify_partitions(self, tid: str, pid: int, epoch: int,
@@ -333,7 +333,7 @@ class TransactionCoordinator:
         err, p, state = self._route(tid)
         if state is None:
             return int(err)
-        return await self._finish(p, state, state.end_transaction(_now_ms(), tid, pid, epoch,  # type: ignore
+        return await self._finish(p, state, state.end_transaction(_now_ms(), tid, pid, epoch,
                                                                   commit))
 
     def describe_transaction(self, tid: str) -> dict:

@@ -144,7 +144,7 @@ class S3RemoteStorageManager(RemoteStorageManager):
     def __init__(self) -> None:
         self.config: Optional[S3Config] = None
         self._client: Any = None
-        self._errors: Tuple[type, ...] = ()
+        self._errors: Tuple[type[BaseException], ...] = ()
         self._client_error: Any = None
 
     def configure(self, configs: Mapping[str, object]) -> None:
@@ -187,7 +187,7 @@ class S3RemoteStorageManager(RemoteStorageManager):
 
     def _is_not_found(self, exc: BaseException) -> bool:
         if self._client_error is not None and isinstance(exc, self._client_error):
-            err = exc.response.get("Error", {})  # type: ignore[attr-defined]
+            err = exc.response.get("Error", {})
             return str(err.get("Code")) in _NOT_FOUND
         return False
 

@@ -151,6 +151,11 @@ class BrokerServer:
         ep = self.metadata.endpoint_of(broker_id, self.config.current.inter_broker_listener_name)
         return BrokerNode(broker_id, ep.host, ep.port) if ep is not None else None
 
+    def _leader_node(self, topic: str, partition: int) -> Optional[BrokerNode]:
+        """Where the leader of (topic, partition) listens for other brokers; None without a known leader."""
+        meta = self.metadata.partition(topic, partition)
+        return self._broker_node(meta.leader) if meta is not None and meta.leader >= 0 else None
+
     def _controller_node(self) -> Optional[BrokerNode]:
         cid = self.metadata.controller_id
         if cid < 0 and self.controller is not None:
@@ -226,8 +231,7 @@ class BrokerServer:
         # Group coordinator: loads __consumer_offsets partitions as this broker becomes their leader.
         # KIP-890 part 1: transactional appends (produce, TxnOffsetCommit) verified with the coordinator first
         self.txn_verifier = AddPartitionsToTxnManager(
-            self._channel("add-partitions-to-txn"), self.metadata,
-            lambda: self.config.current.inter_broker_listener_name,
+            self._channel("add-partitions-to-txn"), self._leader_node,
             int(cfg.get("transaction.state.log.num.partitions")), int(cfg.get("request.timeout.ms")))
         verifying = lambda: bool(self.config.current.get("transaction.partition.verification.enable"))  # noqa: E731
         self.produce_verification = ProduceVerification(rm, self.txn_verifier, verifying)

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Set
 from broker.api import acl_ops
 from broker.api.authz import Authz
 from broker.api.metadata_answers import MetadataAnswers, TopicAnswer
-from broker.api.topic_names import invalid_topic_reason
+from broker.cluster.topic_names import invalid_topic_reason
 from broker.errors import ErrorCode
 from broker.security.acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
 

@@ -15,7 +15,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
-from broker.api.topic_names import colliding_topics, invalid_topic_reason
+from broker.cluster.topic_names import colliding_topics, invalid_topic_reason
 from broker.cluster.assignment import RackInfoMissingError, assign_replicas_to_brokers
 from broker.config.topic_defs import validate_topic_configs
 from broker.config.types import InvalidConfigError

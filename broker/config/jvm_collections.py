@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Iterable, List, Sequence
 
-from broker.coordinator.group.hashing import java_string_hash_code
+from broker.util.java_hash import java_string_hash_code
 
 _M32 = 0xFFFFFFFF
 

@@ -15,15 +15,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Callable, Dict, List, Optional, Sequence, Tuple
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
 
-from broker.coordinator.group.hashing import partition_for
+from broker.util.java_hash import partition_for
 from broker.errors import ErrorCode
 from broker.protocol.api import ApiKey
 from broker.util.broker_channel import BrokerChannel, BrokerChannelError, BrokerNode
-
-if TYPE_CHECKING:
-    from broker.cluster.metadata_cache import MetadataCache
 
 log = logging.getLogger(__name__)
 
@@ -35,21 +32,17 @@ TopicPartition = Tuple[str, int]
 class AddPartitionsToTxnManager:
     """Verifies transactional appends with the transaction coordinator over the inter-broker channel."""
 
-    def __init__(self, channel: BrokerChannel, metadata: "MetadataCache", listener_name: Callable[[], str],
+    def __init__(self, channel: BrokerChannel, leader_node: Callable[[str, int], Optional[BrokerNode]],
                  num_txn_partitions: int, request_timeout_ms: int = 30000) -> None:
+        """``leader_node(topic, partition)``: where that partition's leader listens for other brokers (None when it
+        has no leader or the leader is unknown), from the metadata cache."""
         self.channel = channel
-        self.metadata = metadata
-        self.listener_name = listener_name
+        self.leader_node = leader_node
         self.num_txn_partitions = num_txn_partitions
         self.request_timeout_ms = request_timeout_ms
 
     def _coordinator(self, transactional_id: str) -> Optional[BrokerNode]:
-        meta = self.metadata.partition(TRANSACTION_STATE_TOPIC_NAME,
-                                       partition_for(transactional_id, self.num_txn_partitions))
-        if meta is None or meta.leader < 0:
-            return None
-        ep = self.metadata.endpoint_of(meta.leader, self.listener_name())
-        return BrokerNode(meta.leader, ep.host, ep.port) if ep is not None else None
+        return self.leader_node(TRANSACTION_STATE_TOPIC_NAME, partition_for(transactional_id, self.num_txn_partitions))
 
     async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                      partitions: Sequence[TopicPartition], generic_errors: bool) -> Dict[TopicPartition, int]:

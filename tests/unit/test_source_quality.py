@@ -80,3 +80,79 @@ def test_only_server_imports_the_network_layer() -> None:
             continue
         bad = {m for m in _imports(path) if m.startswith("broker.network")}
         assert not bad, f"broker/{rel} imports {bad}"
+
+
+#: The layering contract, lowest first: a module may import broker modules of its own layer or a lower one, never
+#: a higher one (TYPE_CHECKING imports included: a typed collaborator from above is a dependency too). It follows
+#: design.md's `network -> api -> {replica, coordinator, quota, cluster} -> storage -> protocol.records -> accel`,
+#: with every other package placed where its imports put it. broker.metrics.stats (plain counters the hot paths bump)
+#: sits at the bottom; the rest of broker.metrics (the collector and the endpoint, which read everything) near the top.
+#: The record-batch summary, codecs and errors the native twins return and raise sit below accel; the rest of
+#: broker.protocol.records (builders, walks) above it.
+LAYERS: Tuple[Tuple[str, ...], ...] = (
+    ("broker.errors", "broker.util", "broker.metrics.stats", "broker.log_setup", "broker.pid_files", "broker",
+     "broker.protocol.records.batch_info", "broker.protocol.records.compression", "broker.protocol.records.errors"),
+    ("broker.accel", "broker._pure", "broker._native"),
+    ("broker.protocol",),
+    ("broker.security",),
+    ("broker.config",),
+    ("broker.quota",),
+    ("broker.zk",),
+    ("broker.storage",),
+    ("broker.remote_log",),
+    ("broker.replica",),
+    ("broker.coordinator",),
+    ("broker.cluster",),
+    ("broker.api",),
+    ("broker.metrics",),
+    ("broker.network",),
+    ("broker.server_security", "broker.server"),
+    ("broker.__main__",),
+)
+
+
+def _layer_of(module: str) -> int:
+    """The layer of a dotted broker module: the longest prefix named in LAYERS wins."""
+    best, best_len = -1, -1
+    for i, prefixes in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and len(prefix) > best_len:
+                best, best_len = i, len(prefix)
+    assert best >= 0, f"{module} is in no layer of LAYERS"
+    return best
+
+
+def _broker_imports(path: Path) -> Iterator[str]:
+    """Every broker module ``path`` imports, relative imports resolved, ``from pkg import mod`` as pkg.mod."""
+    rel = path.relative_to(ROOT).with_suffix("")
+    parts = rel.parts[:-1] if rel.name == "__init__" else rel.parts
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                if a.name.split(".")[0] == "broker":
+                    yield a.name
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ".".join(parts[:len(parts) - node.level + (1 if rel.name == "__init__" else 0)])
+                module = base + ("." + node.module if node.module else "")
+            else:
+                module = node.module or ""
+            if module.split(".")[0] != "broker":
+                continue
+            for a in node.names:  # `from broker.x import y`: y may be a module; count the deepest that is
+                candidate = module + "." + a.name
+                sub = ROOT.joinpath(*candidate.split("."))
+                yield candidate if (sub.with_suffix(".py").exists() or sub.is_dir()) else module
+
+
+def test_packages_import_only_lower_layers() -> None:
+    """0 upward imports over every module of broker/ (this also rules out import circles between layers)."""
+    upward = []
+    for path in sorted(BROKER.rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        me = ".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts)
+        mine = _layer_of(me)
+        for imported in _broker_imports(path):
+            if _layer_of(imported) > mine:
+                upward.append(f"{me} -> {imported}")
+    assert not upward, "upward imports:\n" + "\n".join(sorted(set(upward)))

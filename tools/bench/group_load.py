@@ -56,7 +56,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Set, Tuple
 
-from broker.coordinator.group.hashing import partition_for
+from broker.util.java_hash import partition_for
 from broker.network.client import NetworkClient
 from broker.protocol.api import ApiKey
 from broker.util.broker_channel import BrokerChannelError, BrokerNode

@@ -28,7 +28,7 @@ import time
 from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Set, Tuple
 
 from broker.coordinator.group import records as rec
-from broker.coordinator.group.hashing import partition_for
+from broker.util.java_hash import partition_for
 from broker.coordinator.group.state import (C_OFFSET, GroupConfig, GroupCoordinatorState, OffsetAndMetadata,
                                             Outcome, TimerKey, TopicPartition, join_result, sync_result,
                                             write_error_for_commit)

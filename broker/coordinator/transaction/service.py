@@ -22,7 +22,7 @@ import logging
 import time
 from typing import Any, Callable, Dict, List, Optional, Protocol, Set, Tuple
 
-from broker.coordinator.group.hashing import partition_for
+from broker.util.java_hash import partition_for
 from broker.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
 from broker.coordinator.transaction.metadata import BY_NAME
 from broker.coordinator.transaction.records import TRANSACTION_STATE_TOPIC_NAME

@@ -9,7 +9,7 @@ from typing import Any
 from broker.api import api_versions, list_offsets, produce
 from broker.api.configs import _broker_entity, _entry_dict, _is_java_int, _logger_entries, invalid_value_message
 from broker.api.registry import ApiRegistry
-from broker.api.topic_names import colliding_topics, invalid_topic_reason
+from broker.cluster.topic_names import colliding_topics, invalid_topic_reason
 from broker.config.defs import BROKER_CONFIGS, TOPIC_SYNONYMS
 from broker.config.topic_defs import TOPIC_CONFIGS, validate_topic_configs
 from broker.config.types import ConfigError, ConfigSource, ConfigType, InvalidConfigError

@@ -8,7 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-from broker.coordinator.group.hashing import partition_for
+from broker.util.java_hash import partition_for
 from broker.coordinator.transaction import records as rec
 from broker.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
 from broker.coordinator.transaction.service import TransactionCoordinator

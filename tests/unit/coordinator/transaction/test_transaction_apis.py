@@ -15,7 +15,7 @@ from broker.api import (add_offsets_to_txn, add_partitions_to_txn, describe_tran
                         init_producer_id, list_transactions)
 from broker.api.authz import Authz
 from broker.cluster.metadata_cache import BrokerEndpoint, BrokerMeta, MetadataCache, PartitionMeta, TopicMeta
-from broker.coordinator.group.hashing import partition_for
+from broker.util.java_hash import partition_for
 from broker.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
 from broker.coordinator.transaction.service import TransactionCoordinator
 from broker.errors import ErrorCode as E

@@ -1,4 +1,6 @@
-"""Which ``__consumer_offsets`` partition coordinates a group.
+"""Java's String.hashCode and Kafka's Utils.abs, and with them which ``__consumer_offsets`` (or
+``__transaction_state``) partition coordinates a group (or transactional id). Shared by the coordinators, the
+replica layer and the config layer (Java HashMap iteration order), so it lives in util.
 
 Kafka uses ``Utils.abs(groupId.hashCode()) % offsets.topic.num.partitions``; Java's
 ``String.hashCode`` runs over UTF-16 code units with int32 overflow, and ``Utils.abs`` is ``Math.abs``

@@ -1,5 +1,5 @@
 """Java String.hashCode vectors and Kafka's partitionFor."""
-from broker.coordinator.group.hashing import java_string_hash_code, kafka_abs, partition_for
+from broker.util.java_hash import java_string_hash_code, kafka_abs, partition_for
 
 
 def test_java_hash_code_vectors() -> None:

@@ -354,7 +354,8 @@ class ReplicaManager:
                 cleaner.resume_cleaning(tp)
         live = getattr(lm, "live_log_dirs", None)
         if live is not None and not live:
-            log.critical("Shutdown broker because all log dirs in %s have failed", ", ".join(lm.log_dirs))
+            # Kafka logs this with fatal(), which SLF4J prints at ERROR
+            log.error("Shutdown broker because all log dirs in %s have failed", ", ".join(lm.log_dirs))
             for handler in logging.getLogger().handlers:
                 handler.flush()
             self._halt(1)

@@ -4,7 +4,7 @@
   the broker stays up, DescribeLogDirs reports KAFKA_STORAGE_ERROR for it, the other dir serves on and gets every new
   partition, the controller handled the /log_dir_event_notification znode; after a restart with space every
   acknowledged record of both dirs is readable, and nothing half-written is;
-- the only log dir fills: the process halts with status 1 and its log has the FATAL line;
+- the only log dir fills: the process halts with status 1 and its log has the ERROR line Kafka prints;
 - the tmpfs turning read-only (EROFS) behaves as the full one.
 
 The tmpfs is mounted by the test (root, as here and in CI); a mount that fails fails the test.
@@ -237,7 +237,7 @@ def test_the_only_log_dir_failing_halts_the_broker(tmp_path: Path, zk_chroot: st
             wait_for(lambda: not b.is_alive(), 15, "the broker to halt")
             assert b.proc is not None and b.proc.returncode == 1
             out = b.output()
-            assert "FATAL Shutdown broker because all log dirs in %s have failed" % only in out, out[-3000:]
+            assert "ERROR Shutdown broker because all log dirs in %s have failed" % only in out, out[-3000:]
             assert "Traceback" not in out
         finally:
             b.kill()

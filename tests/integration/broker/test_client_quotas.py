@@ -205,8 +205,12 @@ def test_raw_client_ignoring_throttle_time_is_held_by_the_muted_connection(broke
     print(f"raw client ignoring throttle_time_ms: {rate:.3f} MB/s against a 1 MB/s quota; "
           f"{sum(1 for t in throttles if t)} of {len(throttles)} responses throttled")
     assert any(throttles), "no response carried throttle_time_ms"
-    # the next request after a throttled response waited (at least) the throttle time: the connection was muted
-    assert muted_waits and min(muted_waits) >= 0.9, muted_waits[:10]
+    # the next request after a throttled response waited the throttle time: the connection was muted. Measured at the
+    # client, a wait looks shorter by however late the client thread saw the previous answer (a few ms on a loaded
+    # machine, against ~60 ms throttles), so: every wait well above what an unmuted connection takes (a round trip,
+    # ~2 % of the throttle time), and the typical one the whole throttle time
+    waits = sorted(muted_waits)
+    assert waits and waits[0] >= 0.5 and waits[len(waits) // 2] >= 0.95, waits[:10]
     assert 0.9 <= rate <= 1.1, f"quota 1 MB/s, raw client achieved {rate:.3f} MB/s"
 
 

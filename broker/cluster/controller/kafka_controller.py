@@ -22,6 +22,8 @@ import logging
 import threading
 from typing import Any, Callable, Iterable
 
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
+
 from broker.cluster.controller import events as ev
 from broker.cluster.controller.alter_partition import validate_alter_partition
 from broker.cluster.controller.bounced_leaders import find_bounced_leaders
@@ -49,6 +51,9 @@ from broker.zk.paths import (BrokerIdsZNode, BrokerIdZNode, BrokerInfo, Controll
                              PreferredReplicaElectionZNode, ReassignPartitionsZNode, TopicAssignment,
                              TopicPartitionStateZNode, TopicsZNode, TopicZNode, new_uuid_base64, topic_id_to_uuid,
                              uuid_to_topic_id)
+
+#: what a controller event meets when ZooKeeper goes away under it
+ZOOKEEPER_GONE = (SessionExpiredError, ConnectionLoss, ConnectionClosedError)
 
 log = logging.getLogger(__name__)
 
@@ -325,6 +330,13 @@ class KafkaController:
             log.info("Controller moved to another broker when processing %r: %s", event, e)
             event.preempt()
             self._maybe_resign()
+        except ZOOKEEPER_GONE as e:
+            # the session expired or the connection dropped mid-event: the Expire event that follows makes this
+            # controller resign; one line, not a traceback (whoever waits gets NOT_CONTROLLER and retries)
+            log.error("Error processing controller event %r: the ZooKeeper %s (%s)", event,
+                      "session expired" if isinstance(e, SessionExpiredError) else "connection was lost",
+                      type(e).__name__)
+            event.preempt()
         except Exception:
             log.exception("Error processing controller event %r", event)
             event.preempt()

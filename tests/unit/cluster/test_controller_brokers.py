@@ -176,3 +176,28 @@ def test_log_dir_failure_marks_replicas_offline_from_leader_and_isr_errors() -> 
     assert c.controller.ctx.replicas_on_offline_dirs[2] == {("t", 0)}
     stops = c.channel.requests(2, STOP_REPLICA)
     assert stops and ("t", 0) in stops[-1].stop_partitions()
+
+
+def test_zookeeper_gone_mid_event_is_one_line_and_the_waiter_hears_not_controller(caplog) -> None:
+    """A ZooKeeper session that expires while an event writes (seen by the nemesis runner during an AlterPartition)
+    is logged as one ERROR line without a traceback, and the leader waiting for the answer gets NOT_CONTROLLER (it
+    retries with the next controller) instead of waiting forever."""
+    import logging
+
+    from kazoo.exceptions import ConnectionLoss, SessionExpiredError
+
+    from broker.cluster.controller import events as ev
+
+    c = cluster(3)
+    for error in (SessionExpiredError(), ConnectionLoss()):
+        def handler(e: object, error: Exception = error) -> None:
+            raise error
+        c.controller._handlers[ev.AlterPartitionReceived] = handler
+        answers: list = []
+        caplog.clear()
+        with caplog.at_level(logging.ERROR, logger="broker.cluster.controller.kafka_controller"):
+            c.controller.process(ev.AlterPartitionReceived(None, 3, answers.append))
+        assert answers == [{"throttle_time_ms": 0, "error_code": int(ErrorCode.NOT_CONTROLLER), "topics": []}]
+        records = [r for r in caplog.records if r.levelno >= logging.ERROR]
+        assert len(records) == 1 and records[0].exc_info is None, records
+        assert "ZooKeeper" in records[0].getMessage() and type(error).__name__ in records[0].getMessage()

@@ -1,4 +1,9 @@
 """Errors of the ZooKeeper layer (internal: callers map them, none is a wire code by itself)."""
+from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
+
+#: what a ZooKeeper request meets when the session expires or the connection drops under it (the session's state
+#: listener handles the loss; callers log one line and give up the operation)
+ZOOKEEPER_GONE = (SessionExpiredError, ConnectionLoss, ConnectionClosedError)
 
 
 class ZkError(Exception):

@@ -22,7 +22,7 @@ import logging
 import threading
 from typing import Any, Callable, Iterable
 
-from kazoo.exceptions import ConnectionClosedError, ConnectionLoss, SessionExpiredError
+from kazoo.exceptions import SessionExpiredError
 
 from broker.cluster.controller import events as ev
 from broker.cluster.controller.alter_partition import validate_alter_partition
@@ -45,15 +45,12 @@ from broker.cluster.controller.topic_deletion_manager import DeletionClient, Top
 from broker.errors import ErrorCode
 from broker.util.broker_channel import BrokerChannelFactory, BrokerNode
 from broker.zk.client import KafkaZkClient, ZkWatch
-from broker.zk.errors import ControllerMovedError, NoSuchTopicError
+from broker.zk.errors import ZOOKEEPER_GONE, ControllerMovedError, NoSuchTopicError
 from broker.zk.paths import (BrokerIdsZNode, BrokerIdZNode, BrokerInfo, ControllerZNode, DeleteTopicsZNode,
                              FeatureZNode, IsrChangeNotificationZNode, LeaderAndIsr, LogDirEventNotificationZNode,
                              PreferredReplicaElectionZNode, ReassignPartitionsZNode, TopicAssignment,
                              TopicPartitionStateZNode, TopicsZNode, TopicZNode, new_uuid_base64, topic_id_to_uuid,
                              uuid_to_topic_id)
-
-#: what a controller event meets when ZooKeeper goes away under it
-ZOOKEEPER_GONE = (SessionExpiredError, ConnectionLoss, ConnectionClosedError)
 
 log = logging.getLogger(__name__)
 
@@ -391,6 +388,11 @@ class KafkaController:
             self._on_controller_failover()
         except ControllerMovedError:
             raise
+        except ZOOKEEPER_GONE as exc:
+            log.error("Error while electing or becoming controller on broker %d: the ZooKeeper session or connection "
+                      "was lost (%s). Trigger controller movement immediately", self.config.broker_id,
+                      type(exc).__name__)
+            self._trigger_controller_move()
         except Exception:
             log.exception("Error while electing or becoming controller on broker %d. Trigger controller movement "
                           "immediately", self.config.broker_id)
@@ -1069,9 +1071,9 @@ class KafkaController:
     def _process_alter_partition(self, e: ev.AlterPartitionReceived) -> None:
         try:
             response, accepted = self._try_alter_partition(e.request, e.api_version)
-        except ControllerMovedError:
+        except (ControllerMovedError, *ZOOKEEPER_GONE):
             e.callback({"throttle_time_ms": 0, "error_code": int(ErrorCode.NOT_CONTROLLER), "topics": []})
-            raise
+            raise  # process() logs it in one line (and resigns for ControllerMovedError)
         except Exception:
             log.exception("Error when processing AlterPartition: %s", e.request)
             e.callback({"throttle_time_ms": 0, "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR), "topics": []})
@@ -1170,6 +1172,8 @@ class KafkaController:
             return error(ErrorCode.STALE_BROKER_EPOCH)
         try:
             start, end = self.zk.allocate_producer_id_block(e.broker_id)
+        except (ControllerMovedError, *ZOOKEEPER_GONE):
+            raise  # process() answers NOT_CONTROLLER and logs one line
         except Exception:
             log.exception("Allocating a producer id block for broker %d failed", e.broker_id)
             return error(ErrorCode.UNKNOWN_SERVER_ERROR)

@@ -21,7 +21,7 @@ from broker.cluster.controller.election import (ElectionResult, leader_for_contr
                                                 leader_for_preferred, leader_for_reassign)
 from broker.cluster.controller.request_batch import ControllerBrokerRequestBatch
 from broker.zk.client import KafkaZkClient
-from broker.zk.errors import ControllerMovedError
+from broker.zk.errors import ZOOKEEPER_GONE, ControllerMovedError
 from broker.zk.paths import LeaderAndIsr
 
 log = logging.getLogger(__name__)
@@ -130,7 +130,7 @@ class PartitionStateMachine:
             results = self._do_handle_state_changes(partitions, target, strategy)
             self.batch.send_requests(self.ctx.epoch)
             return results
-        except ControllerMovedError:
+        except (ControllerMovedError, *ZOOKEEPER_GONE):  # the controller goes with its session: one line upstream
             self.batch.clear()
             raise
         except Exception as e:

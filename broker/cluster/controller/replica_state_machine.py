@@ -16,7 +16,7 @@ from broker.cluster.controller.election import with_new_leader
 from broker.cluster.controller.partition_state_machine import known_partition_states
 from broker.cluster.controller.request_batch import ControllerBrokerRequestBatch
 from broker.zk.client import KafkaZkClient
-from broker.zk.errors import ControllerMovedError
+from broker.zk.errors import ZOOKEEPER_GONE, ControllerMovedError
 from broker.zk.paths import LeaderAndIsr
 
 log = logging.getLogger(__name__)
@@ -59,7 +59,7 @@ class ReplicaStateMachine:
             for broker, prs in sorted(by_broker.items()):
                 self._do_handle_state_changes(broker, prs, target)
             self.batch.send_requests(self.ctx.epoch)
-        except ControllerMovedError:
+        except (ControllerMovedError, *ZOOKEEPER_GONE):  # the controller goes with its session: one line upstream
             self.batch.clear()
             raise
         except Exception:

@@ -1,0 +1,456 @@
+"""Nemesis: ZooKeeper and 3 brokers, each in its own network namespace, under seeded random faults, with an
+idempotent acks=all producer and a read_committed consumer group running throughout.
+
+One fault at a time: a quiet gap, the fault held for its duration, the heal, then a bounded wait for recovery
+(every broker up, every partition led, full ISR as every broker's Metadata says) and for the producer and the
+consumer to resume on every partition. The times measured from each heal are kept in a :class:`FaultRecord`.
+:mod:`tests.harness.nemesis.audit` checks the ledgers at the end.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import statistics
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Dict, List, Optional, Sequence, Tuple
+
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from tests.harness.faults import ProduceLoad
+from tests.harness.mixed_cluster import COMMON
+from tests.harness.nemesis.disk import TmpfsLogDir
+from tests.harness.nemesis.ledger import ConsumeLedger
+from tests.harness.nemesis.netns import CLIENT, NetLab, remove_leftovers
+from tests.harness.nemesis.nodes import Broker, KafkaNsBroker, NsZooKeeper, OurNsBroker
+from tests.harness.nemesis.schedule import FaultSpec
+
+TOPIC = "nemesis"
+#: Same keys, same meaning for both targets (tests.harness.mixed_cluster.COMMON plus the fault-speed settings).
+BROKER_PROPS = dict(COMMON, **{"zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms": "4000",
+                                "unclean.leader.election.enable": "false", "controlled.shutdown.enable": "true",
+                                "offsets.topic.num.partitions": "3"})
+SESSION_TIMEOUT_S = 6.0
+RECOVERY_TIMEOUT_S = 120.0
+
+
+@dataclass
+class FaultRecord:
+    kind: str
+    target: str
+    start: float                      # seconds since the fault phase began
+    held: float                       # seconds the fault was in place
+    recovered_s: Optional[float] = None   # heal -> every broker up, every partition led with a full ISR
+    producer_any_s: Optional[float] = None  # heal -> first acknowledgement (any partition)
+    producer_all_s: Optional[float] = None  # heal -> an acknowledgement on every partition
+    consumer_any_s: Optional[float] = None
+    consumer_all_s: Optional[float] = None
+    note: str = ""
+    healed_at: float = 0.0            # monotonic time of the heal (a killed broker: when its restart began)
+
+
+@dataclass
+class RunResult:
+    seed: str
+    target: str
+    records: List[FaultRecord] = field(default_factory=list)
+    problems: List[str] = field(default_factory=list)
+
+
+def summarize(xs: Sequence[Optional[float]]) -> str:
+    vals = sorted(x for x in xs if x is not None)
+    if not vals:
+        return "-"
+    return f"{vals[0]:.1f}/{statistics.median(vals):.1f}/{vals[-1]:.1f}"
+
+
+class Nemesis:
+    """The cluster, the workload and the fault injection. ``with Nemesis(...) as n: n.run(schedule, budget)``."""
+
+    def __init__(self, target: str = "ours", partitions: int = 4, tmpfs_mb: int = 128,
+                 produce_interval_s: float = 0.01, inflight: int = 1, workdir: Optional[Path] = None,
+                 log: Callable[[str], None] = print) -> None:
+        if target not in ("ours", "kafka"):
+            raise ValueError("target is ours or kafka")
+        self.target = target
+        self.partitions = partitions
+        self.tmpfs_mb = tmpfs_mb
+        self.produce_interval_s = produce_interval_s
+        self.inflight = inflight
+        self.log = log
+        self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"nemesis-{os.getpid()}-"))
+        self.broker_ids = [0, 1, 2]
+        self.net = NetLab(["zk"] + [f"b{i}" for i in self.broker_ids])
+        self.disks: Dict[int, TmpfsLogDir] = {}
+        self.brokers: Dict[int, Broker] = {}
+        self.zk: Optional[NsZooKeeper] = None
+        self.load: Optional[ProduceLoad] = None
+        self.reader: Optional[ConsumeLedger] = None
+        self.t0 = time.monotonic()
+        self.result = RunResult(seed="", target=target)
+        self.last_view: object = None
+        # librdkafka's connection notes go to clients.log in the work dir, not to the summary's terminal
+        self._client_log = logging.getLogger(f"nemesis.clients.{os.getpid()}.{id(self)}")
+        self._client_log.propagate = False
+        self._client_log.setLevel(logging.INFO)
+
+    # ------------------------------------------------------------------ set-up / tear-down
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.brokers.values())
+
+    def start(self) -> "Nemesis":
+        left = remove_leftovers()
+        if left:
+            self.log(f"removed leftovers of an earlier run: {', '.join(left)}")
+        self.net.setup()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self._client_log.addHandler(logging.FileHandler(self.workdir / "clients.log"))
+        self.log(f"subnet {self.net.prefix}.0/24, workdir {self.workdir}")
+        self.zk = NsZooKeeper(self.workdir, self.net.addr["zk"], self.net.exec_prefix("zk"))
+        self.zk.start()
+        zk_connect = f"{self.zk.connect_string}/nemesis"
+        cls = OurNsBroker if self.target == "ours" else KafkaNsBroker
+        for i in self.broker_ids:
+            disk = TmpfsLogDir(self.workdir / f"b{i}" / "data", self.tmpfs_mb).mount()
+            self.disks[i] = disk
+            self.brokers[i] = cls(self.workdir / f"b{i}", zk_connect, i, self.net.addr[f"b{i}"],
+                                  self.net.exec_prefix(f"b{i}"), disk.path, dict(BROKER_PROPS))
+        for b in self.brokers.values():
+            b.start(wait=False)
+        for b in self.brokers.values():
+            b.wait_started(120)
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
+        fut = admin.create_topics([NewTopic(TOPIC, self.partitions, 3, config={"min.insync.replicas": "2"})],
+                                  operation_timeout=30)
+        fut[TOPIC].result(40)
+        if self.wait_recovered(60) is None:
+            raise RuntimeError(f"topic {TOPIC} did not come online with full ISRs: {self.last_view!r}")
+        self.load = ProduceLoad(self.bootstrap, TOPIC, self.partitions, interval_s=self.produce_interval_s,
+                                extra={"max.in.flight.requests.per.connection": self.inflight,
+                                       "message.timeout.ms": 600000, "logger": self._client_log}).start()
+        self.reader = ConsumeLedger(self.bootstrap, TOPIC, f"nemesis-{uuid.uuid4().hex[:6]}",
+                                    logger=self._client_log).start()
+        self.load.wait_acks(50, 60)
+        deadline = time.monotonic() + 60
+        while not self.reader.ledger.reads and time.monotonic() < deadline:
+            time.sleep(0.1)
+        self.t0 = time.monotonic()
+        return self
+
+    def close(self) -> None:
+        """Stop everything this run started and remove its namespaces, links and mounts (always safe to call)."""
+        if self.load is not None and self.load._thread.is_alive():
+            self.load._stop.set()
+            self.load._thread.join(5)
+        if self.reader is not None and self.reader._thread.is_alive():
+            self.reader._stop.set()
+            self.reader._thread.join(5)
+        for b in self.brokers.values():
+            try:
+                b.kill()  # SIGKILL also ends a SIGSTOPped process
+            except Exception:  # already gone
+                pass
+        if self.zk is not None:
+            self.zk.stop()
+        self.net.heal()
+        for d in self.disks.values():
+            d.unfill()
+            d.unmount()
+        self.net.teardown()
+        for h in list(self._client_log.handlers):
+            h.close()
+            self._client_log.removeHandler(h)
+
+    def __enter__(self) -> "Nemesis":
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # ------------------------------------------------------------------ views of the cluster
+    def view_from(self, broker_id: int, timeout_s: float = 3.0) -> Dict[int, Tuple[int, List[int], List[int]]]:
+        """partition -> (leader, replicas, isr) as ``broker_id`` answers Metadata (a fresh client pinned to it)."""
+        admin = AdminClient({"bootstrap.servers": self.brokers[broker_id].bootstrap})
+        md = admin.list_topics(TOPIC, timeout=timeout_s)
+        t = md.topics[TOPIC]
+        if t.error is not None:
+            raise RuntimeError(str(t.error))
+        return {p.id: (p.leader, list(p.replicas), list(p.isrs)) for p in t.partitions.values()}
+
+    def any_view(self) -> Dict[int, Tuple[int, List[int], List[int]]]:
+        last: Exception = RuntimeError("no broker answered")
+        for i in self.broker_ids:
+            if self.brokers[i].is_alive():
+                try:
+                    return self.view_from(i)
+                except Exception as exc:
+                    last = exc
+        raise last
+
+    def controller(self) -> int:
+        for i in self.broker_ids:
+            try:
+                c = AdminClient({"bootstrap.servers": self.brokers[i].bootstrap}).list_topics(timeout=3).controller_id
+                if c is not None and c >= 0:
+                    return int(c)
+            except Exception:
+                continue
+        return -1
+
+    def recovered(self) -> bool:
+        """Every broker up, and every broker's Metadata: each partition led, with all 3 replicas in its ISR."""
+        if not all(b.is_alive() for b in self.brokers.values()):
+            self.last_view = "a broker is down"
+            return False
+        for i in self.broker_ids:
+            v = self.view_from(i)
+            self.last_view = (i, v)
+            if len(v) != self.partitions or any(l < 0 or len(isr) != 3 for l, _, isr in v.values()):
+                return False
+        return True
+
+    def wait_recovered(self, timeout_s: float = RECOVERY_TIMEOUT_S) -> Optional[float]:
+        start = time.monotonic()
+        self.last_view: object = None
+        while time.monotonic() - start < timeout_s:
+            try:
+                if self.recovered():
+                    return time.monotonic() - start
+            except Exception as exc:
+                self.last_view = exc
+            time.sleep(0.25)
+        return None
+
+    def full_replicas(self) -> Dict[int, List[int]]:
+        """partition -> replicas, only once every ISR is full (for wait_replicas_identical)."""
+        if not self.recovered():
+            raise RuntimeError(f"ISR not full: {self.last_view!r}")
+        return {p: r for p, (_, r, _) in self.view_from(self.broker_ids[0]).items()}
+
+    # ------------------------------------------------------------------ faults
+    def _leader_of(self, pick: int) -> int:
+        v = self.any_view()
+        leader = v[pick % self.partitions][0]
+        return leader if leader >= 0 else self.broker_ids[pick % 3]
+
+    def _restart(self, i: int, rec: Optional[FaultRecord] = None, attempts: int = 4) -> None:
+        """Kill broker ``i`` if it runs, start it again; retried if it exits or hangs during start-up (Kafka 3.9
+        gives up at once when its previous session's /brokers/ids znode still exists after a kill -9)."""
+        b = self.brokers[i]
+        if rec is not None and not rec.healed_at:
+            rec.healed_at = time.monotonic()
+        for attempt in range(attempts):
+            if b.is_alive():
+                b.kill()
+            b.start(wait=False)
+            try:
+                b.wait_started(45)
+                if attempt and rec is not None:
+                    rec.note = (rec.note + "; " if rec.note else "") + f"started at attempt {attempt + 1}"
+                return
+            except Exception as exc:
+                last = str(exc)[-300:]
+                b.kill()
+                time.sleep(2)
+        self.result.problems.append(f"broker {i} did not start again in {attempts} attempts: {last}")
+
+    def _ensure_serving(self, i: int, rec: FaultRecord, settle_s: float = 20.0) -> None:
+        """After a disk fault: restart broker ``i`` if it exited, or if it does not rejoin every ISR by itself."""
+        b = self.brokers[i]
+        if not b.is_alive():
+            rec.note = "broker exited; restarted"
+            self._restart(i)
+            return
+        if self.wait_recovered(settle_s) is None:
+            rec.note = f"not back in every ISR within {settle_s:.0f}s; restarted"
+            self._restart(i)
+        else:
+            rec.note = "recovered without a restart"
+
+    def heal_everything(self) -> None:
+        """After a fault that could not be applied or healed: no cut, no filler, every disk writable, every broker
+        running."""
+        self.net.heal()
+        for i, d in self.disks.items():
+            d.unfill()
+            try:
+                d.remount_rw()
+            except Exception:  # it was not read-only
+                pass
+            b = self.brokers[i]
+            if b.is_alive():
+                try:
+                    b.resume()
+                except Exception:
+                    pass
+            else:
+                self._restart(i)
+
+    def inject(self, spec: FaultSpec) -> FaultRecord:
+        """Apply ``spec``, hold it, heal it; returns the record (times from the heal filled in by :meth:`run`)."""
+        rng = random.Random(spec.pick)
+        k = spec.kind
+        start = time.monotonic()
+        rec = FaultRecord(k, "", start - self.t0, spec.duration)
+        if k in ("kill9", "kill9_controller"):
+            i = self.controller() if k == "kill9_controller" else self.broker_ids[spec.pick % 3]
+            if i < 0:
+                i = self.broker_ids[spec.pick % 3]
+                rec.note = "no controller known; killed a random broker"
+            rec.target = f"broker {i}"
+            self.brokers[i].kill()
+            time.sleep(spec.duration)
+            self._restart(i, rec)
+        elif k == "sigstop":
+            i = self.broker_ids[spec.pick % 3]
+            rec.target = f"broker {i}"
+            self.brokers[i].pause()
+            time.sleep(spec.duration)
+            self.brokers[i].resume()
+        elif k == "leader_cut":
+            i = self._leader_of(spec.pick)
+            rec.target = f"leader {i} of p{spec.pick % self.partitions}"
+            for j in self.broker_ids:
+                if j != i:
+                    self.net.cut(f"b{i}", f"b{j}")
+            time.sleep(spec.duration)
+            try:  # as a follower's Metadata has it (the controller's view when it is not the leader)
+                isr = self.view_from(next(j for j in self.broker_ids if j != i))[spec.pick % self.partitions][2]
+                rec.note = f"ISR before heal {isr}"
+            except Exception:
+                pass
+            self.net.heal()
+        elif k == "zk_cut":
+            i = self.broker_ids[spec.pick % 3]
+            rec.target = f"broker {i}"
+            self.net.cut(f"b{i}", "zk")
+            time.sleep(max(spec.duration, SESSION_TIMEOUT_S + 1))
+            self.net.heal()
+        elif k == "all_zk_cut":
+            rec.target = "all brokers"
+            for j in self.broker_ids:
+                self.net.cut(f"b{j}", "zk")
+            time.sleep(spec.duration)
+            self.net.heal()
+        elif k == "client_cut":
+            i = self._leader_of(spec.pick)
+            rec.target = f"clients / leader {i} of p{spec.pick % self.partitions}"
+            self.net.cut(CLIENT, f"b{i}")
+            time.sleep(spec.duration)
+            self.net.heal()
+        elif k == "oneway_cut":
+            nodes = ["zk"] + [f"b{j}" for j in self.broker_ids]
+            a, b = rng.sample(nodes, 2)
+            rec.target = f"{a} -> {b} dropped"
+            self.net.block(a, b)
+            time.sleep(spec.duration)
+            self.net.heal()
+        elif k == "rate_limit":
+            i = self._leader_of(spec.pick)
+            rec.target = f"broker {i} link at 256kbit (tbf)"
+            self.net.rate_limit(f"b{i}", "256kbit")
+            time.sleep(spec.duration)
+            self.net.heal()
+        elif k == "disk_full":
+            i = self._leader_of(spec.pick)
+            rec.target = f"broker {i} log dir"
+            taken = self.disks[i].fill()
+            rec.target += f" (+{taken >> 20} MiB filler)"
+            time.sleep(spec.duration)
+            self.disks[i].unfill()
+            rec.healed_at = time.monotonic()
+            rec.held = rec.healed_at - start
+            self._ensure_serving(i, rec)
+            return rec
+        elif k == "disk_ro":
+            i = self.broker_ids[spec.pick % 3]
+            rec.target = f"broker {i} log dir"
+            b = self.brokers[i]
+            b.kill()
+            self.disks[i].remount_ro()
+            b.start(wait=False)
+            time.sleep(spec.duration)
+            rec.note = ("broker kept running on the read-only dir" if b.is_alive()
+                        else "broker exited on the read-only dir")
+            b.kill()
+            self.disks[i].remount_rw()
+            self._restart(i, rec)
+        else:
+            raise ValueError(k)
+        if not rec.healed_at:
+            rec.healed_at = time.monotonic()
+        rec.held = rec.healed_at - start
+        return rec
+
+    def run(self, schedule: Sequence[FaultSpec], budget_s: float) -> RunResult:
+        """Run ``schedule`` until it ends or ``budget_s`` (since the workload started) is spent."""
+        assert self.load is not None and self.reader is not None
+        parts = set(range(self.partitions))
+        for spec in schedule:
+            if time.monotonic() - self.t0 + spec.gap + spec.duration > budget_s:
+                break
+            time.sleep(spec.gap)
+            self.log(f"[{time.monotonic() - self.t0:7.1f}s] {spec.kind} for {spec.duration:.1f}s")
+            try:
+                rec = self.inject(spec)
+            except Exception as exc:
+                self.result.problems.append(f"{spec.kind}: could not inject or heal: {exc!r}"[:600])
+                self.heal_everything()
+                continue
+            healed = rec.healed_at
+            waited = self.wait_recovered()
+            rec.recovered_s = None if waited is None else time.monotonic() - healed
+            if rec.recovered_s is None:
+                self.result.problems.append(f"{rec.kind} on {rec.target}: no recovery within "
+                                            f"{RECOVERY_TIMEOUT_S:.0f}s ({self.last_view!r})"[:600])
+                for i, b in self.brokers.items():
+                    if not b.is_alive():
+                        self._restart(i)
+            deadline = time.monotonic() + 60
+            while time.monotonic() < deadline:
+                acks = self.load.acks_since(healed)
+                got = {a.partition for a in acks}
+                c_any, c_all = self.reader.first_read_since(healed, parts)
+                if got >= parts and c_all is not None:
+                    break
+                time.sleep(0.1)
+            acks = self.load.acks_since(healed)
+            if acks:
+                rec.producer_any_s = min(a.t for a in acks) - healed
+                firsts = {}
+                for a in acks:
+                    firsts[a.partition] = min(firsts.get(a.partition, a.t), a.t)
+                if set(firsts) >= parts:
+                    rec.producer_all_s = max(firsts.values()) - healed
+            c_any, c_all = self.reader.first_read_since(healed, parts)
+            rec.consumer_any_s = None if c_any is None else c_any - healed
+            rec.consumer_all_s = None if c_all is None else c_all - healed
+            if rec.producer_all_s is None:
+                self.result.problems.append(f"{rec.kind} on {rec.target}: producer did not resume on every "
+                                            "partition within 60 s of recovery")
+            if rec.consumer_all_s is None:
+                self.result.problems.append(f"{rec.kind} on {rec.target}: consumer did not resume on every "
+                                            "partition within 60 s of recovery")
+            self.log(f"          -> {rec.target}: held {rec.held:.1f}s, recovered "
+                     f"{'-' if rec.recovered_s is None else f'{rec.recovered_s:.1f}s'}, producer "
+                     f"{_fmt(rec.producer_all_s)}, consumer {_fmt(rec.consumer_all_s)} {rec.note}")
+            self.result.records.append(rec)
+        return self.result
+
+
+def _fmt(x: Optional[float]) -> str:
+    return "-" if x is None else f"{x:.1f}s"
+
+
+def remove_workdir(path: Path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

@@ -1,27 +1,36 @@
 #!/usr/bin/env bash
 # The project's test command (README, CI): install (scripts/install.sh: what the broker needs; then
-# scripts/install-test.sh: what only the tests need), run the whole suite with the native extensions required,
-# and, alongside it, the unit tests again on the pure-Python twins. Exits non-zero if either run fails (exit 5, "no tests
-# collected", counts as a failure).
+# scripts/install-test.sh: what only the tests need), then every test: the process tests (integration and
+# compatibility, native extensions required) and, alongside them, the unit tests, native and then on the pure-Python
+# twins. Exits non-zero if any run fails (exit 5, "no tests collected", counts as a failure).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash scripts/install.sh || { echo "test.sh: install failed" >&2; exit 1; }
 bash scripts/install-test.sh || { echo "test.sh: install of the test requirements failed" >&2; exit 1; }
 
-# The pure-Python unit run needs little but CPU, and the full suite mostly waits on brokers and clients: run it
-# alongside, into a log printed after the full suite.
-PURE_LOG="$(mktemp -t pure-unit.XXXXXX)"
-BROKER_NO_EXTENSIONS=1 .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit "$@" > "$PURE_LOG" 2>&1 &
-pure_pid=$!
-echo "== full suite (native extensions required)"
-BROKER_REQUIRE_NATIVE=1 .venv/bin/python -m pytest -q -p no:cacheprovider tests compat-tests "$@"
+# The unit tests need little but CPU, and the process tests (real brokers, ZooKeeper, clients) mostly wait on
+# them: the unit tests run in a lane of their own alongside, first with the native extensions required, then on
+# the pure-Python twins, into a log printed after the process tests.
+UNIT_LOG="$(mktemp -t unit-lane.XXXXXX)"
+(
+  echo "== unit tests (native extensions required), run alongside"
+  BROKER_REQUIRE_NATIVE=1 .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit "$@"
+  rc_native=$?
+  echo "== unit tests on the pure-Python twins (BROKER_NO_EXTENSIONS=1), run alongside"
+  BROKER_NO_EXTENSIONS=1 .venv/bin/python -m pytest -q -p no:cacheprovider tests/unit "$@"
+  rc_pure=$?
+  echo "unit lane: native exit $rc_native, pure-Python exit $rc_pure"
+  [ "$rc_native" = 0 ] && [ "$rc_pure" = 0 ]
+) > "$UNIT_LOG" 2>&1 &
+unit_pid=$!
+echo "== process tests: integration and compatibility (native extensions required)"
+BROKER_REQUIRE_NATIVE=1 .venv/bin/python -m pytest -q -p no:cacheprovider tests compat-tests --ignore=tests/unit "$@"
 rc1=$?
-wait "$pure_pid"
+wait "$unit_pid"
 rc2=$?
-echo "== unit tests on the pure-Python twins (BROKER_NO_EXTENSIONS=1), run alongside"
-cat "$PURE_LOG"
-rm -f "$PURE_LOG"
+cat "$UNIT_LOG"
+rm -f "$UNIT_LOG"
 
-echo "test.sh: full suite exit $rc1, pure-Python unit tests exit $rc2"
+echo "test.sh: process tests exit $rc1, unit lane (native and pure-Python) exit $rc2"
 if [ "$rc1" != 0 ] || [ "$rc2" != 0 ]; then exit 1; fi

@@ -21,7 +21,9 @@ def test_find_bounced_leaders_compares_registration_with_last_state_write() -> N
               ("t", 2): (_state(2), 100),   # broker 2 registered before it
               ("t", 3): (_state(4), 10),    # leader 4 is not live
               ("t", 4): (_state(-1), 10),   # no leader
-              ("u", 0): (_state(1), 120)}
+              ("u", 0): (_state(1), 120),
+              ("solo", 0): (_state(1, isr=(1,)), 100),   # no other ISR member: kept, as Kafka keeps it
+              ("v", 0): (_state(1, isr=(1, 4)), 100)}    # the other ISR member is not live: kept
     assert find_bounced_leaders(states, {1: 150, 2: 50, 3: 300}) == {1: [("t", 0), ("u", 0)]}
     assert find_bounced_leaders(states, {}) == {}
 
@@ -60,7 +62,8 @@ def test_failover_treats_a_leader_registered_after_its_leadership_as_bounced(cap
     assert new.config.broker_id in (2, 3)
     assert new.ctx.live_broker_epochs[1] == c.nodes[1].epoch  # broker 1 is live again, with its new epoch
     lines = [r.getMessage() for r in caplog.records if BOUNCE_LOG in r.getMessage()]
-    assert lines == ["Broker 1 registered after the leadership of 2 partitions was written: treating it as "
+    # solo-0 has no other ISR member and does not count; t-0 does
+    assert lines == ["Broker 1 registered after the leadership of 1 partitions was written: treating it as "
                      "bounced"]
     # RF 3: leadership moved to another ISR member, with a new epoch; broker 1 left the ISR
     t0 = c.state("t", 0)
@@ -118,3 +121,22 @@ def test_bounced_controller_that_wins_again_treats_itself_as_bounced() -> None:
     s = c.state("t", 0)
     assert s.leader == 2 and s.leader_epoch > before.leader_epoch and s.isr == [2]
     assert all(ps["leader_epoch"] > before.leader_epoch for ps in lai_for(c.channel, 1, ("t", 0)))
+
+
+def test_a_one_broker_cluster_restarting_is_not_a_bounce(caplog) -> None:
+    """A one-broker cluster's broker is always its own new controller after a restart and always registered after
+    its leaderships were written: with no other ISR member nothing is re-elected (no state rewritten), as Kafka."""
+    c = Cluster()
+    c.add_broker(1)
+    c.ack_all()
+    c.create_topic("t", {0: [1], 1: [1]})
+    c.ack_all()
+    before = {p: c.state("t", p) for p in (0, 1)}
+    with caplog.at_level(logging.INFO, logger="broker.cluster.controller.kafka_controller"):
+        c.restart_broker(1)  # registers again, then its new controller takes over
+        c.ack_all()
+    assert c.controller.config.broker_id == 1
+    assert not [r for r in caplog.records if BOUNCE_LOG in r.getMessage()]
+    for p in (0, 1):
+        s = c.state("t", p)
+        assert (s.leader, s.leader_epoch, s.zk_version) == (1, before[p].leader_epoch, before[p].zk_version)

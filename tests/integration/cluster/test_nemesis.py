@@ -1,5 +1,5 @@
 """The nemesis (tests/harness/nemesis) in CI: ZooKeeper and 3 broker processes from ``bin/``, each in its own
-network namespace, under about 80 s of seeded faults while an idempotent acks=all producer and a read_committed
+network namespace, under about 65 s of seeded faults while an idempotent acks=all producer and a read_committed
 consumer group run; then the ledger audit (every acknowledged record in the log exactly once at its offset, in
 order; read by the group at least once, in offset order; replicas byte-identical up to the high watermark).
 
@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 
 FIXED_SEED = 21
 REQUIRED = ["kill9", "leader_cut", "zk_cut", "disk_full"]
-BUDGET_S = float(os.environ.get("NEMESIS_BUDGET_S", "80"))
+BUDGET_S = float(os.environ.get("NEMESIS_BUDGET_S", "65"))
 
 
 def test_nemesis_short_schedule() -> None:

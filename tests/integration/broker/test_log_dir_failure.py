@@ -16,47 +16,23 @@ import re
 import subprocess
 import time
 import uuid
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Dict, Iterator, List, Tuple
+from typing import Dict, List, Tuple
 
-import pytest
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.harness.broker_process import ROOT, BrokerProcess
 from tests.harness.clients import consume_from_start
+from tests.harness.tmpfs import all_logs, tmpfs
 
 VALUE = 16 * 1024  # bytes per record: an 8 MiB tmpfs fills after a few hundred
-
-
-@contextmanager
-def tmpfs(path: Path, size: str) -> Iterator[Path]:
-    """A tmpfs of ``size`` mounted at ``path`` for the block; always unmounted at the end."""
-    path.mkdir(parents=True, exist_ok=True)
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
-                       text=True)
-    if p.returncode != 0:
-        pytest.fail(f"this test needs to mount a tmpfs (run it as root): mount -t tmpfs -o size={size} tmpfs {path} "
-                    f"failed: {p.stderr.strip() or p.returncode}", pytrace=False)
-    try:
-        yield path
-    finally:
-        subprocess.run(["umount", "-l", str(path)], capture_output=True)
 
 
 def remount(path: Path, options: str) -> None:
     p = subprocess.run(["mount", "-o", f"remount,{options}", str(path)], capture_output=True, text=True)
     assert p.returncode == 0, f"mount -o remount,{options} {path} failed: {p.stderr}"
-
-
-def all_logs(b: BrokerProcess) -> str:
-    """The broker's stdout and every log file of its LOG_DIR (controller.log, state-change.log, ...)."""
-    texts = [b.output()]
-    if b.logs_dir.exists():
-        texts += [f.read_text(errors="replace") for f in sorted(b.logs_dir.glob("*.log*"))]
-    return "\n".join(texts)
 
 
 def wait_for(cond, timeout: float, what: str) -> None:  # type: ignore[no-untyped-def]

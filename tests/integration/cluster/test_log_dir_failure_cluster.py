@@ -23,19 +23,19 @@ from __future__ import annotations
 import re
 import subprocess
 import time
-from contextlib import contextmanager
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from broker.protocol.api import ApiKey
 from tests.harness.faults import LoadStats, ProduceLoad, check_exactly_once, read_partitions, wait_replicas_identical
+from tests.harness.tmpfs import all_logs, tmpfs
 from tests.integration.cluster.conftest import wait_for
 from tools.cli.protocol_client import ProtocolClient
-from tools.cluster import BrokerProcess, LocalCluster
+from tools.cluster import LocalCluster
 
 pytestmark = pytest.mark.slow
 
@@ -46,34 +46,10 @@ ASSIGNMENT = [[0, 1, 2], [0, 1, 2], [1, 2, 0]]
 NOT_YET = {3, 9}  # UNKNOWN_TOPIC_OR_PARTITION, REPLICA_NOT_AVAILABLE
 
 
-@contextmanager
-def tmpfs(path: Path, size: str) -> Iterator[Path]:
-    """A tmpfs of ``size`` mounted at ``path`` for the block; unmounted at the end (lazily if still busy)."""
-    path.mkdir(parents=True, exist_ok=True)
-    p = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)], capture_output=True,
-                       text=True)
-    if p.returncode != 0:
-        pytest.fail(f"this test needs to mount a tmpfs (run it as root): mount -t tmpfs -o size={size} tmpfs {path} "
-                    f"failed: {p.stderr.strip() or p.returncode}", pytrace=False)
-    try:
-        yield path
-    finally:
-        if subprocess.run(["umount", str(path)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(path)], capture_output=True)
-
-
 def fill(path: Path) -> None:
     """Write zeros to ``path/filler`` until the file system is full (dd ends with ENOSPC)."""
     p = subprocess.run(["dd", "if=/dev/zero", f"of={path / 'filler'}", "bs=64k"], capture_output=True, text=True)
     assert "No space left on device" in p.stderr, f"dd did not fill {path}: {p.stderr}"
-
-
-def all_logs(b: BrokerProcess) -> str:
-    """The broker's stdout and every log file of its LOG_DIR (controller.log, state-change.log, ...)."""
-    texts = [b.output()]
-    if getattr(b, "logs_dir", None) is not None and b.logs_dir.exists():
-        texts += [f.read_text(errors="replace") for f in sorted(b.logs_dir.glob("*.log*"))]
-    return "\n".join(texts)
 
 
 def line_time(text: str, pattern: str, after: float = 0.0) -> Optional[float]:

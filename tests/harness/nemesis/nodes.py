@@ -21,6 +21,27 @@ BROKER_PORT = 9092
 ZK_PORT = 2181
 
 
+def group_pids(pgid: int) -> List[int]:
+    """The live processes of process group ``pgid`` (a broker started with ``start_new_session``: ``ip netns exec``
+    execs the start script, which starts python or java)."""
+    out = []
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if int(fields[2]) == pgid and fields[0] != "Z":
+            out.append(int(name))
+    return out
+
+
+def open_descriptors(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
 class NsZooKeeper:
     """Standalone ZooKeeper in a namespace, listening on ``host:2181``."""
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import os
+import resource
 import random
 import shutil
 import statistics
@@ -27,7 +28,8 @@ from tests.harness.mixed_cluster import COMMON
 from tests.harness.nemesis.disk import TmpfsLogDir
 from tests.harness.nemesis.ledger import ConsumeLedger
 from tests.harness.nemesis.netns import CLIENT, NetLab, remove_leftovers
-from tests.harness.nemesis.nodes import Broker, KafkaNsBroker, NsZooKeeper, OurNsBroker
+from tests.harness.nemesis.nodes import (Broker, KafkaNsBroker, NsZooKeeper, OurNsBroker, group_pids,
+                                         open_descriptors)
 from tests.harness.nemesis.schedule import FaultSpec
 
 TOPIC = "nemesis"
@@ -277,6 +279,83 @@ class Nemesis:
         else:
             rec.note = "recovered without a restart"
 
+    def _broker_czxid(self, i: int) -> Optional[int]:
+        """czxid of /brokers/ids/<i> (the broker's ZooKeeper session), None if absent or unreadable."""
+        from kazoo.client import KazooClient
+
+        assert self.zk is not None
+        zk = KazooClient(hosts=f"{self.zk.connect_string}/nemesis", timeout=5)
+        try:
+            zk.start(5)
+            st = zk.exists(f"/brokers/ids/{i}")
+            return None if st is None else st.czxid
+        except Exception:
+            return None
+        finally:
+            zk.stop()
+            zk.close()
+
+    def _hold_descriptor_limit(self, i: int, duration: float, spare: int = 16) -> str:
+        """Lower broker ``i``'s soft RLIMIT_NOFILE to what it has open plus ``spare`` (prlimit on the running
+        process: new connections, files and sockets fail with EMFILE), hold it while the workload runs, restore
+        it. Returns a note: the acknowledgements during the hold on partitions it leads, and whether its ZooKeeper
+        session (czxid of its registration) survived."""
+        b = self.brokers[i]
+        before = self._broker_czxid(i)
+        led = [p for p, (leader, _, _) in self.any_view().items() if leader == i]
+        saved: Dict[int, Tuple[int, int]] = {}
+        start = time.monotonic()
+        try:
+            for pid in group_pids(b.proc.pid):
+                try:
+                    soft, hard = resource.prlimit(pid, resource.RLIMIT_NOFILE)
+                    limit = min(open_descriptors(pid) + spare, soft)
+                    resource.prlimit(pid, resource.RLIMIT_NOFILE, (limit, hard))
+                    saved[pid] = (soft, hard)
+                except (ProcessLookupError, FileNotFoundError):
+                    continue
+            if not saved:
+                raise RuntimeError(f"no process of broker {i} to limit")
+            served = self._new_clients_while_limited(i, spare * 2)
+            time.sleep(max(0.0, duration - (time.monotonic() - start)))
+        finally:
+            end = time.monotonic()
+            for pid, lim in saved.items():
+                try:
+                    resource.prlimit(pid, resource.RLIMIT_NOFILE, lim)
+                except ProcessLookupError:
+                    pass
+        assert self.load is not None
+        acked = sum(1 for p in led for a in self.load.acks_since(start, p) if a.t <= end)
+        after = self._broker_czxid(i)
+        session = ("ZooKeeper session kept" if before is not None and before == after
+                   else f"ZooKeeper registration changed ({before} -> {after})")
+        alive = "" if b.is_alive() else "; broker exited"
+        return f"{acked} acks on its partitions {led} while limited; new client {served}; {session}{alive}"
+
+    def _new_clients_while_limited(self, i: int, idle: int) -> str:
+        """Spend the broker's spare descriptors with ``idle`` idle connections, then ask a new client's Metadata:
+        whether it was served (the idle ones are closed again before the limit is restored)."""
+        import socket
+
+        host, port = self.brokers[i].bootstrap.rsplit(":", 1)
+        socks = []
+        try:
+            for _ in range(idle):
+                try:
+                    socks.append(socket.create_connection((host, int(port)), timeout=2))
+                except OSError:
+                    break
+            time.sleep(0.5)
+            try:
+                self.view_from(i, timeout_s=3.0)
+                return "served"
+            except Exception:
+                return "not served"
+        finally:
+            for sk in socks:
+                sk.close()
+
     def heal_everything(self) -> None:
         """After a fault that could not be applied or healed: no cut, no filler, every disk writable, every broker
         running."""
@@ -385,6 +464,10 @@ class Nemesis:
             b.kill()
             self.disks[i].remount_rw()
             self._restart(i, rec)
+        elif k == "fd_limit":
+            i = self._leader_of(spec.pick)
+            rec.target = f"broker {i} (leader of p{spec.pick % self.partitions})"
+            rec.note = self._hold_descriptor_limit(i, spec.duration)
         else:
             raise ValueError(k)
         if not rec.healed_at:

@@ -24,6 +24,7 @@ DURATIONS: Dict[str, Tuple[float, float]] = {
     "rate_limit": (5.0, 15.0),        # a broker's link capped by tbf (no netem on this kernel)
     "disk_full": (3.0, 10.0),         # a broker's log dir (tmpfs) filled; removed, broker restarted if needed
     "disk_ro": (3.0, 10.0),           # a broker restarted on its log dir remounted read-only; rw and restart
+    "fd_limit": (5.0, 15.0),          # a leader's soft RLIMIT_NOFILE lowered (prlimit) to what it has open + 16
 }
 KINDS: List[str] = list(DURATIONS)
 

@@ -166,20 +166,21 @@ def test_long_poll_returns_when_data_arrives(broker) -> None:
     admin = _admin(broker)
     topic = f"poll-{uuid.uuid4().hex[:6]}"
     _create(admin, topic, 1)
-    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lp", "fetch.wait.max.ms": 5000,
-                  "enable.auto.commit": False})
+    # The fetch parked before the produce waits up to 120 s (librdkafka wants socket.timeout.ms 1 s above it): the
+    # record arriving within the 60 s bounded wait below can only come from the append completing that fetch.
+    c = Consumer({"bootstrap.servers": broker.bootstrap, "group.id": "lp", "fetch.wait.max.ms": 120000,
+                  "socket.timeout.ms": 125000, "enable.auto.commit": False})
     c.assign([TopicPartition(topic, 0, 0)])
     try:
         assert c.consume(10, 1.0) == []
         p = Producer({"bootstrap.servers": broker.bootstrap})
         p.produce(topic, b"now")
-        p.flush(10)
-        t0 = time.monotonic()
+        assert p.flush(10) == 0
+        deadline = time.monotonic() + 60
         msgs = []
-        while not msgs and time.monotonic() - t0 < 4.0:
+        while not msgs and time.monotonic() < deadline:
             msgs = [m for m in c.consume(10, 0.5) if not m.error()]
-        assert msgs and msgs[0].value() == b"now"
-        # fetch.wait.max.ms is 5 s: getting it well before proves the append woke the fetch.
-        assert time.monotonic() - t0 < 4.0
+        assert msgs, "the record did not arrive within 60 s: the append did not complete the parked fetch"
+        assert msgs[0].value() == b"now"
     finally:
         c.close()

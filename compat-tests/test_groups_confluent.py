@@ -11,6 +11,8 @@ import pytest
 from confluent_kafka import Consumer, ConsumerGroupState, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.harness.waiting import wait_for
+
 PARTITIONS = 6
 
 
@@ -226,7 +228,7 @@ def test_committed_offsets_survive_broker_restart(broker, how: str) -> None:
     wanted = [TopicPartition(topic, p, 10 + p, metadata=f"meta-{p}") for p in range(PARTITIONS)]
     c.commit(offsets=wanted, asynchronous=False)
     c.close()
-    _settle()
+    _settle(broker, topic)
 
     if how == "clean":
         assert broker.stop() == 0
@@ -241,10 +243,16 @@ def test_committed_offsets_survive_broker_restart(broker, how: str) -> None:
         c.close()
     assert [(tp.partition, tp.offset, tp.metadata) for tp in got] == \
         [(p, 10 + p, f"meta-{p}") for p in range(PARTITIONS)]
-    _settle()
+    _settle(broker, topic)
 
 
-def _settle() -> None:
-    """Let the broker's ZooKeeper topic refresh finish before it is stopped: stopping in the middle of
-    one logs a ConnectionLoss traceback from cluster/zk_sync.py (a shutdown race outside the groups code)."""
-    time.sleep(2.0)
+def _settle(broker, topic: str) -> None:
+    """Wait until the broker serves ``topic`` (every partition led, in its metadata): its ZooKeeper topic refresh
+    has finished, so stopping it next does not cut one short (a shutdown race outside the groups code)."""
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+
+    def served() -> bool:
+        t = admin.list_topics(topic, timeout=5).topics.get(topic)
+        return (t is not None and t.error is None and len(t.partitions) == PARTITIONS
+                and all(p.leader >= 0 and p.error is None for p in t.partitions.values()))
+    wait_for(served, 30, f"the broker to serve the {PARTITIONS} partitions of {topic}")

@@ -63,7 +63,10 @@ def _values(ev: dict) -> dict[int, list[str]]:
 
 def test_java_transaction_over_three_partitions_commits(txn_run: JavaRun, broker: BrokerProcess) -> None:
     s = txn_run.scenario("txn-basic", broker)
-    assert s["initTransactions"][0]["elapsed_ms"] < 15000, "initTransactions waited most of its timeout"
+    # initTransactions returned within max.block.ms (the bound); the cause checked: no request of the producer timed
+    # out (the Java client closes a connection whose request times out), e.g. a FindCoordinator left unanswered
+    init = s["initTransactions"][0]
+    assert float(init["connection_close_total"]) == 0, init  # the harness writes numbers it cannot type as text
     sent = {int(p): [e["value"] for e in evs] for p, evs in s["committed"][0]["sent"].items()}
     assert sent == {p: [f"c-{i}" for i in range(p, 30, 3)] for p in range(3)}
     for p, evs in s["committed"][0]["sent"].items():

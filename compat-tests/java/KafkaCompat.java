@@ -722,6 +722,17 @@ public final class KafkaCompat {
         return p;
     }
 
+    /** A total of the producer's "producer-metrics" group (e.g. connection-close-total); -1 if it has none. */
+    static double producerMetric(KafkaProducer<?, ?> p, String name) {
+        for (Map.Entry<org.apache.kafka.common.MetricName, ? extends org.apache.kafka.common.Metric> e
+                : p.metrics().entrySet()) {
+            if (e.getKey().group().equals("producer-metrics") && e.getKey().name().equals(name)) {
+                return ((Number) e.getValue().metricValue()).doubleValue();
+            }
+        }
+        return -1;
+    }
+
     static void createTopic(String bootstrap, String topic, int partitions) throws Exception {
         try (Admin admin = Admin.create(adminProps(bootstrap))) {
             admin.createTopics(List.of(new NewTopic(topic, partitions, (short) 1))).all().get(TIMEOUT_S, TimeUnit.SECONDS);
@@ -777,7 +788,9 @@ public final class KafkaCompat {
         try (KafkaProducer<byte[], byte[]> p = new KafkaProducer<>(txnProducerProps(bootstrap, topic + "-tid"))) {
             long t0 = System.nanoTime();
             p.initTransactions();
-            out.emit("initTransactions", "elapsed_ms", (System.nanoTime() - t0) / 1_000_000);
+            // a request the broker leaves unanswered times out and the client closes its connection
+            out.emit("initTransactions", "elapsed_ms", (System.nanoTime() - t0) / 1_000_000,
+                     "connection_close_total", producerMetric(p, "connection-close-total"));
             p.beginTransaction();
             List<Future<RecordMetadata>> fs = new ArrayList<>();
             for (int i = 0; i < 30; i++) {

@@ -6,10 +6,10 @@ as a Kafka broker does per connection; each test scripts its answers through a h
 from __future__ import annotations
 
 import asyncio
+import errno
 import logging
 import socket
 import struct
-import time
 import uuid
 from typing import Any, Awaitable, Callable, Optional
 
@@ -219,14 +219,13 @@ def test_timeout_closes_the_connection_and_fails_the_other_pending_requests() ->
         client = NetworkClient("test-client")
         slow = asyncio.create_task(client.send(broker.node(), META, 12, metadata_request("slow"), 50))
         await broker.wait_for(lambda: len(broker.requests) == 1)
-        other = asyncio.create_task(client.send(broker.node(), META, 12, metadata_request("other"), 5000))
+        # "other" may wait an hour: within run()'s 5 s bound only the 50 ms timeout of "slow" can end it
+        other = asyncio.create_task(client.send(broker.node(), META, 12, metadata_request("other"), 3_600_000))
         await broker.wait_for(lambda: len(broker.requests) == 2)
-        start = time.monotonic()
-        with pytest.raises(asyncio.TimeoutError):
+        with pytest.raises(asyncio.TimeoutError, match="within 50 ms"):
             await slow
-        with pytest.raises(BrokerChannelError, match="timed out"):
+        with pytest.raises(BrokerChannelError, match=r"request \d+ to .* timed out; connection closed"):
             await other
-        assert time.monotonic() - start < 3.0   # the 50 ms timeout, not the 5 s one
         await broker.wait_for(lambda: broker.closed_connections == 1)  # the broker saw the close
         assert names(await client.send(broker.node(), META, 12, metadata_request("next"), 5000)) == ["next"]
         assert broker.connections == 2
@@ -278,10 +277,11 @@ def test_unreachable_port_fails_fast() -> None:
     async def main() -> None:
         client = NetworkClient("test-client")
         node = BrokerNode(7, "127.0.0.1", free_port())
-        start = time.monotonic()
-        with pytest.raises(BrokerChannelError, match="cannot connect"):
-            await client.send(node, META, 12, metadata_request("a"), 5000)
-        assert time.monotonic() - start < 3.0   # refused at once, not after the 5 s timeout
+        # an hour's request timeout: within run()'s 5 s bound only the refusal itself can end the send
+        with pytest.raises(BrokerChannelError, match="cannot connect") as refused:
+            await client.send(node, META, 12, metadata_request("a"), 3_600_000)
+        assert f"[Errno {errno.ECONNREFUSED}]" in str(refused.value), refused.value
+        assert "connect timed out" not in str(refused.value)
         assert client.connection_delay_ms(7) > 0
         await client.close()
     run(main)

@@ -68,6 +68,12 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
+async def until(cond: Any) -> None:
+    """Poll ``cond`` on the loop (bound it with asyncio.wait_for)."""
+    while not cond():
+        await asyncio.sleep(0.005)
+
+
 def make() -> tuple:
     d = HeldDispatcher()
     conn = KafkaConnection(d, "PLAINTEXT", 1 << 20)  # type: ignore[arg-type]
@@ -128,7 +134,7 @@ def test_throttle_time_keeps_the_connection_muted_after_the_response() -> None:
         d.release[0].set()
         await settle()
         assert t.events == ["pause", "write"]  # answered, but still muted for the throttle time
-        await asyncio.sleep(0.08)
+        await asyncio.wait_for(until(lambda: "resume" in t.events), 5)  # unmuted once the 50 ms have passed
         assert t.events == ["pause", "write", "resume"]
         assert conn.context is not None and conn.context.throttle_time_ms == 0
     asyncio.run(main())

@@ -102,9 +102,16 @@ def test_bytes_read_while_the_connection_waits_for_its_creation_rate_are_replaye
     run(loop_name, main)
 
 
+async def _until(cond: Callable[[], bool]) -> None:
+    """Poll ``cond`` on the loop (bound it with asyncio.wait_for)."""
+    while not cond():
+        await asyncio.sleep(0.005)
+
+
 def test_the_budget_refuses_with_one_line_then_admits_again(caplog: pytest.LogCaptureFixture) -> None:
     open_now = [990]
-    budget = DescriptorBudget(lambda: 10, limit=lambda: 1000, count=lambda: open_now[0])
+    clock = [1000.0]  # the budget's monotonic seconds, moved by hand
+    budget = DescriptorBudget(lambda: 10, limit=lambda: 1000, count=lambda: open_now[0], clock=lambda: clock[0])
     caplog.set_level(logging.INFO, logger="broker.util.fd_budget")
 
     async def main() -> None:
@@ -115,10 +122,10 @@ def test_the_budget_refuses_with_one_line_then_admits_again(caplog: pytest.LogCa
                     await exchange(port, b"refused")
             assert d.frames == [] and budget.refused_total == 3
             open_now[0] = 500
-            await asyncio.sleep(fd_budget.CONFIRM_INTERVAL_S + 0.02)
+            clock[0] += 2 * fd_budget.CONFIRM_INTERVAL_S  # past it (no float edge): the next refusal recounts first
             assert await exchange(port, b"admitted") == b"admitted"
-            await asyncio.sleep(0.1)
-            assert budget.open == 499  # the count (500) included the admitted socket, which has closed again
+            # the count (500) included the admitted socket, which closes again once the client has gone
+            await asyncio.wait_for(_until(lambda: budget.open == 499), 5)
         finally:
             await server.stop()
     asyncio.run(main())

@@ -9,7 +9,7 @@ import pytest
 
 from pipeline import checkpoint, events, expected
 from pipeline.connector import ConnectorJarsMissing, connector_jars, required_artifacts
-from pipeline.progress import format_line, summarize
+from pipeline.progress_summary import format_line, summarize
 from pipeline.topics import Topics
 
 # ------------------------------------------------------------------------------------------------ connector jars
@@ -155,3 +155,15 @@ def test_progress_summary() -> None:
     assert format_line(b).startswith("[q] batch 4: in 300 records, out 7 rows, lag 35 offsets")
     p["sink"] = {"numOutputRows": 12}
     assert summarize(p).output_rows == 12
+
+
+def test_the_unit_tests_of_the_pipeline_import_without_pyspark() -> None:
+    """pyspark (~300 MB, a JVM bridge) belongs to the Spark integration tests; the unit lane must not load it."""
+    import subprocess
+    import sys
+    code = ("import sys, tests.unit.pipeline.test_pipeline_units; "
+            "print(sorted(m for m in sys.modules if m.split('.')[0] in ('pyspark', 'py4j')))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[3], capture_output=True,
+                         text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "[]", out.stdout

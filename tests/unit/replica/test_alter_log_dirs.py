@@ -138,7 +138,8 @@ def test_move_under_continuous_appends_loses_nothing(tmp_path) -> None:
             assert fut["offset_lag"] > 0 and 0 < fut["partition_size"] < cur["partition_size"]
             n.rm.quotas.alter_log_dirs.update_quota(float(2 ** 63 - 1))
             await wait_until(lambda: n.moved_to(d1), timeout=20, what="the move to finish")
-            await asyncio.sleep(0.1)  # appends after the swap
+            swapped = len(produced)
+            await wait_until(lambda: len(produced) >= swapped + 5, what="appends after the swap")
             stop.set()
             await task
             assert p.future_log is None and n.lm.get_future_log(TP) is None and not n.rm.alter_log_dirs.is_moving(TP)
@@ -167,15 +168,14 @@ def test_cancel_and_change_of_destination(tmp_path) -> None:
             produced = await _produce(n.rm, 200)
             n.rm.quotas.alter_log_dirs.update_quota(20_000)
             assert await n.rm.alter_replica_log_dirs({TP: d1}) == {TP: 0}
-            await asyncio.sleep(0.2)
-            assert n.lm.future_log_dir_of(TP) == d1
+            await wait_until(lambda: n.lm.future_log_dir_of(TP) == d1, what="the future log in d1")
             # back to the current dir: the move is cancelled
             assert await n.rm.alter_replica_log_dirs({TP: d0 + "/"}) == {TP: 0}
             assert n.lm.get_future_log(TP) is None and not n.rm.alter_log_dirs.is_moving(TP)
             assert [x for x in os.listdir(d1) if x.startswith("t-")] == []
             # to d1, then to d2 instead: only one future at a time
             await n.rm.alter_replica_log_dirs({TP: d1})
-            await asyncio.sleep(0.1)
+            await wait_until(lambda: n.lm.future_log_dir_of(TP) == d1, what="the future log in d1 again")
             n.rm.quotas.alter_log_dirs.update_quota(float(2 ** 63 - 1))
             assert await n.rm.alter_replica_log_dirs({TP: d2}) == {TP: 0}
             await wait_until(lambda: n.moved_to(d2), timeout=20, what="the move to d2")

@@ -255,13 +255,26 @@ class _Echo:
         return [struct.pack(">i", len(frame)) + bytes(frame)]
 
 
+class _CountingConnections(dict):  # type: ignore[type-arg]
+    """A SocketServer's connection table that counts how often it is walked: once per idle-reaper pass."""
+
+    passes = 0
+
+    def __iter__(self) -> Any:
+        self.passes += 1
+        return super().__iter__()
+
+
 def test_an_idle_connection_is_not_reaped_early_nor_kept_late(wall: List[float]) -> None:
     """connections.max.idle.ms is measured as Kafka's Selector does (nanoTime): a jump forward closes nothing, a
     jump back does not keep an idle connection open."""
+    table = _CountingConnections()
+
     async def main(idle_ms: int, jump: float, check: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]
                    ) -> None:
         server = SocketServer(_Echo(), [ListenerSpec("PLAINTEXT", "127.0.0.1", 0)], 1 << 20,  # type: ignore
                               connections_max_idle_ms=idle_ms)
+        server._connections = table
         await server.start()
         try:
             r, w = await asyncio.open_connection("127.0.0.1", server.bound_ports["PLAINTEXT"])
@@ -275,7 +288,11 @@ def test_an_idle_connection_is_not_reaped_early_nor_kept_late(wall: List[float])
             await server.stop()
 
     async def still_open(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        await asyncio.sleep(1.5)  # three reaper passes (every idle/10 s), far less than the idle time
+        loop = asyncio.get_running_loop()
+        deadline, target = loop.time() + 10.0, table.passes + 3
+        while table.passes < target:  # three reaper passes (every idle/10 s), far less than the idle time
+            assert loop.time() < deadline, f"the idle reaper made {table.passes - target + 3} of 3 passes in 10 s"
+            await asyncio.sleep(0.05)
         w.write(_frame(b"again"))
         assert await asyncio.wait_for(r.readexactly(9), 5) == _frame(b"again")
 

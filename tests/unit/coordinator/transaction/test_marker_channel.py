@@ -99,6 +99,11 @@ async def until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
         await asyncio.sleep(0.005)
 
 
+async def settled(mgr: TransactionMarkerChannelManager) -> None:
+    """Nothing queued and no request in flight: nothing more can be sent or completed."""
+    await until(lambda: mgr.pending_count() == 0 and not mgr._sends)
+
+
 def sent_partitions(request: Any) -> Dict[int, List[TopicPartition]]:
     return {m.producer_id: sorted((t.name, p) for t in m.topics for p in t.partition_indexes) for m in request.markers}
 
@@ -128,15 +133,20 @@ def test_transactions_for_one_leader_share_a_request_and_one_request_is_in_fligh
         channel.gate = asyncio.Event()
         mgr.add_markers(pending("t1", ("a", 0), pid=1))
         await until(lambda: len(channel.requests) == 1)
+        dispatches: List[Optional[float]] = []
+        real = mgr._dispatch
+
+        def counted() -> Optional[float]:
+            dispatches.append(real())
+            return dispatches[-1]
+        mgr._dispatch = counted
         mgr.add_markers(pending("t2", ("a", 0), pid=2, commit=False))
         mgr.add_markers(pending("t3", ("a", 1), pid=3))
-        await asyncio.sleep(0.01)
-        dispatches = []
-        real = mgr._dispatch
-        mgr._dispatch = lambda: dispatches.append(1) or real()
-        await asyncio.sleep(0.05)
+        await until(lambda: len(dispatches) == 1)    # the sender saw them
+        for _ in range(50):                          # let every ready callback of the loop run, many times over
+            await asyncio.sleep(0)
         assert len(channel.requests) == 1            # broker 1 is busy
-        assert len(dispatches) == 0                  # and the sender waits for it without spinning
+        assert dispatches == [None]                  # and the sender waits for it without a timer: no spinning
         channel.gate.set()
         await until(lambda: sorted(owner.completed) == ["t1", "t2", "t3"])
         assert len(channel.requests) == 2
@@ -167,8 +177,15 @@ def test_unknown_leader_waits_for_metadata_and_deleted_topics_need_no_marker() -
 
     async def scenario(mgr: Any, channel: FakeChannel, owner: Owner) -> None:
         mgr.add_markers(pending("tx", ("a", 0), ("gone", 0)))
+        dispatches: List[Optional[float]] = []
+        real = mgr._dispatch
+
+        def counted() -> Optional[float]:
+            dispatches.append(real())
+            return dispatches[-1]
+        mgr._dispatch = counted
         await until(lambda: ("tx", ("gone", 0)) in owner.written)   # deleted: no longer waits for a marker
-        await asyncio.sleep(0.05)
+        await until(lambda: len(dispatches) >= 3)    # the unknown leader looked up again after each backoff
         assert channel.requests == [] and owner.completed == []
         leaders[("a", 0)] = (True, B1)
         await until(lambda: owner.completed == ["tx"])
@@ -198,8 +215,7 @@ def test_fencing_errors_cancel_the_transactions_markers() -> None:
     async def scenario(mgr: Any, channel: FakeChannel, owner: Owner) -> None:
         channel.errors = lambda b, tp: E.INVALID_PRODUCER_EPOCH if tp == ("a", 1) else 0
         mgr.add_markers(pending("tx", ("a", 0), ("a", 1)))
-        await until(lambda: mgr.pending_count() == 0)
-        await asyncio.sleep(0.03)
+        await settled(mgr)
         assert owner.completed == [] and len(channel.requests) == 1
     run(scenario, leaders)
 
@@ -210,8 +226,7 @@ def test_unexpected_errors_cancel_without_completing() -> None:
     async def scenario(mgr: Any, channel: FakeChannel, owner: Owner) -> None:
         channel.errors = lambda b, tp: E.CORRUPT_MESSAGE
         mgr.add_markers(pending("tx", ("a", 0)))
-        await until(lambda: mgr.pending_count() == 0)
-        await asyncio.sleep(0.03)
+        await settled(mgr)
         assert owner.completed == [] and owner.written == []
     run(scenario, leaders)
 
@@ -241,8 +256,7 @@ def test_markers_the_owner_no_longer_wants_are_dropped() -> None:
         await until(lambda: len(channel.requests) == 1)
         owner.current = False
         channel.gate.set()
-        await until(lambda: mgr.pending_count() == 0)
-        await asyncio.sleep(0.03)
+        await settled(mgr)
         assert owner.completed == [] and owner.written == []
     run(scenario, leaders)
 

@@ -8,14 +8,18 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
+import pytest
+
 from broker.util.java_hash import partition_for
 from broker.coordinator.transaction import records as rec
 from broker.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
+from broker.coordinator.transaction import service
 from broker.coordinator.transaction.service import TransactionCoordinator
 from broker.coordinator.transaction.state import TransactionConfig, TransactionCoordinatorState
 from broker.errors import ErrorCode as E, error_for_code
 from broker.util.broker_channel import BrokerNode
 from tests.unit.coordinator.transaction.test_marker_channel import FakeChannel, until
+from tests.unit.replica.harness import ManualClock
 
 NUM_PARTITIONS = 3
 TID = "tx"
@@ -30,11 +34,13 @@ class FakeLog:
         self.partitions: Dict[int, List[Tuple[int, bytes, Optional[bytes]]]] = {}
         self.fail_next: List[int] = []
         self.append_gate: Optional[asyncio.Event] = None
+        self.parked = 0  # appends that reached a closed append_gate
         self.read_gate: Optional[asyncio.Event] = None
         self.leader = True
 
     async def append(self, partition: int, records: List[Tuple[bytes, Optional[bytes]]]) -> int:
         if self.append_gate is not None:
+            self.parked += 1
             await self.append_gate.wait()
         if self.fail_next:
             raise error_for_code(self.fail_next.pop(0))("failed")
@@ -223,12 +229,12 @@ def test_a_write_that_ends_after_emigration_is_not_coordinator() -> None:
         pid, epoch = await env.start_txn(("a", 0))
         env.log.append_gate = asyncio.Event()
         end = asyncio.ensure_future(env.tc.end_transaction(TID, pid, epoch, True))
-        await asyncio.sleep(0.01)
+        await until(lambda: env.log.parked == 1)                       # the PrepareCommit is being appended
         await env.tc.on_resign(rec.TRANSACTION_STATE_TOPIC_NAME, P)
         env.log.append_gate.set()
         assert await end == E.NOT_COORDINATOR
-        await asyncio.sleep(0.05)
-        assert env.channel.requests == []                              # no markers from a former coordinator
+        # no markers from a former coordinator: none queued (a queued entry stays until its answer), none sent
+        assert env.tc.markers.pending_count() == 0 and env.channel.requests == []
     run(scenario)
 
 
@@ -238,7 +244,7 @@ def test_a_write_that_ends_after_a_reload_is_not_coordinator_and_the_reload_send
         pid, epoch = await env.start_txn(("a", 0))
         env.log.append_gate = asyncio.Event()
         end = asyncio.ensure_future(env.tc.end_transaction(TID, pid, epoch, True))
-        await asyncio.sleep(0.01)
+        await until(lambda: env.log.parked == 1)                       # the PrepareCommit is being appended
         env.epochs[P] = 6
         await env.tc.on_become_leader(rec.TRANSACTION_STATE_TOPIC_NAME, P)   # reload at a new epoch
         env.log.append_gate.set()
@@ -264,12 +270,17 @@ def test_completion_is_retried_while_the_log_is_unavailable() -> None:
     run(scenario)
 
 
-def test_timed_out_transactions_are_aborted_by_the_service() -> None:
+def test_timed_out_transactions_are_aborted_by_the_service(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = ManualClock()
+    monkeypatch.setattr(service, "_now_ms", clock)
+
     async def scenario(env: Env) -> None:
         await env.lead()
         err, pid, epoch = await env.tc.init_producer_id(TID, 1, None)
         await env.tc.add_partitions(TID, pid, epoch, {("a", 0)})
-        await asyncio.sleep(0.01)
+        await env.tc.abort_timed_out_transactions()
+        assert env.log.states()[-1] == (TID, 1)                        # Ongoing: its 1 ms has not passed
+        clock.advance(2)
         await env.tc.abort_timed_out_transactions()
         await env.completed(5)
         assert env.channel.requests[0][2].markers[0].producer_epoch == epoch + 1
@@ -277,11 +288,16 @@ def test_timed_out_transactions_are_aborted_by_the_service() -> None:
     run(scenario)
 
 
-def test_idle_transactional_ids_expire() -> None:
+def test_idle_transactional_ids_expire(monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = ManualClock()
+    monkeypatch.setattr(service, "_now_ms", clock)
+
     async def scenario(env: Env) -> None:
         await env.lead()
         await env.tc.init_producer_id(TID, 1000, None)
-        await asyncio.sleep(0.01)
+        await env.tc.expire_transactional_ids()
+        assert env.log.states()[-1] == (TID, 0)                        # Empty: not idle for 1 ms yet
+        clock.advance(2)
         await env.tc.expire_transactional_ids()
         assert env.log.states()[-1] == (TID, None)                     # tombstone
         assert env.tc.describe_transaction(TID)["error_code"] == E.TRANSACTIONAL_ID_NOT_FOUND

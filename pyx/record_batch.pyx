@@ -1,5 +1,5 @@
 # cython: language_level=3
-"""Record batch header scan, validation and in-place edits; native twin of ``broker/_pure/record_batch.py``
+"""Record batch header view, scan, validation and in-place edits; native twin of ``broker/_pure/record_batch.py``
 (which documents the layouts and the error policy and is the specification: same results, same exception
 classes). The record-framing walk and CRC run without the GIL."""
 import zlib
@@ -36,11 +36,14 @@ cdef enum:
     ATTRIBUTES_OFFSET = 21
     LAST_OFFSET_DELTA_OFFSET = 23
     MAX_TIMESTAMP_OFFSET = 35
+    PRODUCER_ID_OFFSET = 43
+    PRODUCER_EPOCH_OFFSET = 51
     RECORD_COUNT_OFFSET = 57
     LEGACY_V0_MESSAGE_MIN = 14
     LEGACY_V1_MESSAGE_MIN = 22
     MAX_CODEC = 4
     TIMESTAMP_TYPE_MASK = 0x08
+    TRANSACTIONAL_MASK = 0x10
 
 # Outcomes of the record walk (0 = valid)
 cdef enum:
@@ -74,8 +77,9 @@ cdef dict _WALK_MESSAGES = {
 }
 
 
-cdef int _walk(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, int64_t count) noexcept nogil:
-    """Framing walk of ``count`` records filling p[pos:end]; returns a W_* code."""
+cdef int _walk(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, int64_t count, int64_t* null_keys) noexcept nogil:
+    """Framing walk of ``count`` records filling p[pos:end]; returns a W_* code. Counts the records with a null key
+    into ``null_keys`` unless it is NULL."""
     cdef int64_t i, length, v, offset_delta, key_len, value_len, header_count, h, hk_len, hv_len
     cdef Py_ssize_t rend
     i = 0
@@ -100,6 +104,8 @@ cdef int _walk(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, int64_t count) 
             return W_BAD_KEY
         if key_len > 0:
             pos += <Py_ssize_t>key_len
+        elif key_len < 0 and null_keys != NULL:
+            null_keys[0] += 1
         if read_varint(p, &pos, rend, &value_len) != 0:
             return W_BAD_VARINT
         if value_len < -1 or value_len > rend - pos:
@@ -141,13 +147,14 @@ cdef int _raise_walk(int rc, int64_t count) except -1:
     raise CorruptRecordError(msg)
 
 
-cdef int _walk_checked(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, int64_t count) except -1:
+cdef int _walk_checked(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, int64_t count,
+                       int64_t* null_keys=NULL) except -1:
     cdef int rc
     if end - pos >= 65536:
         with nogil:
-            rc = _walk(p, pos, end, count)
+            rc = _walk(p, pos, end, count, null_keys)
     else:
-        rc = _walk(p, pos, end, count)
+        rc = _walk(p, pos, end, count, null_keys)
     if rc != W_OK:
         _raise_walk(rc, count)
     return 0
@@ -171,11 +178,11 @@ cdef inline void _put(object t, Py_ssize_t i, object value):
     PyTuple_SET_ITEM(t, i, value)
 
 
-cdef object _info(const uint8_t* p, Py_ssize_t pos):
-    """The BatchInfo of the magic-2 header at p[pos] (bounds already checked)."""
+cdef object _info(const uint8_t* p, Py_ssize_t pos, Py_ssize_t reported=-1):
+    """The BatchInfo of the magic-2 header at p[pos] (bounds already checked), at ``reported`` if not -1."""
     cdef object t = PyType_GenericAlloc(_BATCH_INFO, 14)
-    _put(t, 0, pos)
-    _put(t, 1, read_i32(p + pos + 8) + LOG_OVERHEAD)
+    _put(t, 0, pos if reported < 0 else reported)
+    _put(t, 1, <int64_t>read_i32(p + pos + 8) + LOG_OVERHEAD)
     _put(t, 2, read_i64(p + pos))
     _put(t, 3, read_i32(p + pos + 23))
     _put(t, 4, read_i32(p + pos + 12))
@@ -202,6 +209,159 @@ def validate_records(records_bytes, record_count):
         _walk_checked(<const uint8_t*>view.buf, 0, view.len, count)
     finally:
         PyBuffer_Release(&view)
+
+
+cdef object _legacy_info(const uint8_t* p, Py_ssize_t pos, Py_ssize_t reported):
+    """The one-record BatchInfo of the magic 0/1 entry at p[pos] (its 18 or 26 header bytes known to be there)."""
+    cdef uint8_t magic = p[pos + MAGIC_OFFSET]
+    cdef int64_t ts = read_i64(p + pos + 18) if magic == 1 else -1
+    return _tuple_new(BatchInfo, (reported, <int64_t>read_i32(p + pos + 8) + LOG_OVERHEAD, read_i64(p + pos), 0, -1,
+                                  magic, read_u32(p + pos + 12), <int8_t>p[pos + 17], ts, ts, -1, -1, -1, 1))
+
+
+cdef list _null_key_indexes(const uint8_t* p, Py_ssize_t end, int64_t count):
+    """Indexes of the null-key records among ``count`` records in p[0:end] that ``_walk`` accepted."""
+    cdef list out = []
+    cdef Py_ssize_t pos = 0, rend
+    cdef int64_t i, length = 0, v = 0, key_len = 0
+    for i in range(count):
+        read_varint(p, &pos, end, &length)
+        rend = pos + <Py_ssize_t>length
+        pos += 1
+        read_varint(p, &pos, rend, &v)
+        read_varint(p, &pos, rend, &v)
+        read_varint(p, &pos, rend, &key_len)
+        if key_len < 0:
+            out.append(i)
+        pos = rend
+    return out
+
+
+def null_key_records(records_bytes, record_count):
+    """``validate_records``, also giving the indexes of the records whose key is null (see the pure twin)."""
+    cdef Py_buffer view
+    cdef int64_t count = record_count, nulls = 0
+    if count < 0:
+        raise InvalidRecordError("negative record count %d" % count)
+    PyObject_GetBuffer(records_bytes, &view, PyBUF_SIMPLE)
+    try:
+        _walk_checked(<const uint8_t*>view.buf, 0, view.len, count, &nulls)
+        if nulls == 0:
+            return []
+        return _null_key_indexes(<const uint8_t*>view.buf, view.len, count)
+    finally:
+        PyBuffer_Release(&view)
+
+
+# ---- the header view (see the pure twin) --------------------------------------------------------------------
+
+def batch_header(buf, Py_ssize_t position=0, Py_ssize_t file_position=-1):
+    """The header of the batch (or legacy magic 0/1 entry, as a one-record batch) starting at ``position``."""
+    cdef Py_buffer view
+    cdef const uint8_t* p
+    cdef Py_ssize_t avail
+    cdef uint8_t magic
+    if position < 0:
+        raise ValueError("negative position")
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    try:
+        p = <const uint8_t*>view.buf
+        avail = view.len - position
+        if avail <= MAGIC_OFFSET:
+            raise CorruptRecordError("truncated batch header at %d" % position)
+        magic = p[position + MAGIC_OFFSET]
+        if magic == 2:
+            if avail < RECORD_BATCH_OVERHEAD:
+                raise CorruptRecordError("truncated batch header at %d" % position)
+            return _info(p, position, file_position)
+        if magic > 2:
+            raise CorruptRecordError("unsupported magic %d" % magic)
+        if avail < (LOG_OVERHEAD + 14 if magic == 1 else LOG_OVERHEAD + 6):
+            raise CorruptRecordError("truncated legacy entry header at %d" % position)
+        return _legacy_info(p, position, position if file_position < 0 else file_position)
+    finally:
+        PyBuffer_Release(&view)
+
+
+cdef inline int _check_position(Py_ssize_t position) except -1:
+    if position < 0:
+        raise ValueError("negative position")
+    return 0
+
+
+def batch_size(buf, Py_ssize_t position=0):
+    """Bytes the batch (or legacy entry) at ``position`` takes, its 12-byte prefix included; -1 when ``buf``
+    holds fewer than those 12 bytes there."""
+    cdef Py_buffer view
+    cdef Py_ssize_t size = -1
+    _check_position(position)
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    if view.len - position >= LOG_OVERHEAD:
+        size = <Py_ssize_t>read_i32(<const uint8_t*>view.buf + position + 8) + LOG_OVERHEAD
+    PyBuffer_Release(&view)
+    return size
+
+
+def batch_magic(buf, Py_ssize_t position=0):
+    """Magic of the batch or entry at ``position``; -1 when ``buf`` ends before it."""
+    cdef Py_buffer view
+    cdef int magic = -1
+    _check_position(position)
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    if view.len - position > MAGIC_OFFSET:
+        magic = (<const uint8_t*>view.buf)[position + MAGIC_OFFSET]
+    PyBuffer_Release(&view)
+    return magic
+
+
+cdef const uint8_t* _v2_header(Py_buffer* view, Py_ssize_t position):
+    """The magic-2 header at ``position`` of an acquired buffer, or NULL if there is none whole."""
+    cdef const uint8_t* p = <const uint8_t*>view.buf
+    if view.len - position >= RECORD_BATCH_OVERHEAD and p[position + MAGIC_OFFSET] == 2:
+        return p + position
+    return NULL
+
+
+def is_transactional(buf, Py_ssize_t position=0):
+    """The magic-2 batch at ``position`` is transactional (False without a whole magic-2 header there)."""
+    cdef Py_buffer view
+    cdef const uint8_t* h
+    cdef bint result = False
+    _check_position(position)
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    h = _v2_header(&view, position)
+    if h != NULL:
+        result = (h[ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK) != 0
+    PyBuffer_Release(&view)
+    return result
+
+
+def producer_id(buf, Py_ssize_t position=0):
+    """producerId of the magic-2 batch at ``position``; -1 (no producer) without a whole magic-2 header there."""
+    cdef Py_buffer view
+    cdef const uint8_t* h
+    cdef int64_t pid = -1
+    _check_position(position)
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    h = _v2_header(&view, position)
+    if h != NULL:
+        pid = read_i64(h + PRODUCER_ID_OFFSET)
+    PyBuffer_Release(&view)
+    return pid
+
+
+def producer_epoch(buf, Py_ssize_t position=0):
+    """producerEpoch of the magic-2 batch at ``position``; -1 without a whole magic-2 header there."""
+    cdef Py_buffer view
+    cdef const uint8_t* h
+    cdef int epoch = -1
+    _check_position(position)
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    h = _v2_header(&view, position)
+    if h != NULL:
+        epoch = read_i16(h + PRODUCER_EPOCH_OFFSET)
+    PyBuffer_Release(&view)
+    return epoch
 
 
 def validate_batches(buf, check_crc=True):
@@ -258,7 +418,6 @@ def scan_batches(buf, Py_ssize_t pos=0, Py_ssize_t end=-1, check_crc=False):
     cdef Py_ssize_t size
     cdef int32_t length
     cdef uint8_t magic
-    cdef int64_t ts
     cdef bint crc = check_crc
     cdef list infos = []
     if pos < 0:
@@ -289,10 +448,7 @@ def scan_batches(buf, Py_ssize_t pos=0, Py_ssize_t end=-1, check_crc=False):
                                                                  size - MAGIC_OFFSET))
                             != read_u32(p + pos + 12)):
                     break
-                ts = read_i64(p + pos + 18) if magic == 1 else -1
-                infos.append(_tuple_new(BatchInfo, (pos, size, read_i64(p + pos), 0, -1, magic,
-                                                    read_u32(p + pos + 12), <int8_t>p[pos + 17], ts, ts,
-                                                    -1, -1, -1, 1)))
+                infos.append(_legacy_info(p, pos, pos))
             else:
                 break
             pos += size
@@ -479,3 +635,30 @@ def iter_records(batch):
                              info.record_count, info)
     finally:
         PyBuffer_Release(&view)
+
+
+def whole_batches_end(buf, Py_ssize_t pos=0, Py_ssize_t end=-1):
+    """How far the whole batches laid one after another from ``pos`` go in buf[pos:end], and the size of the batch
+    starting there (-1 when its 12-byte prefix is not in buf[pos:end] or its length is not positive); see the pure
+    twin. Length fields only: one load per batch."""
+    cdef Py_buffer view
+    cdef const uint8_t* p
+    cdef int32_t length
+    cdef Py_ssize_t size = -1
+    if pos < 0:
+        raise ValueError("negative position")
+    PyObject_GetBuffer(buf, &view, PyBUF_SIMPLE)
+    p = <const uint8_t*>view.buf
+    if end < 0 or end > view.len:
+        end = view.len
+    while end - pos >= LOG_OVERHEAD:
+        length = read_i32(p + pos + 8)
+        if length <= 0:
+            break
+        size = LOG_OVERHEAD + <Py_ssize_t>length
+        if size > end - pos:
+            break
+        pos += size
+        size = -1
+    PyBuffer_Release(&view)
+    return pos, size

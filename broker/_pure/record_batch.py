@@ -1,4 +1,8 @@
-"""Record batch header scan, validation and in-place edits; pure twin of ``pyx/record_batch.pyx``.
+"""Record batch header view, scan, validation and in-place edits; pure twin of ``pyx/record_batch.pyx``.
+
+The header view (``batch_header`` and the single-field accessors ``batch_size``, ``batch_magic``,
+``is_transactional``, ``producer_id``, ``producer_epoch``) is the one reader of a batch header in the broker:
+nothing else unpacks those 61 bytes. ``null_key_records`` is the record walk of a compacted topic's append.
 
 The byte layouts (magic 2 batches and legacy magic 0/1 entries) are documented in
 ``broker/protocol/records/batch_info.py``. Magic-2 record layout (inside ``records``; varints are zigzag)::
@@ -22,19 +26,22 @@ from broker._pure.crc32c import crc32c
 from broker._pure.varint import decode_varint
 from broker.protocol.records.batch_info import (
     COMPRESSION_MASK,
+    LOG_OVERHEAD,
+    RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     BatchInfo,
     Record,
 )
 from broker.protocol.records.errors import CorruptRecordError, InvalidRecordError
 
-LOG_OVERHEAD = 12
-RECORD_BATCH_OVERHEAD = 61
 BATCH_LENGTH_MIN = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
 CRC_OFFSET = 17
 ATTRIBUTES_OFFSET = 21
 LAST_OFFSET_DELTA_OFFSET = 23
 MAX_TIMESTAMP_OFFSET = 35
+PRODUCER_ID_OFFSET = 43
+PRODUCER_EPOCH_OFFSET = 51
 RECORD_COUNT_OFFSET = 57
 MAGIC_OFFSET = 16
 LEGACY_V0_MESSAGE_MIN = 14  # crc 4 + magic 1 + attributes 1 + key len 4 + value len 4
@@ -42,7 +49,8 @@ LEGACY_V1_MESSAGE_MIN = 22  # + timestamp 8
 MAX_CODEC = 4
 
 _HEADER = struct.Struct(">qiiBIhiqqqhii")
-_PREFIX = struct.Struct(">qiiB")
+# tuple.__new__ builds a NamedTuple without its Python-level __new__ (as the native twin builds it in place)
+_tuple_new = tuple.__new__
 _LEGACY = struct.Struct(">qiIBb")
 _I64 = struct.Struct(">q")
 _I32 = struct.Struct(">i")
@@ -64,8 +72,9 @@ def _varint(buf: Any, pos: int, end: int) -> tuple[int, int]:
     return value, new_pos
 
 
-def _walk_records(buf: Any, pos: int, end: int, record_count: int) -> None:
-    """Check the framing of ``record_count`` records filling exactly buf[pos:end]."""
+def _walk_records(buf: Any, pos: int, end: int, record_count: int, null_keys: list[int] | None = None) -> None:
+    """Check the framing of ``record_count`` records filling exactly buf[pos:end]; the indexes of records with a
+    null key go to ``null_keys`` when given."""
     for i in range(record_count):
         if pos >= end:
             raise InvalidRecordError("batch holds fewer records than its record count %d" % record_count)
@@ -83,6 +92,8 @@ def _walk_records(buf: Any, pos: int, end: int, record_count: int) -> None:
             raise CorruptRecordError("malformed record: bad key length %d" % key_len)
         if key_len > 0:
             pos += key_len
+        elif key_len < 0 and null_keys is not None:
+            null_keys.append(i)
         value_len, pos = _varint(buf, pos, rend)
         if value_len < -1 or value_len > rend - pos:
             raise CorruptRecordError("malformed record: bad value length %d" % value_len)
@@ -116,11 +127,100 @@ def validate_records(records_bytes: Any, record_count: int) -> None:
     _walk_records(records_bytes, 0, len(records_bytes), record_count)
 
 
-def _info(buf: Any, position: int) -> BatchInfo:
+def null_key_records(records_bytes: Any, record_count: int) -> list[int]:
+    """``validate_records``, also giving the indexes of the records whose key is null: a compacted topic refuses
+    them, and this one walk is all its append needs of a batch's records (decompressed once by the caller)."""
+    if record_count < 0:
+        raise InvalidRecordError("negative record count %d" % record_count)
+    null_keys: list[int] = []
+    _walk_records(records_bytes, 0, len(records_bytes), record_count, null_keys)
+    return null_keys
+
+
+def _info(buf: Any, position: int, reported: int = -1) -> BatchInfo:
     (base_offset, length, ple, magic, crc, attributes, lod, base_ts, max_ts, pid, pepoch, bseq,
      count) = _HEADER.unpack_from(buf, position)
-    return BatchInfo(position, length + LOG_OVERHEAD, base_offset, lod, ple, magic, crc, attributes, base_ts,
-                     max_ts, pid, pepoch, bseq, count)
+    return _tuple_new(BatchInfo, (position if reported < 0 else reported, length + LOG_OVERHEAD, base_offset, lod,
+                                  ple, magic, crc, attributes, base_ts, max_ts, pid, pepoch, bseq, count))
+
+
+# ---- the header view: every reader of a batch header outside the twins goes through these -----------------
+
+def batch_header(buf: Any, position: int = 0, file_position: int = -1) -> BatchInfo:
+    """The header of the batch (or legacy magic 0/1 entry, as a one-record batch) starting at ``position``.
+
+    Only the header must be in ``buf``, not the whole batch, and nothing is checked beyond its presence and its
+    magic (CorruptRecordError otherwise): callers that need a valid batch use ``validate_batches`` or
+    ``scan_batches``. The result's ``position`` is ``file_position`` when given (``buf`` being a chunk read from
+    there), else ``position``.
+    """
+    if position < 0:
+        raise ValueError("negative position")
+    avail = len(buf) - position
+    if avail <= MAGIC_OFFSET:
+        raise CorruptRecordError("truncated batch header at %d" % position)
+    magic = buf[position + MAGIC_OFFSET]
+    if magic == 2:
+        if avail < RECORD_BATCH_OVERHEAD:
+            raise CorruptRecordError("truncated batch header at %d" % position)
+        return _info(buf, position, file_position)
+    if magic > 2:
+        raise CorruptRecordError("unsupported magic %d" % magic)
+    if avail < (LOG_OVERHEAD + 14 if magic == 1 else LOG_OVERHEAD + 6):  # through timestamp / attributes
+        raise CorruptRecordError("truncated legacy entry header at %d" % position)
+    return _legacy_header(buf, position, position if file_position < 0 else file_position)
+
+
+def _legacy_header(buf: Any, position: int, reported: int) -> BatchInfo:
+    """A magic 0/1 entry's header (its 18 or 26 bytes known to be there) as a one-record batch at ``reported``."""
+    offset, length, crc, magic, attributes = _LEGACY.unpack_from(buf, position)
+    ts = _I64.unpack_from(buf, position + 18)[0] if magic == 1 else -1
+    return _tuple_new(BatchInfo, (reported, length + LOG_OVERHEAD, offset, 0, -1, magic, crc, attributes, ts, ts,
+                                  -1, -1, -1, 1))
+
+
+def batch_size(buf: Any, position: int = 0) -> int:
+    """Bytes the batch (or legacy entry) at ``position`` takes, its 12-byte prefix included (Kafka's sizeInBytes);
+    -1 when ``buf`` holds fewer than those 12 bytes there."""
+    if position < 0:
+        raise ValueError("negative position")
+    if len(buf) - position < LOG_OVERHEAD:
+        return -1
+    return _I32.unpack_from(buf, position + 8)[0] + LOG_OVERHEAD
+
+
+def batch_magic(buf: Any, position: int = 0) -> int:
+    """Magic of the batch or entry at ``position``; -1 when ``buf`` ends before it."""
+    if position < 0:
+        raise ValueError("negative position")
+    if len(buf) - position <= MAGIC_OFFSET:
+        return -1
+    return buf[position + MAGIC_OFFSET]
+
+
+def _has_v2_header(buf: Any, position: int) -> bool:
+    if position < 0:
+        raise ValueError("negative position")
+    return len(buf) - position >= RECORD_BATCH_OVERHEAD and buf[position + MAGIC_OFFSET] == 2
+
+
+def is_transactional(buf: Any, position: int = 0) -> bool:
+    """The magic-2 batch at ``position`` is transactional (False without a whole magic-2 header there)."""
+    return _has_v2_header(buf, position) and bool(buf[position + ATTRIBUTES_OFFSET + 1] & TRANSACTIONAL_MASK)
+
+
+def producer_id(buf: Any, position: int = 0) -> int:
+    """producerId of the magic-2 batch at ``position``; -1 (no producer) without a whole magic-2 header there."""
+    if not _has_v2_header(buf, position):
+        return -1
+    return _I64.unpack_from(buf, position + PRODUCER_ID_OFFSET)[0]
+
+
+def producer_epoch(buf: Any, position: int = 0) -> int:
+    """producerEpoch of the magic-2 batch at ``position``; -1 without a whole magic-2 header there."""
+    if not _has_v2_header(buf, position):
+        return -1
+    return _I16.unpack_from(buf, position + PRODUCER_EPOCH_OFFSET)[0]
 
 
 def validate_batches(buf: Any, check_crc: bool = True) -> list[BatchInfo]:
@@ -162,11 +262,10 @@ def _legacy_info(buf: Any, pos: int, size: int, check_crc: bool) -> BatchInfo | 
     magic = buf[pos + MAGIC_OFFSET]
     if size - LOG_OVERHEAD < (LEGACY_V1_MESSAGE_MIN if magic == 1 else LEGACY_V0_MESSAGE_MIN):
         return None
-    offset, _, crc, magic, attributes = _LEGACY.unpack_from(buf, pos)
-    if check_crc and zlib.crc32(memoryview(buf)[pos + MAGIC_OFFSET:pos + size]) != crc:
+    info = _legacy_header(buf, pos, pos)
+    if check_crc and zlib.crc32(memoryview(buf)[pos + MAGIC_OFFSET:pos + size]) != info.crc:
         return None
-    ts = _I64.unpack_from(buf, pos + 18)[0] if magic == 1 else -1
-    return BatchInfo(pos, size, offset, 0, -1, magic, crc, attributes, ts, ts, -1, -1, -1, 1)
+    return info
 
 
 def scan_batches(buf: Any, pos: int = 0, end: int = -1,
@@ -341,3 +440,29 @@ def iter_records(batch: Any) -> list[Record]:
         data = decompress(codec, data)
         validate_records(data, info.record_count)
     return _read_records(data, info.record_count, info)
+
+
+def whole_batches_end(buf: Any, pos: int = 0, end: int = -1) -> tuple[int, int]:
+    """How far the whole batches laid one after another from ``pos`` go in buf[pos:end], and the size of the
+    batch starting there (-1 when its 12-byte prefix is not in buf[pos:end] or its length is not positive).
+
+    Fetch answers whole batches only (a partial one is bytes the client throws away), so it needs where they end
+    within its byte budget: one call over a chunk read from the log. Only the length fields are read, no magic or
+    CRC (the log validated the batches on append); the size lets the reader step over a batch longer than its
+    chunk without reading it.
+    """
+    n = len(buf)
+    if end < 0 or end > n:
+        end = n
+    if pos < 0:
+        raise ValueError("negative position")
+    unpack = _I32.unpack_from
+    while end - pos >= LOG_OVERHEAD:
+        length = unpack(buf, pos + 8)[0]
+        if length <= 0:
+            return pos, -1
+        size = LOG_OVERHEAD + length
+        if size > end - pos:
+            return pos, size
+        pos += size
+    return pos, -1

@@ -3,7 +3,8 @@
 As in Kafka's ZooKeeper mode: ``topic_partitions`` null means every partition this broker's metadata knows
 (and the answer then lists only partitions that were elected or failed); a broker that is not the
 controller answers NOT_CONTROLLER for each partition; a successful election is answered once this broker's
-metadata shows the new leader (Kafka's DelayedElectLeader), or with REQUEST_TIMED_OUT after ``timeout_ms``.
+metadata shows the new leader (Kafka's DelayedElectLeader, in the ReplicaManager's elect-leader purgatory and
+completed by UpdateMetadata), or with REQUEST_TIMED_OUT after ``timeout_ms``.
 v0 has no election type: preferred.
 """
 from __future__ import annotations
@@ -11,11 +12,14 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from broker.errors import ErrorCode
+from broker.replica.purgatory import DelayedElectLeader
+from broker.util.request_time import parked
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
     from broker.cluster.controller import KafkaController
     from broker.cluster.metadata_cache import MetadataCache
+    from broker.replica.manager import ReplicaManager
 
 MIN_VERSION, MAX_VERSION = 0, 2
 PREFERRED = 0
@@ -24,7 +28,7 @@ TopicPartition = Tuple[str, int]
 
 
 async def handle(ctx: "RequestContext", request: Any, *, controller: "KafkaController",
-                 metadata: "MetadataCache") -> dict:
+                 metadata: "MetadataCache", replica_manager: "ReplicaManager") -> dict:
     election_type = request.election_type if ctx.api_version >= 1 else PREFERRED
     all_partitions = request.topic_partitions is None
     if all_partitions:
@@ -36,15 +40,19 @@ async def handle(ctx: "RequestContext", request: Any, *, controller: "KafkaContr
                                                                results.items()}
     expected = {tp: leader for tp, (code, _, leader) in results.items() if code == 0 and leader is not None}
     if expected:
-        def elected() -> bool:
-            return all((m := metadata.partition(*tp)) is not None and m.leader == leader
-                       for tp, leader in expected.items())
+        def leader_of(tp: TopicPartition) -> Optional[int]:
+            m = metadata.partition(*tp)
+            return m.leader if m is not None else None
 
-        if not await metadata.wait_until(elected, max(request.timeout_ms, 0) / 1000.0):
-            for tp, leader in expected.items():
-                m = metadata.partition(*tp)
-                if m is None or m.leader != leader:
-                    errors[tp] = (int(ErrorCode.REQUEST_TIMED_OUT), "The new leader was not announced in time")
+        op = DelayedElectLeader(request.timeout_ms, expected, leader_of)
+        if not replica_manager.delayed_elect_leader_purgatory.try_complete_else_watch(op, list(expected)):
+            try:
+                with parked():
+                    await op.future
+            finally:
+                op.cancel()
+        for tp in op.timed_out:
+            errors[tp] = (int(ErrorCode.REQUEST_TIMED_OUT), "The new leader was not announced in time")
     by_topic: Dict[str, List[dict]] = {}
     for (t, p), (code, msg) in sorted(errors.items()):
         if all_partitions and code == ErrorCode.ELECTION_NOT_NEEDED:

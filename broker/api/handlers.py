@@ -153,7 +153,7 @@ def build_registry(s: ApiServices) -> ApiRegistry:
     # inter-broker: transaction coordinator (or KIP-664's abort tool) -> partition leader
     mod(ApiKey.WRITE_TXN_MARKERS, write_txn_markers, replica_manager=rm, config=s.config)
     # inter-broker and admin: answered by the controller
-    mod(ApiKey.ELECT_LEADERS, elect_leaders, controller=s.controller, metadata=md)
+    mod(ApiKey.ELECT_LEADERS, elect_leaders, controller=s.controller, metadata=md, replica_manager=rm)
     for key, m in ((ApiKey.CONTROLLED_SHUTDOWN, controlled_shutdown), (ApiKey.ALTER_PARTITION, alter_partition),
                    (ApiKey.ALLOCATE_PRODUCER_IDS, allocate_producer_ids),
                    (ApiKey.ALTER_PARTITION_REASSIGNMENTS, alter_partition_reassignments),

@@ -7,12 +7,12 @@ are converted to magic 2 first, as a Kafka 3.x broker does.
 from __future__ import annotations
 
 import logging
-import struct
 from typing import TYPE_CHECKING, Any, Dict, List, NamedTuple, Optional, Set, Tuple
 
 from broker.api.authz import Authz
 from broker.api.leader_hint import current_leader
 from broker.api.registry import CLOSE_CONNECTION
+from broker.accel import record_batch
 from broker.errors import ErrorCode
 from broker.protocol.api import ApiKey, response_schema
 from broker.protocol.codec import ElementLayout, PreEncoded, element_layout
@@ -29,11 +29,6 @@ log = logging.getLogger(__name__)
 TopicPartition = Tuple[str, int]
 
 MIN_VERSION, MAX_VERSION = 0, 11
-_MAGIC_OFFSET = 16  # baseOffset(8) + batchLength(4) + partitionLeaderEpoch(4)
-_ATTRIBUTES_OFFSET = 21  # ... magic(1) + crc(4)
-_TRANSACTIONAL_FLAG = 0x10
-_BATCH_LENGTH_OFFSET = 8
-_I32 = struct.Struct(">i")
 #: an answer's empty record_errors: one shared immutable value (a Produce answers thousands of partitions)
 _NO_RECORD_ERRORS: Tuple[Any, ...] = ()
 _ALLOW_ALL = Authz()
@@ -45,8 +40,7 @@ def _has_transactional_records(request: Any) -> bool:
     for topic in request.topic_data:
         for pd in topic.partition_data:
             r = pd.records
-            if r is not None and len(r) > _ATTRIBUTES_OFFSET + 1 and r[_MAGIC_OFFSET] == 2 \
-                    and r[_ATTRIBUTES_OFFSET + 1] & _TRANSACTIONAL_FLAG:
+            if r is not None and record_batch.is_transactional(r):
                 return True
     return False
 
@@ -79,12 +73,11 @@ class _Refused(NamedTuple):
 
 def _prepare(records: Any, version: int) -> Any:
     """The writable buffer of one partition's records, or the ``_Refused`` answer when they cannot be appended."""
-    size = len(records) if records is not None else 0
-    if size <= _MAGIC_OFFSET:
-        if size == 0:
-            return _Refused(ErrorCode.INVALID_RECORD, "Produce request carries no record batch for this partition")
+    if records is None or len(records) == 0:
+        return _Refused(ErrorCode.INVALID_RECORD, "Produce request carries no record batch for this partition")
+    magic = record_batch.batch_magic(records)
+    if magic < 0:
         return _Refused(ErrorCode.CORRUPT_MESSAGE, "Record set is too short to hold a batch header")
-    magic = records[_MAGIC_OFFSET]
     if magic != 2:
         if version >= 3:
             return _Refused(ErrorCode.INVALID_RECORD, f"Produce v{version} requires magic 2 batches, got magic {magic}")
@@ -93,7 +86,7 @@ def _prepare(records: Any, version: int) -> Any:
             return bytearray(convert_legacy_message_set(records))
         except Exception as exc:  # CorruptRecordError and friends
             return _Refused(ErrorCode.CORRUPT_MESSAGE, str(exc))
-    if version >= 3 and _I32.unpack_from(records, _BATCH_LENGTH_OFFSET)[0] + 12 != size:
+    if version >= 3 and record_batch.batch_size(records) != len(records):
         # Kafka: v3+ carries exactly one record batch per partition.
         return _Refused(ErrorCode.INVALID_RECORD, f"Produce requests with version {version} must contain exactly "
                                                   "one record batch")

@@ -3,10 +3,11 @@
 The only way a broker learns metadata, as in Kafka's ZooKeeper mode. Refused when addressed to an
 older registration of this broker (STALE_BROKER_EPOCH) or sent by an older controller than the last
 one heard from (STALE_CONTROLLER_EPOCH). Partitions the request deletes (leader -2) leave the cache.
+An ElectLeaders waiting for its leaders (DelayedElectLeader) is checked against each partition the request carries.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Tuple
 
 from broker.errors import ErrorCode
 
@@ -29,4 +30,18 @@ async def handle(ctx: "RequestContext", request: Any, *, metadata: "MetadataCach
         return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH)}
     replica_manager.controller_epoch = request.controller_epoch
     metadata.update_metadata(request, version)
+    if replica_manager.delayed_elect_leader_purgatory.watching():  # Kafka's hasDelayedElectionOperations
+        for tp in _partitions(request, version):
+            replica_manager.try_complete_election(tp)
     return {"error_code": 0}
+
+
+def _partitions(request: Any, version: int) -> Iterator[Tuple[str, int]]:
+    """The topic-partitions an UpdateMetadata request carries (grouped by topic from v5)."""
+    if version >= 5:
+        for t in request.topic_states:
+            for ps in t.partition_states:
+                yield t.topic_name, ps.partition_index
+    else:
+        for ps in request.ungrouped_partition_states:
+            yield ps.topic_name, ps.partition_index

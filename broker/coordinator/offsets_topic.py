@@ -22,16 +22,15 @@ after the load stops tracking.
 from __future__ import annotations
 
 import gc
-import struct
 import threading
 import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
-from broker.accel import crc32c as _crc32c
 from broker.accel import varint as _varint
 from broker.errors import KafkaError, error_for_code
 from broker.protocol.records.batch_info import TRANSACTIONAL_MASK
+from broker.protocol.records.builder import encode_batch
 from broker.util.executor import NamedExecutor
 
 if TYPE_CHECKING:
@@ -50,9 +49,6 @@ DEFAULT_LOAD_BUFFER_BYTES = 5 * 1024 * 1024
 #: the one control record)
 BatchConsumer = Callable[[Sequence[Any], int, Optional[bool]], None]
 
-_AFTER_CRC = struct.Struct(">hiqqqhii")   # attributes .. record count (the CRC covers these and the records)
-_PREFIX = struct.Struct(">qiib")          # base offset, batch length, partition leader epoch, magic
-_U32 = struct.Struct(">I")
 
 
 def coordinator_batch(records: Sequence[Tuple[bytes, Optional[bytes]]], timestamp_ms: int, producer_id: int = -1,
@@ -66,9 +62,10 @@ def coordinator_batch(records: Sequence[Tuple[bytes, Optional[bytes]]], timestam
         parts.append(enc(len(body)))
         parts.append(body)
     n = len(records)
-    after_crc = _AFTER_CRC.pack(TRANSACTIONAL_MASK if transactional else 0, n - 1, timestamp_ms, timestamp_ms,
-                                producer_id, producer_epoch, base_sequence, n) + b"".join(parts)
-    return bytearray(_PREFIX.pack(0, 9 + len(after_crc), -1, 2) + _U32.pack(_crc32c.crc32c(after_crc)) + after_crc)
+    return bytearray(encode_batch(b"".join(parts), record_count=n, last_offset_delta=n - 1,
+                                  attributes=TRANSACTIONAL_MASK if transactional else 0, base_timestamp=timestamp_ms,
+                                  max_timestamp=timestamp_ms, producer_id=producer_id, producer_epoch=producer_epoch,
+                                  base_sequence=base_sequence))
 
 
 class LoadedRecord(NamedTuple):

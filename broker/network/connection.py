@@ -233,12 +233,14 @@ class KafkaConnection(asyncio.Protocol):
         """
         transport = self._transport
         assert transport is not None
-        while transport.get_write_buffer_size() and not self._closed:
-            await asyncio.sleep(0.0005)  # let the loop flush the response header first
         out_fd = self._socket_fd()
         if out_fd is None:
-            transport.write(part.read())
+            transport.write(part.read())  # queued behind the response header by the transport itself
             return
+        if transport.get_write_buffer_size():
+            await self._drained(transport)  # the header (and any earlier slice copy) goes out first
+            if self._closed:
+                return
         in_fd = part.file.fileno()
         offset, remaining = part.position, part.length
         while remaining > 0 and not self._closed:
@@ -275,6 +277,26 @@ class KafkaConnection(asyncio.Protocol):
             except OSError:
                 pass
             self._dup_fd = None
+
+    async def _drained(self, transport: asyncio.Transport) -> None:
+        """Wait until the transport has written everything queued on it, woken by asyncio's flow control.
+
+        Its buffer limits go to zero meanwhile, so the transport calls :meth:`pause_writing` at once (the buffer
+        is not empty) and :meth:`resume_writing` when its last byte is sent (asyncio's and uvloop's transports
+        both); connection_lost wakes the wait too. The limits are put back after.
+        """
+        low, high = transport.get_write_buffer_limits()
+        fut: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._write_ready = fut
+        transport.set_write_buffer_limits(high=0, low=0)
+        try:
+            if transport.get_write_buffer_size() and not self._closed:
+                await fut
+        finally:
+            if self._write_ready is fut:
+                self._write_ready = None
+            if not transport.is_closing():
+                transport.set_write_buffer_limits(high=high, low=low)
 
     async def _wait_writable(self, fd: int) -> None:
         loop = asyncio.get_running_loop()

@@ -10,11 +10,14 @@ Replication, as Kafka 3.9 does it in ZooKeeper mode:
   leader with Fetch requests carrying a replica id.
 - A follower's Fetch (``replica_id >= 0``) reads up to the LEO and records the follower's position
   (:meth:`Partition.update_follower_fetch_state`), which may expand the ISR and advance the high
-  watermark; an acks=-1 produce waits (:class:`~broker.replica.delayed.DelayedProduce`) until the
+  watermark; an acks=-1 produce waits (:class:`~broker.replica.purgatory.DelayedProduce`) until the
   HW passes its records, and completes in the same loop turn as the fetch that advanced it.
-- Two fetch purgatories: ``purgatory`` wakes follower fetches on every append (LEO moved),
-  ``hw_purgatory`` wakes consumer fetches when the HW moves (or on a follower, when the fetcher
-  raised the local HW for KIP-392 follower reads).
+- One purgatory per kind of delayed operation, as Kafka's (:mod:`broker.replica.purgatory`):
+  ``delayed_produce_purgatory``, ``delayed_fetch_purgatory`` (a follower's fetch completes on an append,
+  a consumer's when the HW moves, or on a follower when the fetcher raised the local HW for KIP-392
+  follower reads), ``delayed_delete_records_purgatory`` and ``delayed_elect_leader_purgatory``
+  (ElectLeaders, completed by UpdateMetadata). Whatever moves a partition's state calls
+  :meth:`ReplicaManager.try_complete_delayed` (Kafka's tryCompleteDelayedRequests).
 - ISR shrinks are checked every replica.lag.time.max.ms / 2; the HW is checkpointed every
   replica.high.watermark.checkpoint.interval.ms.
 
@@ -39,20 +42,20 @@ from dataclasses import dataclass
 from typing import (Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Tuple,
                     Union, cast)
 
+from broker.accel import record_batch
 from broker.errors import ErrorCode, error_for_code
 from broker.util import clock as _clock
 from broker.metrics.stats import BrokerTopicStats
 from broker.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from broker.replica.config import ReplicaConfig
-from broker.replica.delayed import (DelayedDeleteRecords, DelayedProduce, DeleteRecordsStatus, OperationPurgatory,
-                                    ProduceStatus)
 from broker.replica.errors import error_code_for
 from broker.replica.fetcher import InitialFetchState, ReplicaFetcherManager
 from broker.replica.io_workers import IoWorkers
 from broker.replica.partition import (EPOCH_DURING_DELETE, NO_EPOCH, AlterPartitionSubmitter,
                                       LeaderAndIsrPartitionState, Partition)
 from broker.replica.partition_changes import PartitionChanges
-from broker.replica.purgatory import FetchPurgatory
+from broker.replica.purgatory import (DelayedDeleteRecords, DelayedElectLeader, DelayedFetch, DelayedOperationPurgatory,
+                                      DelayedProduce, DeleteRecordsStatus, ProduceStatus)
 from broker.replica.replication_quota import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, ReplicationQuotas
 from broker.util import runtime_tuning
 from broker.util.broker_channel import BrokerChannelFactory, BrokerNode
@@ -244,14 +247,15 @@ class ReplicaManager:
         self.log_dir_failure_channel = getattr(log_manager, "failure_channel", None)
         #: offline log dirs being handled, one after the other (Kafka's LogDirFailureHandler thread)
         self._log_dir_failures: Optional["asyncio.Task[None]"] = None
-        #: follower fetches wait here; woken by appends (the leader's LEO moved)
-        self.purgatory = FetchPurgatory()
-        #: consumer fetches wait here; woken when the HW (or LSO) moves
-        self.hw_purgatory = FetchPurgatory()
         #: which partitions' fetchable state changed, for followers' fetch sessions (see PartitionChanges)
         self.changes = PartitionChanges()
-        self.produce_purgatory = OperationPurgatory()
-        self.delete_records_purgatory = OperationPurgatory()
+        #: Kafka's four purgatories of this ZooKeeper-mode broker (see broker.replica.purgatory)
+        self.delayed_produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory("Produce")
+        self.delayed_fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch")
+        self.delayed_delete_records_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = \
+            DelayedOperationPurgatory("DeleteRecords")
+        self.delayed_elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = \
+            DelayedOperationPurgatory("ElectLeader")
         self.controller_epoch = 0
         self.leadership_listeners: List[Any] = []
         #: KIP-890 verification guards: (partition, producer id) -> the guard its verified append must present
@@ -522,22 +526,27 @@ class ReplicaManager:
         return plog, stored
 
     def try_complete_delayed(self, tp: TopicPartition) -> None:
-        """The HW or low watermark of ``tp`` moved, or its leadership or ISR changed: complete what waits on it."""
+        """The HW or low watermark of ``tp`` moved, or its leadership or ISR changed: complete what waits on it
+        (Kafka's tryCompleteDelayedRequests)."""
         self.changes.note(tp)
-        self.produce_purgatory.check_and_complete(tp)
-        self.hw_purgatory.check_and_complete(tp)
-        self.delete_records_purgatory.check_and_complete(tp)
+        self.delayed_produce_purgatory.check_and_complete(tp)
+        self.delayed_fetch_purgatory.check_and_complete(tp)
+        self.delayed_delete_records_purgatory.check_and_complete(tp)
 
     def _complete_delayed_fetch_and_produce(self, tp: TopicPartition) -> None:
+        """``tp`` changed leadership, went away or was truncated: also wake followers' session fetches."""
         self.changes.note(tp, wake=True)
-        self.produce_purgatory.check_and_complete(tp)
-        self.purgatory.check_and_complete(tp)
-        self.hw_purgatory.check_and_complete(tp)
-        self.delete_records_purgatory.check_and_complete(tp)
+        self.delayed_produce_purgatory.check_and_complete(tp)
+        self.delayed_fetch_purgatory.check_and_complete(tp)
+        self.delayed_delete_records_purgatory.check_and_complete(tp)
 
     def on_follower_high_watermark_advanced(self, tp: TopicPartition) -> None:
         """Called by the replica fetcher: consumers reading from this follower (KIP-392) may proceed."""
-        self.hw_purgatory.check_and_complete(tp)
+        self.delayed_fetch_purgatory.check_and_complete(tp)
+
+    def try_complete_election(self, tp: TopicPartition) -> None:
+        """UpdateMetadata changed ``tp``: an ElectLeaders waiting to see its new leader may answer."""
+        self.delayed_elect_leader_purgatory.check_and_complete(tp)
 
     # --- LeaderAndIsr --------------------------------------------------------------
     async def become_leader_or_follower(self, controller_id: int, controller_epoch: int,
@@ -990,15 +999,13 @@ class ReplicaManager:
             self._after_leader_appends(tps, jobs, done, results)
         if acks == -1 and any(results[tp].error_code == 0 for tp in tps) and not self._replicated_at_once(results):
             statuses = {tp: ProduceStatus(r.last_offset + 1, r) for tp, r in results.items()}
-            op = DelayedProduce(statuses, self.partitions.get, self._missing_partition_error)
-            if not self.produce_purgatory.try_complete_else_watch(op, list(statuses)):
+            op = DelayedProduce(timeout_ms, statuses, self.partitions.get, self._missing_partition_error)
+            if not self.delayed_produce_purgatory.try_complete_else_watch(op, list(statuses)):
                 try:
                     with parked():
-                        await asyncio.wait([op.future], timeout=max(timeout_ms, 0) / 1000.0)
+                        await op.future
                 finally:
-                    self.produce_purgatory.remove(op)
-                    if not op.future.done():
-                        op.future.cancel()
+                    op.cancel()
         return results
 
     def _replicated_at_once(self, results: Dict[TopicPartition, ProduceResult]) -> bool:
@@ -1069,20 +1076,20 @@ class ReplicaManager:
         callbacks), so a broker nobody fetches from pays no purgatory lookups per partition.
         """
         now = self._clock()
-        fetches = self.purgatory if self.purgatory.watching() else None
-        hw_waiters = (self.produce_purgatory.watching() or self.hw_purgatory.watching()
-                      or self.delete_records_purgatory.watching())
+        fetches = self.delayed_fetch_purgatory if self.delayed_fetch_purgatory.watching() else None
+        hw_waiters = (fetches is not None or self.delayed_produce_purgatory.watching()
+                      or self.delayed_delete_records_purgatory.watching())
         note = self.changes.note
         for tp, job, res in zip(tps, jobs, done):
             results[tp] = res
             if res.error_code == 0:
                 note(tp, True)
-                if fetches is not None:  # followers parked on this partition fetch the new records at once
-                    fetches.check_and_complete(tp)
                 # a leader without followers had its HW moved by the append (Partition.high_watermark_follows_leo)
                 hw_moved = job[5] or job[0].maybe_increment_leader_hw(now)
                 if hw_moved and hw_waiters:
-                    self.try_complete_delayed(tp)
+                    self.try_complete_delayed(tp)  # fetches included
+                elif fetches is not None:  # followers parked on this partition fetch the new records at once
+                    fetches.check_and_complete(tp)
         if self.topic_stats is not None:
             self._record_append_stats(tps, jobs, done)
 
@@ -1170,7 +1177,7 @@ class ReplicaManager:
         hard_limit = request_version <= 2
         loop = asyncio.get_running_loop()
         deadline = loop.time() + max(0, max_wait_ms) / 1000.0
-        purgatory = self.purgatory if is_follower else self.hw_purgatory
+        fetches = self.delayed_fetch_purgatory
         every = infos
         # Partitions of an incremental session that the fetcher did not resend and that have nothing new are left
         # out of the answer without being read: a follower's session holds every partition it follows from this
@@ -1184,7 +1191,7 @@ class ReplicaManager:
             if session is not None:
                 # A change noted after changes_seen is taken on the next pass (none is missed: the sequence number
                 # is checked again before waiting).
-                waiter = None
+                op: Optional[DelayedFetch] = None
                 if not first:
                     later = changes.since(session.changes_seen)
                     session.changes_seen = changes.seq
@@ -1193,8 +1200,10 @@ class ReplicaManager:
                         merged.update(session.reads_for(cast("Optional[List[TopicPartition]]", later)))
                         every = list(merged.items())
             else:
-                # Watch before reading so an append between the read and the wait is not missed.
-                waiter = purgatory.watch([tp for tp, _ in every]) if max_wait_ms > 0 and every else None
+                # The partitions' state is taken before reading: what changes during the read completes the
+                # DelayedFetch as soon as it is watched, so nothing is missed.
+                op = (DelayedFetch(0, [tp for tp, _ in every], self.partitions.get, is_follower)
+                      if max_wait_ms > 0 and every else None)
             if skip_unchanged:
                 unchanged = self._unchanged
                 infos = [(tp, info) for tp, info in every
@@ -1239,13 +1248,11 @@ class ReplicaManager:
                                                       info.log_start_offset, now, res.log_end_offset)
             ordered = {tp: results[tp] for tp, _ in infos}
             total = sum(res.size for res in ordered.values())
-            done = (max_wait_ms <= 0 or (session is None and waiter is None) or total >= min_bytes
+            done = (max_wait_ms <= 0 or (session is None and op is None) or total >= min_bytes
                     or not first and loop.time() >= deadline
                     or any(res.error_code or res.diverging_epoch is not None or res.preferred_read_replica >= 0
                            for res in ordered.values()))
             if done:
-                if waiter is not None:
-                    waiter.cancel()
                 stats = self.topic_stats
                 if stats is not None and not is_follower:  # BytesOutPerSec counts consumers' reads only
                     for tp, res in ordered.items():
@@ -1276,17 +1283,16 @@ class ReplicaManager:
                 continue
             if remaining > 0 and jobs and all(j.throttled for j in jobs):
                 # Only throttled data could be sent: appends cannot complete this fetch, the quota freeing up can.
-                waiter.cancel()  # type: ignore[union-attr]
                 with parked():
                     await asyncio.sleep(min(remaining, 0.1))
-            elif remaining > 0 and waiter is not None:
-                try:
-                    with parked():
-                        await asyncio.wait_for(waiter, remaining)
-                except asyncio.TimeoutError:
-                    pass
-            else:
-                waiter.cancel()  # type: ignore[union-attr]
+            elif remaining > 0 and op is not None:
+                op.delay_ms = remaining * 1000.0
+                if not fetches.try_complete_else_watch(op, op.watched_keys()):
+                    try:
+                        with parked():
+                            await op.future
+                    finally:
+                        op.cancel()
 
     def _unchanged(self, tp: TopicPartition, info: FetchPartitionInfo, replica_id: int, upper: str) -> bool:
         """Whether a fetch of ``tp`` (``info.known`` set) would find nothing new: still led here in the fetcher's
@@ -1433,15 +1439,13 @@ class ReplicaManager:
         for tp, offset in offsets.items():
             statuses[tp] = await self._delete_records_local(tp, offset)
         if any(st.error_code == 0 and st.low_watermark < st.required_offset for st in statuses.values()):
-            op = DelayedDeleteRecords(statuses, self.partitions.get, self._missing_partition_error)
-            if not self.delete_records_purgatory.try_complete_else_watch(op, list(statuses)):
+            op = DelayedDeleteRecords(timeout_ms, statuses, self.partitions.get, self._missing_partition_error)
+            if not self.delayed_delete_records_purgatory.try_complete_else_watch(op, list(statuses)):
                 try:
                     with parked():
-                        await asyncio.wait([op.future], timeout=max(timeout_ms, 0) / 1000.0)
+                        await op.future
                 finally:
-                    self.delete_records_purgatory.remove(op)
-                    if not op.future.done():
-                        op.future.cancel()
+                    op.cancel()
         return {tp: (st.error_code, st.low_watermark) for tp, st in statuses.items()}
 
     async def _delete_records_local(self, tp: TopicPartition, offset: int) -> DeleteRecordsStatus:
@@ -1505,13 +1509,13 @@ class ReplicaManager:
 
 
 def _producer_id(buf: Any) -> int:
-    """Producer id of the first batch of a Produce buffer (-1 when it cannot hold a batch header)."""
-    return int.from_bytes(buf[43:51], "big", signed=True) if len(buf) >= 61 else -1
+    """Producer id of the first batch of a Produce buffer (-1 when it cannot hold a magic-2 batch header)."""
+    return record_batch.producer_id(buf)
 
 
 def _producer_epoch(buf: Any) -> int:
-    """Producer epoch of the first batch of a Produce buffer."""
-    return int.from_bytes(buf[51:53], "big", signed=True)
+    """Producer epoch of the first batch of a Produce buffer (-1 when it cannot hold a magic-2 batch header)."""
+    return record_batch.producer_epoch(buf)
 
 
 def _has_ongoing_txn(plog: Any, producer_id: int, producer_epoch: int) -> bool:

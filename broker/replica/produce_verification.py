@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, Optional, Set, Tuple
 
+from broker.accel import record_batch
 from broker.errors import ErrorCode
 from broker.replica.add_partitions_to_txn_manager import AddPartitionsToTxnManager
 
@@ -19,22 +20,17 @@ if TYPE_CHECKING:
     from broker.replica.manager import ProduceResult, ReplicaManager
 
 TopicPartition = Tuple[str, int]
-_MAGIC_OFFSET = 16
-_ATTRIBUTES_OFFSET = 21
-_TRANSACTIONAL_FLAG = 0x10
-_PRODUCER_ID = slice(43, 51)
-_PRODUCER_EPOCH = slice(51, 53)
 _NOT_VERIFIED_MESSAGE = "Partition was not added to the transaction"
 
 
 def transactional_producer(buf: Any) -> Optional[Tuple[int, int]]:
     """(producer id, epoch) of a transactional magic-2 batch, else None (the first batch decides, as Kafka's)."""
-    if len(buf) < 61 or buf[_MAGIC_OFFSET] != 2 or not buf[_ATTRIBUTES_OFFSET + 1] & _TRANSACTIONAL_FLAG:
+    if not record_batch.is_transactional(buf):
         return None
-    pid = int.from_bytes(buf[_PRODUCER_ID], "big", signed=True)
+    pid = record_batch.producer_id(buf)
     if pid < 0:
         return None
-    return pid, int.from_bytes(buf[_PRODUCER_EPOCH], "big", signed=True)
+    return pid, record_batch.producer_epoch(buf)
 
 
 def _produce_error(code: int) -> Tuple[int, Optional[str]]:

@@ -19,21 +19,16 @@ Pure functions; no I/O. Used from the cleaner thread.
 """
 from __future__ import annotations
 
-import struct
 from typing import Optional, Sequence
 
-from broker.accel import crc32c as _crc32c
 from broker.accel import record_batch
 from broker.accel import varint as _varint
 from broker.protocol.records import errors as record_errors
-from broker.protocol.records.batch_info import DELETE_HORIZON_MASK, TIMESTAMP_TYPE_MASK, BatchInfo, Record
-from broker.protocol.records.builder import encode_record
+from broker.protocol.records.batch_info import (DELETE_HORIZON_MASK, RECORD_BATCH_OVERHEAD, TIMESTAMP_TYPE_MASK,
+                                                BatchInfo, Record)
+from broker.protocol.records.builder import encode_batch, encode_record
 from broker.protocol.records.compression import compress, decompress
 
-_AFTER_CRC = struct.Struct(">hiqqqhii")
-_PREFIX = struct.Struct(">qiib")
-_U32 = struct.Struct(">I")
-_RECORDS_OFFSET = 61
 
 
 def iter_stored_records(batch: "bytes | bytearray") -> list[Record]:
@@ -52,7 +47,7 @@ def iter_stored_records(batch: "bytes | bytearray") -> list[Record]:
     if len(infos) != 1 or end != len(view):
         raise record_errors.CorruptRecordError("expected exactly one whole batch with a valid CRC")
     info = infos[0]
-    data: "bytes | memoryview" = view[_RECORDS_OFFSET:info.size]
+    data: "bytes | memoryview" = view[RECORD_BATCH_OVERHEAD:info.size]
     if info.compression:
         data = decompress(info.compression, data)
     return _decode_records(data, info)
@@ -103,11 +98,10 @@ def delete_horizon_ms(info: BatchInfo) -> Optional[int]:
 
 
 def _assemble(info: BatchInfo, attributes: int, base_ts: int, max_ts: int, count: int, body: bytes) -> bytes:
-    after_crc = _AFTER_CRC.pack(attributes, info.last_offset_delta, base_ts, max_ts, info.producer_id,
-                                info.producer_epoch, info.base_sequence, count) + body
-    crc = _crc32c.crc32c(after_crc)
-    return (_PREFIX.pack(info.base_offset, 4 + 1 + 4 + len(after_crc), info.partition_leader_epoch, 2)
-            + _U32.pack(crc) + after_crc)
+    return encode_batch(body, record_count=count, last_offset_delta=info.last_offset_delta, attributes=attributes,
+                        base_timestamp=base_ts, max_timestamp=max_ts, producer_id=info.producer_id,
+                        producer_epoch=info.producer_epoch, base_sequence=info.base_sequence,
+                        base_offset=info.base_offset, partition_leader_epoch=info.partition_leader_epoch)
 
 
 def build_retained_batch(info: BatchInfo, records: Sequence[Record], horizon_ms: Optional[int]) -> bytes:

@@ -201,7 +201,7 @@ def iter_segment_batches(dir_path: str, seg: SegmentRef) -> Iterator[tuple[Batch
             if not infos:
                 if len(data) < 12:
                     raise CorruptRecordError("truncated batch at %d in segment %d" % (pos, seg.base_offset))
-                need = 12 + int.from_bytes(data[8:12], "big", signed=True)
+                need = record_batch.batch_size(data)
                 if need <= len(data) or pos + need > seg.size:
                     raise CorruptRecordError("invalid batch at %d in segment %d" % (pos, seg.base_offset))
                 data = os.pread(fd, need, pos)

@@ -34,7 +34,9 @@ import threading
 import time as _time
 from typing import Any, Callable, NamedTuple, NoReturn, Optional, TypeVar
 
-from broker.protocol.records.batch_info import BatchInfo
+from broker.accel import record_batch
+from broker.protocol.records import errors as record_errors
+from broker.protocol.records.batch_info import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchInfo
 from broker.protocol.records.control import EndTxnMarker, parse_end_txn_marker
 from broker.util.file_slice import FileSlice
 
@@ -1404,16 +1406,15 @@ def _next_offset_of_log_file(path: str) -> int:
         fd = f.fileno()
         size = os.fstat(fd).st_size
         pos = 0
-        while pos + 27 <= size:
-            head = os.pread(fd, 27, pos)
-            if len(head) < 27:
+        while pos < size:
+            try:
+                info = record_batch.batch_header(os.pread(fd, RECORD_BATCH_OVERHEAD, pos))
+            except record_errors.CorruptRecordError:
                 break
-            batch_base, length = int.from_bytes(head[0:8], "big", signed=True), int.from_bytes(head[8:12], "big",
-                                                                                                signed=True)
-            if length <= 0 or pos + 12 + length > size:
+            if info.size <= LOG_OVERHEAD or pos + info.size > size:
                 break
-            nxt = batch_base + int.from_bytes(head[23:27], "big", signed=True) + 1
-            pos += 12 + length
+            nxt = info.next_offset
+            pos += info.size
     return nxt
 
 

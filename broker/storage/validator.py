@@ -2,7 +2,8 @@
 
 Works on the request's own buffer: validate_batches (framing + CRC-32C), per-batch rules (magic 2,
 max.message.bytes, record count, control batches, sequence numbers, timestamps), decompression +
-record framing for compressed batches, record keys for compacted topics, then base offset and
+record framing for compressed batches and record keys for compacted topics (one decompression and one record walk
+per batch, no record objects), then base offset and
 partition leader epoch stamped into each batch header (outside the CRC) and, for
 LogAppendTime topics, the max timestamp rewritten (CRC recomputed).
 """
@@ -12,14 +13,14 @@ from typing import NamedTuple
 
 from broker.accel import record_batch
 from broker.protocol.records import errors as record_errors
-from broker.protocol.records.batch_info import COMPRESSION_MASK, CONTROL_MASK, TIMESTAMP_TYPE_MASK, BatchInfo
+from broker.protocol.records.batch_info import (COMPRESSION_MASK, CONTROL_MASK, RECORD_BATCH_OVERHEAD,
+                                                TIMESTAMP_TYPE_MASK, BatchInfo)
 from broker.protocol.records.compression import decompress
 
 from .config import LogConfig
 from .errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError,
                      RecordTooLargeError, UnsupportedForMessageFormatError)
 
-RECORD_BATCH_OVERHEAD = 61
 #: message.timestamp.before/after.max.ms at or above this are "no limit" (Kafka's default is Long.MAX_VALUE)
 _NO_LIMIT = 1 << 62
 # tuple.__new__ builds a NamedTuple without its Python-level __new__ (as the native record_batch does)
@@ -93,10 +94,10 @@ def validate_and_assign_offsets(buf: bytearray, batches: list[BatchInfo], next_o
                 raise InvalidRecordError("clients are not allowed to write control records")
             if producer_id >= 0 and base_sequence < 0:
                 raise InvalidRecordError("invalid sequence %d for producer %d" % (base_sequence, producer_id))
-        if attributes & COMPRESSION_MASK:
-            _check_compressed_records(buf, info)
         if compact and not attributes & CONTROL_MASK:
-            _check_keys(buf, info)
+            _check_records(buf, info, attributes & COMPRESSION_MASK, True)
+        elif attributes & COMPRESSION_MASK:
+            _check_records(buf, info, attributes & COMPRESSION_MASK, False)
         if check_timestamps and not attributes & TIMESTAMP_TYPE_MASK:
             _check_timestamps(base_timestamp, max_timestamp, now_ms, before_max, after_max)
     appended, max_ts, offset_of_max_ts, num_records, valid = record_batch.assign_offsets(
@@ -106,26 +107,30 @@ def validate_and_assign_offsets(buf: bytearray, batches: list[BatchInfo], next_o
                                          num_records, valid))
 
 
-def _check_compressed_records(buf: bytearray, info: BatchInfo) -> None:
-    """A compressed batch's records are framed as its header says (the one per-record check of a plain append)."""
+def _check_records(buf: bytearray, info: BatchInfo, codec: int, keys_required: bool) -> None:
+    """The one pass over a batch's records an append makes after ``parse_batches`` (which checked the CRC once and
+    walked an uncompressed batch's records): a compressed batch is decompressed once and its framing walked; for a
+    compacted topic that same walk finds the records without a key, which it refuses (each one named in the error,
+    as Kafka's). An uncompressed batch of a compacted topic is walked a second time here (framing only: no CRC, no
+    copy), since ``parse_batches`` runs before the topic's config is read. No record object is made."""
     try:
-        data = decompress(info.compression, memoryview(buf)[info.position + RECORD_BATCH_OVERHEAD:
-                                                            info.position + info.size])
-        record_batch.validate_records(data, info.record_count)
+        data: "bytes | memoryview" = memoryview(buf)[info.position + RECORD_BATCH_OVERHEAD:info.position + info.size]
+        if codec:
+            data = decompress(codec, data)
+        if not keys_required:
+            record_batch.validate_records(data, info.record_count)
+            return
+        missing = record_batch.null_key_records(data, info.record_count)
     except record_errors.CorruptRecordError as e:
         raise CorruptRecordError(e.message) from None
     except record_errors.InvalidRecordError as e:
         raise InvalidRecordError(e.message) from None
     except Exception as e:  # a broken compressed stream
         raise CorruptRecordError("cannot decompress batch: %s" % e) from None
-
-
-def _check_keys(buf: bytearray, info: BatchInfo) -> None:
-    """A compacted topic refuses records without a key (each one named in the error, as Kafka's)."""
-    missing = [(i, "Compacted topic cannot accept message without key in topic partition.")
-               for i, rec in enumerate(_batch_records(buf, info)) if rec.key is None]
     if missing:
-        raise InvalidRecordError("One or more records have been rejected due to missing keys", missing)
+        raise InvalidRecordError("One or more records have been rejected due to missing keys",
+                                 [(i, "Compacted topic cannot accept message without key in topic partition.")
+                                  for i in missing])
 
 
 def _check_timestamps(base_timestamp: int, max_timestamp: int, now_ms: int, before_max: int, after_max: int) -> None:

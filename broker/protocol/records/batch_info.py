@@ -26,6 +26,11 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional
 
+#: baseOffset and batchLength: the bytes before what batchLength counts (Kafka's Records.LOG_OVERHEAD)
+LOG_OVERHEAD = 12
+#: the whole magic-2 header above; a batch's records start here (Kafka's DefaultRecordBatch.RECORD_BATCH_OVERHEAD)
+RECORD_BATCH_OVERHEAD = 61
+
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08
 TRANSACTIONAL_MASK = 0x10

@@ -18,9 +18,8 @@ from broker.protocol.records.batch_info import (
 )
 from broker.protocol.records.compression import compress
 
-_AFTER_CRC = struct.Struct(">hiqqqhii")
-_PREFIX = struct.Struct(">qiib")
-_U32 = struct.Struct(">I")
+_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. recordCount: the header fields the CRC covers
+_BEFORE_AFTER_CRC = struct.Struct(">qiibI")  # baseOffset, batchLength, partitionLeaderEpoch, magic, crc
 
 RecordLike = Any  # (key, value, headers, timestamp_ms) tuple or an object with those attributes
 
@@ -65,6 +64,18 @@ def encode_record(offset_delta: int, timestamp_delta: int, key: Optional[bytes],
     return enc(len(body)) + bytes(body)
 
 
+def encode_batch(records: bytes, *, record_count: int, last_offset_delta: int, attributes: int = 0,
+                 base_timestamp: int = -1, max_timestamp: int = -1, producer_id: int = -1, producer_epoch: int = -1,
+                 base_sequence: int = -1, base_offset: int = 0, partition_leader_epoch: int = -1) -> bytes:
+    """A magic-2 batch around already encoded (and, as ``attributes`` says, compressed) record bytes: the 61-byte
+    header of batch_info.py with its batchLength and CRC computed. The one writer of a batch header (builders, the
+    cleaner, the group coordinator); ``record_batch.batch_header`` is its reader."""
+    after_crc = _AFTER_CRC.pack(attributes, last_offset_delta, base_timestamp, max_timestamp, producer_id,
+                                producer_epoch, base_sequence, record_count) + records
+    return _BEFORE_AFTER_CRC.pack(base_offset, 9 + len(after_crc), partition_leader_epoch, 2,
+                                  _crc32c.crc32c(after_crc)) + after_crc
+
+
 def build_batch(records: Sequence[RecordLike], *, base_offset: int = 0, compression: int = 0,
                 producer_id: int = -1, producer_epoch: int = -1, base_sequence: int = -1,
                 partition_leader_epoch: int = -1, timestamp_type: int = 0, is_transactional: bool = False,
@@ -86,8 +97,7 @@ def build_batch(records: Sequence[RecordLike], *, base_offset: int = 0, compress
         attributes |= TRANSACTIONAL_MASK
     if is_control:
         attributes |= CONTROL_MASK
-    after_crc = _AFTER_CRC.pack(attributes, len(fields) - 1, base_ts, max_ts, producer_id, producer_epoch,
-                                base_sequence, len(fields)) + body
-    crc = _crc32c.crc32c(after_crc)
-    batch_length = 4 + 1 + 4 + len(after_crc)
-    return _PREFIX.pack(base_offset, batch_length, partition_leader_epoch, 2) + _U32.pack(crc) + after_crc
+    return encode_batch(body, record_count=len(fields), last_offset_delta=len(fields) - 1, attributes=attributes,
+                        base_timestamp=base_ts, max_timestamp=max_ts, producer_id=producer_id,
+                        producer_epoch=producer_epoch, base_sequence=base_sequence, base_offset=base_offset,
+                        partition_leader_epoch=partition_leader_epoch)

@@ -76,7 +76,7 @@ def test_partitions_of_a_failed_dir_answer_kafka_storage_error_and_the_controlle
             in_live = sorted(p for p, d in dirs.items() if d == live)
             assert in_live
             waiting = asyncio.ensure_future(rm.append_records(-1, {(TOPIC, 0): records(b"x")}, timeout_ms=30000))
-            await wait_until(lambda: rm.produce_purgatory.num_delayed() == 1, what="a waiting acks=all produce")
+            await wait_until(lambda: rm.delayed_produce_purgatory.num_delayed() == 1, what="a waiting acks=all produce")
             s.lm.failure_channel.maybe_add_offline_log_dir(failed, "Error while appending records to t-0 in dir "
                                                            + failed, OSError(errno.ENOSPC, "No space left on device"))
             # the waiting produce fails at once (no timeout): its write can no longer be read

@@ -128,13 +128,13 @@ def test_delayed_produce_outcomes(tmp_path) -> None:
             # Not replicated in time.
             res = (await rm.append_records(-1, {TP: records(b"a")}, timeout_ms=20))[TP]
             assert (res.error_code, res.base_offset) == (ErrorCode.REQUEST_TIMED_OUT, 0)
-            assert rm.produce_purgatory.num_delayed() == 0
+            assert rm.delayed_produce_purgatory.num_delayed() == 0
             # acks=1 does not wait; invalid acks are refused.
             assert (await rm.append_records(1, {TP: records(b"b")}))[TP].error_code == 0
             assert (await rm.append_records(2, {TP: records(b"c")}))[TP].error_code == ErrorCode.INVALID_REQUIRED_ACKS
             # Leadership lost while waiting.
             waiting = asyncio.ensure_future(rm.append_records(-1, {TP: records(b"d")}, timeout_ms=10000))
-            await wait_until(lambda: rm.produce_purgatory.num_delayed() == 1)
+            await wait_until(lambda: rm.delayed_produce_purgatory.num_delayed() == 1)
             await c.leader_and_isr(1, state(2, 1, [2, 1], [1, 2]))
             assert (await asyncio.wait_for(waiting, 8))[TP].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
             # Appends on a follower are refused.
@@ -160,7 +160,7 @@ def test_not_enough_replicas_before_and_after_append(tmp_path) -> None:
             assert (await rm.append_records(1, {TP: records(b"a")}))[TP].error_code == 0  # acks=1 is not checked
             await c.leader_and_isr(1, state(1, 1, [1, 2], [1, 2]))
             waiting = asyncio.ensure_future(rm.append_records(-1, {TP: records(b"b")}, timeout_ms=10000))
-            await wait_until(lambda: rm.produce_purgatory.num_delayed() == 1)
+            await wait_until(lambda: rm.delayed_produce_purgatory.num_delayed() == 1)
             # The record got replicated, but by the time the waiting request looks the ISR is [1].
             p = rm.get_partition(TP)
             from broker.replica.partition import IsrState

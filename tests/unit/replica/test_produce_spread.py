@@ -11,6 +11,7 @@ from typing import Any, Dict, List, Tuple
 from broker.errors import ErrorCode
 from broker.metrics.stats import BrokerTopicStats
 from broker.replica.io_workers import IoWorkers
+from broker.replica.purgatory import DelayedFetch
 
 from .harness import TOPIC, FakeCluster, records, state
 
@@ -39,9 +40,10 @@ def test_spread_produce_to_leaders_without_followers_moves_each_hw_with_the_appe
             rm = b.rm
             rm.topic_stats = stats = BrokerTopicStats()
             # a consumer parked on one partition's HW is woken by the append that moves it
-            parked = rm.hw_purgatory.watch([(TOPIC, 3)])
+            parked = DelayedFetch(10_000, [(TOPIC, 3)], rm.get_partition, False)
+            assert not rm.delayed_fetch_purgatory.try_complete_else_watch(parked, parked.watched_keys())
             first = await rm.append_records(1, {tp: records(b"a", b"b") for tp in tps()})
-            assert parked.done()
+            assert parked.completed and len(rm.delayed_fetch_purgatory) == 0
             second = await rm.append_records(1, {tp: records(b"c") for tp in tps()})
             for tp in tps():
                 assert (first[tp].error_code, first[tp].base_offset, first[tp].last_offset) == (0, 0, 1)
@@ -64,7 +66,7 @@ def test_acks_all_answers_at_once_when_no_partition_has_to_wait(tmp_path) -> Non
             b = await _leaders(c, [1], [1])
             rm = b.rm
             parked = []
-            rm.produce_purgatory.try_complete_else_watch = lambda op, keys: parked.append(op)  # type: ignore
+            rm.delayed_produce_purgatory.try_complete_else_watch = lambda op, keys: parked.append(op)  # type: ignore
             out = await rm.append_records(-1, {tp: records(b"a") for tp in tps()})
             assert not parked and all((r.error_code, r.base_offset) == (0, 0) for r in out.values())
         finally:

@@ -63,7 +63,7 @@ def test_parked_follower_fetch_is_woken_by_an_append(tmp_path) -> None:
             t0 = loop.time()
             task = asyncio.ensure_future(leader.rm.fetch_messages(
                 [(TP, FetchPartitionInfo(1, 1 << 20, 0, 0, 0))], 1 << 20, 1, 10000, replica_id=2, replica_epoch=5))
-            await wait_until(lambda: len(leader.rm.purgatory) == 1, what="parked fetch")
+            await wait_until(lambda: len(leader.rm.delayed_fetch_purgatory) == 1, what="parked fetch")
             assert not task.done()
             await leader.rm.append_records(1, {TP: records(b"y")})
             res = (await asyncio.wait_for(task, 8.0))[TP]
@@ -84,7 +84,7 @@ def test_follower_fetch_that_advances_hw_completes_waiting_produce(tmp_path) -> 
             await c.leader_and_isr(1, state(1, 0, [1, 2], [1, 2]))
             from broker.replica.manager import FetchPartitionInfo
             produce = asyncio.ensure_future(leader.rm.append_records(-1, {TP: records(b"v")}, timeout_ms=10000))
-            await wait_until(lambda: leader.rm.produce_purgatory.num_delayed() == 1, what="delayed produce")
+            await wait_until(lambda: leader.rm.delayed_produce_purgatory.num_delayed() == 1, what="delayed produce")
             # Follower 2 reads the record (offset 0), then fetches at 1: that fetch acknowledges it.
             r = (await leader.rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20, 0))], 1 << 20, 1, 0,
                                                 replica_id=2))[TP]
@@ -92,7 +92,7 @@ def test_follower_fetch_that_advances_hw_completes_waiting_produce(tmp_path) -> 
             await leader.rm.fetch_messages([(TP, FetchPartitionInfo(1, 1 << 20, 0, 0, 0))], 1 << 20, 1, 0,
                                            replica_id=2)
             # Completed in the same loop turn as the fetch (the task itself resumes on the next turn).
-            assert leader.rm.produce_purgatory.num_delayed() == 0
+            assert leader.rm.delayed_produce_purgatory.num_delayed() == 0
             assert (await asyncio.wait_for(produce, 10))[TP].error_code == 0
             assert leader.log.high_watermark == 1
         finally:

@@ -1,33 +1,8 @@
-"""Fetch purgatory wake-ups and the storage-exception -> error-code mapping."""
-import asyncio
+"""The storage-exception -> error-code mapping (the purgatory's tests: tests/unit/replica/test_purgatory.py)."""
 
 from broker.errors import ErrorCode
 from broker.replica.errors import error_code_for
-from broker.replica.purgatory import FetchPurgatory
 from broker.storage import errors as storage_errors
-
-
-def test_append_wakes_waiters_and_cleans_up() -> None:
-    async def run() -> None:
-        p = FetchPurgatory()
-        fut = p.watch([("t", 0), ("t", 1)])
-        assert len(p) == 2
-        assert p.check_and_complete(("t", 1)) == 1
-        await fut
-        await asyncio.sleep(0)
-        assert len(p) == 0
-        assert p.check_and_complete(("t", 0)) == 0
-    asyncio.run(run())
-
-
-def test_cancelled_waiter_is_removed() -> None:
-    async def run() -> None:
-        p = FetchPurgatory()
-        fut = p.watch([("t", 0)])
-        fut.cancel()
-        await asyncio.sleep(0)
-        assert len(p) == 0
-    asyncio.run(run())
 
 
 def test_storage_errors_map_to_kafka_codes() -> None:

@@ -44,7 +44,10 @@ def test_fetch_request_contents(tmp_path) -> None:
             for b in (1, 2):
                 await c.leader_and_isr(b, state(1, 3, [1, 2], [1, 2]), state(1, 3, [1, 2], [1, 2], tp=tp1))
             await leader.rm.append_records(1, {TP: records(b"a"), tp1: records(b"b")})
-            await wait_until(lambda: follower.rm.get_partition(tp1).log.log_end_offset == 1)
+            # both partitions replicated, and a fetch sent after that (the one that shows their epochs)
+            await wait_until(lambda: all(follower.rm.get_partition(tp).log.log_end_offset == 1 for tp in (TP, tp1)))
+            await wait_until(lambda: [p["fetch_offset"] for t in fetches_from(c, 2)[-1]["topics"]
+                                      for p in t["partitions"]] == [1, 1])
             body = fetches_from(c, 2)[-1]
             assert body["replica_state"] == {"replica_id": 2, "replica_epoch": 102}
             assert (body["max_wait_ms"], body["min_bytes"], body["max_bytes"]) == (200, 1, 10485760)

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The project's test command (README, CI): install (scripts/install.sh: what the broker needs; then
 # scripts/install-test.sh: what only the tests need), then every test: the process tests (integration and
-# compatibility, native extensions required, in two lanes) and, alongside them, the unit tests, native and then on the pure-Python
-# twins. Exits non-zero if any run fails (exit 5, "no tests collected", counts as a failure).
+# compatibility, native extensions required, in two lanes) and, alongside them, the unit tests, native and then
+# on the pure-Python twins. Exits non-zero if any run fails (exit 5, "no tests collected", counts as a failure).
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

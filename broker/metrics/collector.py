@@ -15,7 +15,6 @@ from typing import Any, Dict, Iterator, List, Optional, Protocol, Tuple
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from broker.cluster.controller.context import PartitionState
 from broker.metrics import names as n
 from broker.metrics.stats import LOG_FLUSH_STATS, BrokerTopicStats, Histogram, RequestMetrics
 from broker.protocol.api_keys import ApiKey
@@ -133,11 +132,8 @@ class BrokerCollector(Collector):
     def _controller(self) -> Iterator[Metric]:
         controller = self.sources.controller
         active = controller is not None and controller.is_active
-        offline = 0
-        if active:
-            ctx = controller.ctx  # type: ignore[union-attr]
-            offline = sum(1 for tp, state in list(ctx.partition_states.items())
-                          if state == PartitionState.OFFLINE and not ctx.is_topic_queued_for_deletion(tp[0]))
+        # published by the controller's event thread after each event: its context is that thread's alone
+        offline = int(getattr(controller, "offline_partitions_count", 0)) if active else 0
         spec = n.BY_NAME["kafka_controller_kafkacontroller_activecontrollercount"]
         yield GaugeMetricFamily(spec.name, spec.help, value=1.0 if active else 0.0)
         spec = n.BY_NAME["kafka_controller_kafkacontroller_offlinepartitionscount"]

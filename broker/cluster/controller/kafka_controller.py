@@ -109,6 +109,8 @@ class KafkaController:
                                                        config.request_retry_backoff_ms)
         self.channel_manager = channel_manager
         self.event_manager = ControllerEventManager(self.process, clock)
+        #: OfflinePartitionsCount as of the last event (written by the event thread, read by the metrics endpoint)
+        self.offline_partitions_count = 0
         self._threaded = threaded
         self.ctx = ControllerContext()
         self.active_controller_id = -1
@@ -337,6 +339,19 @@ class KafkaController:
         except Exception:
             log.exception("Error processing controller event %r", event)
             event.preempt()
+        finally:
+            self._update_metrics()
+
+    def _update_metrics(self) -> None:
+        """After each event, on the event thread (Kafka's updateMetrics): publish the counts the metrics endpoint
+        reports, so its HTTP threads read one int and never the ControllerContext."""
+        if not self.is_active:
+            self.offline_partitions_count = 0
+            return
+        ctx = self.ctx
+        offline = PartitionState.OFFLINE
+        self.offline_partitions_count = sum(1 for tp, state in ctx.partition_states.items()
+                                            if state is offline and not ctx.is_topic_queued_for_deletion(tp[0]))
 
     def _set_active(self, controller_id: int) -> None:
         if controller_id != self.active_controller_id:

@@ -10,7 +10,6 @@ from typing import Any, Dict, List, Tuple
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.cluster.controller.context import ControllerContext, PartitionState
 from broker.coordinator.group.state import OffsetAndMetadata
 from broker.metrics import names as n
 from broker.metrics.collector import BrokerCollector
@@ -96,14 +95,11 @@ def test_deleted_partitions_and_partitions_without_a_log_are_left_out() -> None:
 
 
 def test_controller_gauges_only_on_the_active_controller() -> None:
-    ctx = ControllerContext()
-    ctx.partition_states = {("x", 0): PartitionState.OFFLINE, ("x", 1): PartitionState.ONLINE,
-                            ("y", 0): PartitionState.OFFLINE, ("z", 0): PartitionState.OFFLINE}
-    ctx.topics_to_be_deleted = {"z"}  # Kafka leaves topics queued for deletion out of the count
-    active = scrape(sources([], controller=NS(is_active=True, ctx=ctx)))
+    # the count the controller's event thread published (tests/unit/cluster/test_controller_metrics.py)
+    active = scrape(sources([], controller=NS(is_active=True, offline_partitions_count=2)))
     assert active[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 1
     assert active[("kafka_controller_kafkacontroller_offlinepartitionscount", ())] == 2
-    other = scrape(sources([], controller=NS(is_active=False, ctx=ctx)))
+    other = scrape(sources([], controller=NS(is_active=False, offline_partitions_count=2)))
     assert other[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 0
     assert other[("kafka_controller_kafkacontroller_offlinepartitionscount", ())] == 0
 

@@ -172,6 +172,33 @@ class DelayedOperationPurgatory(Generic[T]):
                     del watchers[k]
 
 
+class _PerPartitionOperation(DelayedOperation):
+    """An operation done when each of its partitions is (``_pending``: the partitions still waiting; ``_check``
+    drops a partition once it is done or errored), so a change to one partition re-checks that one alone."""
+
+    def __init__(self, delay_ms: float) -> None:
+        super().__init__(delay_ms)
+        self._pending: Dict[Any, Any] = {}
+
+    def _check(self, tp: Any, st: Any) -> None:
+        raise NotImplementedError
+
+    def try_complete(self) -> bool:
+        for tp, st in list(self._pending.items()):
+            self._check(tp, st)
+        if self._pending:
+            return False
+        return self.force_complete()
+
+    def try_complete_key(self, key: Hashable) -> bool:
+        st = self._pending.get(key)
+        if st is not None:
+            self._check(key, st)
+        if self._pending:
+            return False
+        return self.force_complete()
+
+
 # --------------------------------------------------------------------------------------------- produce
 @dataclass
 class ProduceStatus:
@@ -182,7 +209,7 @@ class ProduceStatus:
     acks_pending: bool = True
 
 
-class DelayedProduce(DelayedOperation):
+class DelayedProduce(_PerPartitionOperation):
     """acks=-1: done when every partition's HW reached its required offset, or errored."""
 
     def __init__(self, delay_ms: float, statuses: Dict[Any, ProduceStatus], get_partition: Callable[[Any], Any],
@@ -194,7 +221,6 @@ class DelayedProduce(DelayedOperation):
         self._get_partition = get_partition
         self._missing_error = missing_error
         #: the partitions still waiting for their HW
-        self._pending: Dict[Any, ProduceStatus] = {}
         for tp, st in statuses.items():
             if st.result.error_code == 0:
                 st.acks_pending = True
@@ -220,20 +246,6 @@ class DelayedProduce(DelayedOperation):
             st.result.error_code = error
             del self._pending[tp]
 
-    def try_complete(self) -> bool:
-        for tp, st in list(self._pending.items()):
-            self._check(tp, st)
-        if self._pending:
-            return False
-        return self.force_complete()
-
-    def try_complete_key(self, key: Hashable) -> bool:
-        st = self._pending.get(key)
-        if st is not None:
-            self._check(key, st)
-        if self._pending:
-            return False
-        return self.force_complete()
 
 
 # --------------------------------------------------------------------------------------------- fetch
@@ -311,7 +323,7 @@ class DeleteRecordsStatus:
     acks_pending: bool = True
 
 
-class DelayedDeleteRecords(DelayedOperation):
+class DelayedDeleteRecords(_PerPartitionOperation):
     """DeleteRecords: done when every partition's low watermark reached the requested offset."""
 
     def __init__(self, delay_ms: float, statuses: Dict[Any, DeleteRecordsStatus], get_partition: Callable[[Any], Any],
@@ -320,7 +332,6 @@ class DelayedDeleteRecords(DelayedOperation):
         self.statuses = statuses
         self._get_partition = get_partition
         self._missing_error = missing_error
-        self._pending: Dict[Any, DeleteRecordsStatus] = {}
         for tp, st in statuses.items():
             if st.error_code == 0:
                 st.acks_pending = True
@@ -347,20 +358,6 @@ class DelayedDeleteRecords(DelayedOperation):
             st.low_watermark = low
             del self._pending[tp]
 
-    def try_complete(self) -> bool:
-        for tp, st in list(self._pending.items()):
-            self._check(tp, st)
-        if self._pending:
-            return False
-        return self.force_complete()
-
-    def try_complete_key(self, key: Hashable) -> bool:
-        st = self._pending.get(key)
-        if st is not None:
-            self._check(key, st)
-        if self._pending:
-            return False
-        return self.force_complete()
 
 
 # --------------------------------------------------------------------------------------------- elect leaders

@@ -21,7 +21,7 @@ from typing import Iterator, List, Optional, Sequence, Tuple
 import pytest
 
 from tests.harness.broker_process import BrokerProcess
-from tests.harness.cluster_ops import controller_id, module_cluster
+from tests.harness.cluster_ops import all_brokers_agree, controller_id, module_cluster
 from tests.integration.tools.kafka_tools import ToolRun, run_kafka_batch, run_tool
 from tools.cluster import ROOT, LocalCluster, free_port
 
@@ -300,6 +300,12 @@ def test_describe_and_list_do_not_wait_for_a_killed_controller(cluster: LocalClu
     bs = cluster.bootstrap
     assert run_tool("topics", "--bootstrap-server", bs, "--create", "--topic", "r3", "--partitions", "3",
                     "--replication-factor", "3").code == 0
+    # CreateTopics answers once the broker it went to knows the topic; the others learn it from the controller's
+    # UpdateMetadata, which a controller killed too soon never sends (Kafka alike). Kill it after all three know r3.
+    deadline = time.monotonic() + 30
+    while all_brokers_agree(cluster, "r3", lambda ps: len(ps) == 3 and all(p.leader >= 0 for p in ps.values())) is None:
+        assert time.monotonic() < deadline, "r3 never reached every broker's metadata"
+        time.sleep(0.05)
     short = tmp_path / "short.properties"
     short.write_text("default.api.timeout.ms=1500\n")
     victim = controller_id(cluster)

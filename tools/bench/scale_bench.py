@@ -21,7 +21,8 @@ codec): every partition of the topics has a leader (>= 0; not the broker being s
   counting those that point into partition directories) per partition at 1 segment; produce throughput of 100 B
   records (confluent-kafka, acks=all, linger.ms 5) to one partition and spread round-robin over 1,000 partitions
   (explicit partitions), each twice (the second pass reported: a partition's first data costs more), and their
-  ratio; a clean restart (SIGTERM -> exit, then start -> all led); a restart after kill -9 with unflushed records
+  ratio, with the CPU per record of the client (this process, librdkafka's threads included) and of the broker,
+  and the ratio the client's CPU alone allows (its CPU per record single / spread); a clean restart (SIGTERM -> exit, then start -> all led); a restart after kill -9 with unflushed records
   in every partition (start -> all led, recovery included; started once ZooKeeper dropped the killed broker's
   registration, which Kafka needs); last, 20 segments rolled in each partition (``segment.bytes`` 1000 on the
   topics, one 600 B record per batch), chunk by chunk for as many partitions K as the 20,000-descriptor limit
@@ -205,6 +206,17 @@ class Node:
     def processes(self) -> List[psutil.Process]:
         p = psutil.Process(self.pid())
         return [p] + p.children(recursive=True)
+
+    def cpu_seconds(self) -> float:
+        """User + system CPU seconds of the process tree so far."""
+        total = 0.0
+        for p in self.processes():
+            try:
+                c = p.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            total += c.user + c.system
+        return total
 
     def rss_bytes(self) -> int:
         total = 0
@@ -453,9 +465,16 @@ def producer_conf(bootstrap: str, **extra: Any) -> Dict[str, Any]:
     return conf
 
 
+def _process_cpu_s() -> float:
+    """CPU seconds of this process so far, every thread (librdkafka's included)."""
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
 def produce_to(bootstrap: str, targets: Sequence[Tuple[str, int]], records: int, size: int = 100,
-               warmup: bool = True, **extra: Any) -> Dict[str, float]:
-    """``records`` x ``size`` B round-robin over ``targets`` (explicit partitions): records/s of the acknowledged."""
+               warmup: bool = True, node: Optional["Node"] = None, **extra: Any) -> Dict[str, float]:
+    """``records`` x ``size`` B round-robin over ``targets`` (explicit partitions): records/s of the acknowledged,
+    and the CPU per record of the client (this process) and, given ``node``, of the broker's process tree."""
     p = Producer(producer_conf(bootstrap, **extra))
     payload = os.urandom(size // 2).hex().encode()[:size].ljust(size, b"x")
     counts = [0, 0]
@@ -477,6 +496,8 @@ def produce_to(bootstrap: str, targets: Sequence[Tuple[str, int]], records: int,
         p.flush(600)
         counts[:] = [0, 0]
     n = len(targets)
+    broker_cpu0 = node.cpu_seconds() if node is not None else 0.0
+    cpu0 = _process_cpu_s()
     t0 = time.perf_counter()
     for i in range(records):
         t, part = targets[i % n]
@@ -485,8 +506,13 @@ def produce_to(bootstrap: str, targets: Sequence[Tuple[str, int]], records: int,
             p.poll(0)
     left = p.flush(600)
     elapsed = time.perf_counter() - t0
-    return {"records": counts[1], "errors": counts[0] + left, "seconds": elapsed,
-            "records_per_s": counts[1] / elapsed if elapsed else float("nan")}
+    per_record = 1e6 / max(1, counts[1])
+    out = {"records": counts[1], "errors": counts[0] + left, "seconds": elapsed,
+           "records_per_s": counts[1] / elapsed if elapsed else float("nan"),
+           "client_us_per_record": (_process_cpu_s() - cpu0) * per_record}
+    if node is not None:
+        out["broker_us_per_record"] = (node.cpu_seconds() - broker_cpu0) * per_record
+    return out
 
 
 def kafka_tool(main_class: str, args: Sequence[str], timeout_s: float = 1800.0) -> Tuple[int, str]:
@@ -616,9 +642,9 @@ def row_partitions(kind: str, work: Path, zk_root: str, sz: Sizes) -> Dict[str, 
         # each twice: a partition's first data costs more (Kafka: the first pages of its preallocated index
         # files, 3-20 ms per partition here); the second pass is the steady state reported
         first = produce_to(node.bootstrap, [("single", 0)], sz.produce_records)
-        single = produce_to(node.bootstrap, [("single", 0)], sz.produce_records)
+        single = produce_to(node.bootstrap, [("single", 0)], sz.produce_records, node=node)
         first_spread = produce_to(node.bootstrap, spread_tps, sz.produce_records)
-        spread = produce_to(node.bootstrap, spread_tps, sz.produce_records)
+        spread = produce_to(node.bootstrap, spread_tps, sz.produce_records, node=node)
         res["produce_single_first_rps"] = first["records_per_s"]
         res["produce_spread_first_rps"] = first_spread["records_per_s"]
         res["produce_single_rps"] = single["records_per_s"]
@@ -626,6 +652,13 @@ def row_partitions(kind: str, work: Path, zk_root: str, sz: Sizes) -> Dict[str, 
         res["produce_spread_partitions"] = len(spread_tps)
         res["produce_spread_over_single"] = spread["records_per_s"] / single["records_per_s"]
         res["produce_errors"] = single["errors"] + spread["errors"]
+        # librdkafka sends one ProduceRequest per partition batch: spread over 1,000 partitions at linger.ms 5 a
+        # batch holds tens of records where one partition's holds thousands, and the client's own CPU per record
+        # grows with it. The client's ceiling: the spread/single ratio it allows with the CPU it used for single.
+        for key, run in (("single", single), ("spread", spread)):
+            res[f"produce_{key}_client_us"] = run["client_us_per_record"]
+            res[f"produce_{key}_broker_us"] = run["broker_us_per_record"]
+        res["produce_spread_client_ceiling"] = single["client_us_per_record"] / spread["client_us_per_record"]
         res["rss_produced_mb"] = node.rss_bytes() / MB
 
         everything = dict(topics, single=1)
@@ -1023,6 +1056,11 @@ TABLE: List[Tuple[str, str, str, str, Check]] = [
     ("partitions", "produce_spread_rps", "produce 100 B, spread records/s", "", None),
     ("partitions", "produce_spread_partitions", "partitions of the spread", "", None),
     ("partitions", "produce_spread_over_single", "spread/single throughput", ">= 0.70", lambda o, k: o >= 0.7),
+    ("partitions", "produce_single_client_us", "client CPU us/record, 1 partition", "", None),
+    ("partitions", "produce_spread_client_us", "client CPU us/record, spread", "", None),
+    ("partitions", "produce_spread_client_ceiling", "spread/single the client's CPU allows", "", None),
+    ("partitions", "produce_single_broker_us", "broker CPU us/record, 1 partition", "", None),
+    ("partitions", "produce_spread_broker_us", "broker CPU us/record, spread", "", None),
     ("partitions", "clean_stop_s", "clean shutdown SIGTERM -> exit s", "", None),
     ("partitions", "clean_restart_s", "clean restart: start -> all led s", "<= 10", lambda o, k: o <= 10),
     ("partitions", "kill9_restart_s", "kill -9 restart: start -> all led s", "<= 10", lambda o, k: o <= 10),

@@ -142,6 +142,25 @@ def test_a_failed_accept_is_one_warning_and_pending_connections_are_served_after
 
     async def main() -> None:
         d, server, port = await start()
+        loop = asyncio.get_running_loop()
+        # Count asyncio's failed-accept rounds on their way to the server's handler: in one round (one readiness of
+        # the listener) asyncio reports every accept() it tried, all in one callback; then it pauses the listener
+        # and retries a second later.
+        server_handler = loop.get_exception_handler()
+        failed_rounds = [0]
+        in_round = [False]
+
+        def round_over() -> None:
+            in_round[0] = False
+
+        def counting(loop_: asyncio.AbstractEventLoop, context: dict) -> None:
+            if context.get("message") == "socket.accept() out of system resource" and not in_round[0]:
+                in_round[0] = True
+                failed_rounds[0] += 1
+                loop_.call_soon(round_over)
+            server_handler(loop_, context)
+
+        loop.set_exception_handler(counting)
         soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
         clients = [socket.socket() for _ in range(3)]
         try:
@@ -152,10 +171,11 @@ def test_a_failed_accept_is_one_warning_and_pending_connections_are_served_after
                     c.connect(("127.0.0.1", port))
                 except BlockingIOError:
                     pass
-            await asyncio.sleep(2.3)  # asyncio retries accepting after 1 s: two more failed rounds
+            # the first failed round, then two more after asyncio's retries
+            await asyncio.wait_for(_until(lambda: failed_rounds[0] >= 3), 20)
         finally:
             resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
-        loop = asyncio.get_running_loop()
+            loop.set_exception_handler(server_handler)
         try:
             for i, c in enumerate(clients):
                 await loop.sock_sendall(c, frame(b"late-%d" % i))
@@ -179,11 +199,16 @@ def test_connections_idle_longer_than_connections_max_idle_ms_are_closed(loop_na
         try:
             idle_r, idle_w = await asyncio.open_connection("127.0.0.1", port)
             busy_r, busy_w = await asyncio.open_connection("127.0.0.1", port)
-            for _ in range(8):  # the busy one talks every 100 ms for 0.8 s
+            idle_closed = asyncio.ensure_future(idle_r.read())
+            pings = 0
+            deadline = asyncio.get_running_loop().time() + 10
+            while not idle_closed.done():  # the busy one talks until the idle one has been closed
+                assert asyncio.get_running_loop().time() < deadline, "the idle connection was not closed"
                 busy_w.write(frame(b"ping"))
-                await asyncio.wait_for(busy_r.readexactly(8), 5)
-                await asyncio.sleep(0.1)
-            assert await asyncio.wait_for(idle_r.read(), 5) == b""  # closed by the broker
+                assert await asyncio.wait_for(busy_r.readexactly(8), 5) == frame(b"ping")
+                pings += 1
+            assert idle_closed.result() == b""  # closed by the broker
+            assert pings > 0
             busy_w.write(frame(b"still"))
             assert await asyncio.wait_for(busy_r.readexactly(9), 5) == frame(b"still")
             busy_w.close()

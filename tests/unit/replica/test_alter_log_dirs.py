@@ -12,6 +12,7 @@ from broker.errors import ErrorCode
 from broker.replica.alter_log_dirs import COPIED, SWAPPED, move_step
 from broker.replica.config import ReplicaConfig
 from broker.replica.manager import ReplicaManager
+from broker.replica.replication_quota import ReplicationQuotas
 from broker.storage.config import LogConfig
 from broker.storage.log_manager import LogManager
 from broker.storage.scheduler import Scheduler
@@ -116,7 +117,10 @@ def test_move_under_continuous_appends_loses_nothing(tmp_path) -> None:
             await n.lead(TP)
             d0, d1 = n.dirs
             produced = await _produce(n.rm, 300)
-            n.rm.quotas.alter_log_dirs.update_quota(20_000)  # slow enough to watch it move
+            # The quota's clock stands still: two copy steps (16 KiB each) exceed 20000 B/s for good, so the move
+            # stops part way, under the appends, until the quota is lifted.
+            n.rm.quotas = ReplicationQuotas(1, clock=ManualClock())
+            n.rm.quotas.alter_log_dirs.update_quota(20_000)
             assert await n.rm.alter_replica_log_dirs({TP: d1}) == {TP: 0}
             p = n.rm.get_partition(TP)
             assert p.future_log is not None and n.rm.alter_log_dirs.is_moving(TP)
@@ -127,10 +131,12 @@ def test_move_under_continuous_appends_loses_nothing(tmp_path) -> None:
                 while not stop.is_set():
                     produced.extend(await _produce(n.rm, 1, b"w%05d" % i))
                     i += 1
-                    await asyncio.sleep(0.002)
+                    await asyncio.sleep(0)
 
             task = asyncio.ensure_future(producer())
-            await asyncio.sleep(0.3)
+            before = len(produced)
+            await wait_until(lambda: p.future_log.log_end_offset > 0 and n.rm.quotas.alter_log_dirs.rate() > 20_000
+                             and len(produced) >= before + 20, what="a throttled copy under appends")
             by_dir, _ = await n.rm.run_io(_collect, n.rm, n.dirs, None)
             cur = by_dir[d0][TOPIC][0]
             fut = by_dir[d1][TOPIC][0]

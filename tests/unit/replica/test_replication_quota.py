@@ -4,6 +4,7 @@ partition out)."""
 from __future__ import annotations
 
 import asyncio
+from typing import Callable
 
 import pytest
 
@@ -143,6 +144,26 @@ def _fetches_for_tp(c: FakeCluster) -> int:
     return n
 
 
+def _follower_fetches(c: FakeCluster) -> int:
+    """Fetch requests broker 2 has sent (with or without TP: an incremental one leaves an unchanged partition out).
+    The fetcher sends one at a time, so request n + 1 means response n has been processed."""
+    return sum(1 for src, _, key, _ in c.requests if key == FETCH and src == 2)
+
+
+def _count_exceeded(quota: ReplicationQuotaManager) -> Callable[[], int]:
+    """Counts the checks of ``quota`` that found it exceeded (each a decision to leave throttled data out)."""
+    real = quota.is_quota_exceeded
+    n = [0]
+
+    def counted() -> bool:
+        exceeded = real()
+        n[0] += exceeded
+        return exceeded
+
+    quota.is_quota_exceeded = counted  # type: ignore[method-assign]
+    return lambda: n[0]
+
+
 def test_leader_sends_no_throttled_data_while_its_quota_is_exceeded(tmp_path) -> None:
     async def main() -> None:
         c = await _cluster_with_backlog(tmp_path, 4)
@@ -151,19 +172,27 @@ def test_leader_sends_no_throttled_data_while_its_quota_is_exceeded(tmp_path) ->
             clock = ManualClock(0)
             leader.rm.quotas = ReplicationQuotas(1, clock=clock)
             leader.rm.quotas.leader.update_quota(BATCH / 2)  # one batch exceeds it for two windows
+            throttled = _count_exceeded(leader.rm.quotas.leader)
             leader.rm.update_throttled_replicas(TP[0], LogConfig.from_props(
                 {"leader.replication.throttled.replicas": "0:1"}))
             assert leader.rm.quotas.leader.is_throttled(TP)
             follower = c.start(2)
             await c.leader_and_isr(2, state(1, 0, [1], [1, 2]))
             await wait_until(lambda: follower.log.log_end_offset == 1, what="first batch")
-            await asyncio.sleep(0.5)  # several follower fetches, all answered without records
-            await wait_until(lambda: _fetches_for_tp(c) >= 2, what="two more follower fetches")
+            # the leader recorded the batch before answering: the quota is exceeded for every fetch after it
+            assert leader.rm.quotas.leader.rate() > leader.rm.quotas.leader.upper_bound
+            sent = _follower_fetches(c)
+            # several follower fetches (three more sent: at least two answered), all answered without records
+            await wait_until(lambda: _follower_fetches(c) >= sent + 3, what="three more follower fetches")
+            assert throttled() >= 2  # the leader consulted the quota and left the data out
             assert follower.log.log_end_offset == 1
             assert leader.rm.quotas.leader.rate() == follower.log.size_bytes  # one batch in one window
             clock.advance(3000)  # 20000 B / 3 s < 10000 B/s: one more batch, then exceeded again
             await wait_until(lambda: follower.log.log_end_offset == 2, what="second batch")
-            await asyncio.sleep(0.4)
+            assert leader.rm.quotas.leader.rate() > leader.rm.quotas.leader.upper_bound  # 2 batches / 3 s
+            sent, refused = _follower_fetches(c), throttled()
+            await wait_until(lambda: _follower_fetches(c) >= sent + 3, what="three more follower fetches")
+            assert throttled() >= refused + 2
             assert follower.log.log_end_offset == 2
             leader.rm.quotas.leader.update_quota(float(UNLIMITED))
             await wait_until(lambda: follower.log.log_end_offset == 4, what="the rest once unthrottled")
@@ -202,20 +231,24 @@ def test_follower_leaves_throttled_partitions_out_of_its_fetches(tmp_path) -> No
             clock = ManualClock(0)
             follower.rm.quotas = ReplicationQuotas(2, clock=clock)
             follower.rm.quotas.follower.update_quota(BATCH / 2)
+            exceeded = _count_exceeded(follower.rm.quotas.follower)
             follower.rm.update_throttled_replicas(TP[0], LogConfig.from_props(
                 {"follower.replication.throttled.replicas": "0:2,1:3"}))
             assert follower.rm.quotas.follower.is_throttled(TP)
             await c.leader_and_isr(2, state(1, 0, [1], [1, 2]))
             await wait_until(lambda: follower.log.log_end_offset == 1, what="first batch")
-            await asyncio.sleep(0.1)
-            sent = _fetches_for_tp(c)
-            await asyncio.sleep(0.4)
+            # The fetcher records the batch right after appending it, so the first fetch it builds after that
+            # finds the quota exceeded and leaves TP out (that request is on record once the check has returned).
+            await wait_until(lambda: exceeded() >= 1, what="the fetcher to find its quota exceeded")
+            sent, checks = _fetches_for_tp(c), exceeded()
+            await wait_until(lambda: exceeded() >= checks + 3, what="three more fetch rounds while exceeded")
             assert follower.log.log_end_offset == 1
             assert _fetches_for_tp(c) == sent  # not even asked for while the quota is exceeded
             assert follower.rm.quotas.follower.rate() == follower.log.size_bytes
             clock.advance(3000)
             await wait_until(lambda: follower.log.log_end_offset == 2, what="second batch")
-            await asyncio.sleep(0.3)
+            checks = exceeded()  # 40000 B / 3 s once the second batch is recorded: exceeded again
+            await wait_until(lambda: exceeded() >= checks + 3, what="three more fetch rounds while exceeded")
             assert follower.log.log_end_offset == 2
             # removing the throttle from the topic config lets it catch up at once
             follower.rm.update_config(TP[0], LogConfig.from_props({"follower.replication.throttled.replicas": ""}))

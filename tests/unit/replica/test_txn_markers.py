@@ -132,7 +132,8 @@ def test_read_committed_fetch_stops_at_the_lso_and_wakes_when_it_moves(tmp_path)
             # parked: nothing below the LSO past offset 1 until the transaction ends
             waiting = asyncio.ensure_future(rm.fetch_messages([(TP, FetchPartitionInfo(1, 1 << 20))], 1 << 20, 1,
                                                               10000, 1))
-            await asyncio.sleep(0.2)
+            await wait_until(lambda: rm.delayed_fetch_purgatory.num_delayed(TP) == 1 or waiting.done(),
+                             what="the read_committed fetch to park on the partition")
             assert not waiting.done()
             assert await rm.append_txn_markers(PID, 0, 0, False, [TP], 5000) == {TP: 0}  # 3
             res = (await asyncio.wait_for(waiting, 8))[TP]

@@ -6,6 +6,7 @@ import errno
 import inspect
 import socket
 import time
+from typing import Optional
 
 from broker.network import bind_check, socket_server
 from tools.cluster import port_is_free
@@ -23,10 +24,31 @@ def _time_wait_port() -> int:
     accepted, _ = listener.accept()
     accepted.close()  # server side closes first: its end (127.0.0.1:port) goes to TIME-WAIT
     client.recv(1)  # the FIN arrives
+    client_port = client.getsockname()[1]
     client.close()
     listener.close()
-    time.sleep(0.05)
+    # the server's end moves FIN-WAIT-2 -> TIME-WAIT when the client's FIN arrives
+    deadline = time.monotonic() + 10
+    while _tcp_state(port, client_port) != _TCP_TIME_WAIT:
+        assert time.monotonic() < deadline, _tcp_state(port, client_port)
+        time.sleep(0.001)
     return port
+
+
+#: the state column of /proc/net/tcp (include/net/tcp_states.h)
+_TCP_TIME_WAIT = 0x06
+
+
+def _tcp_state(local_port: int, remote_port: int) -> Optional[int]:
+    """The state of this host's IPv4 TCP socket from ``local_port`` to ``remote_port`` (None: there is none)."""
+    with open("/proc/net/tcp") as f:
+        next(f)
+        for line in f:
+            fields = line.split()
+            if (int(fields[1].rsplit(":", 1)[1], 16), int(fields[2].rsplit(":", 1)[1], 16)) == (local_port,
+                                                                                                 remote_port):
+                return int(fields[3], 16)
+    return None
 
 
 def _plain_bind_fails(port: int) -> bool:

@@ -99,7 +99,8 @@ def test_scale_bench_quick_ours() -> None:
     assert "did not complete" not in out, out
     rows = ("create N partitions -> all led s", "Metadata all topics p99 ms", "descriptors/partition, 1 segment",
             "descriptors/partition, 20 segments (K)", "kill -9 restart: start -> all led s",
-            "spread/single throughput", "acks=all 1 rec/partition, 1 in flight rec/s",
+            "spread/single throughput", "spread/single the client's CPU allows", "Java client spread/single throughput",
+            "broker CPU us/record, spread", "acks=all 1 rec/partition, 1 in flight rec/s",
             "acks=all 1 rec/partition, 5 in flight rec/s",
             "controlled shutdown -> leaders moved s", "kill -9 of a leader -> all led s",
             "preferred election -> all preferred s", "reassign -> --verify complete s",

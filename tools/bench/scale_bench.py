@@ -22,7 +22,10 @@ codec): every partition of the topics has a leader (>= 0; not the broker being s
   records (confluent-kafka, acks=all, linger.ms 5) to one partition and spread round-robin over 1,000 partitions
   (explicit partitions), each twice (the second pass reported: a partition's first data costs more), and their
   ratio, with the CPU per record of the client (this process, librdkafka's threads included) and of the broker,
-  and the ratio the client's CPU alone allows (its CPU per record single / spread); a clean restart (SIGTERM -> exit, then start -> all led); a restart after kill -9 with unflushed records
+  and the ratio the client's CPU alone allows (its CPU per record single / spread); then the same with the Java
+  client (Kafka's ``kafka-producer-perf-test``, acks=all, linger.ms 5) to the one partition and to a topic of
+  1,000 partitions (its sticky partitioner: the Java client sends many partitions' batches per ProduceRequest,
+  librdkafka one partition per request); a clean restart (SIGTERM -> exit, then start -> all led); a restart after kill -9 with unflushed records
   in every partition (start -> all led, recovery included; started once ZooKeeper dropped the killed broker's
   registration, which Kafka needs); last, 20 segments rolled in each partition (``segment.bytes`` 1000 on the
   topics, one 600 B record per batch), chunk by chunk for as many partitions K as the 20,000-descriptor limit
@@ -117,6 +120,7 @@ class Sizes:
     partitions: int = 10_000
     spread: int = 1_000
     produce_records: int = 300_000
+    java_records: int = 1_000_000
     segments: int = 20
     roll_budget_s: float = 300.0
     metadata_requests: int = 200
@@ -135,7 +139,7 @@ class Sizes:
 
     @classmethod
     def quick(cls) -> "Sizes":
-        return cls(partitions=300, spread=300, produce_records=20_000, roll_budget_s=30.0, metadata_requests=50,
+        return cls(partitions=300, spread=300, produce_records=20_000, java_records=20_000, roll_budget_s=30.0, metadata_requests=50,
                    unflushed_per_partition=5, reassign=30, reassign_records=10, connections=200, latency_s=3.0,
                    groups=20, group_members=2, group_load_partitions=100, group_preload_partitions=10,
                    group_records=1_000, group_run_s=3.0, session_timeout_ms=3000)
@@ -515,6 +519,40 @@ def produce_to(bootstrap: str, targets: Sequence[Tuple[str, int]], records: int,
     return out
 
 
+#: the JVM options of Kafka's kafka-producer-perf-test.sh (kafka-run-class.sh: -Xmx256M, G1, full JIT)
+PERF_TEST_JVM_OPTS = ["-Xmx256M", "-XX:+UseG1GC", "-Djava.awt.headless=true"]
+_PERF_LINE = re.compile(r"^(\d+) records sent, ([\d.]+) records/sec")
+
+
+def java_produce(bootstrap: str, topic: str, records: int, node: Optional["Node"] = None) -> Dict[str, float]:
+    """Kafka's own producer benchmark (``kafka-producer-perf-test.sh``: ProducerPerformance from the 3.9.1 jars,
+    the Java client) sending ``records`` x 100 B to ``topic`` (acks=all, linger.ms 5, the client's defaults
+    otherwise: 16 KB batches, the uniform sticky partitioner over every partition of the topic). The Java client
+    puts the batches of many partitions in one ProduceRequest, which librdkafka does not."""
+    java = shutil.which("java")
+    if java is None:
+        raise RuntimeError("java not found on PATH")
+    cmd = [java, *PERF_TEST_JVM_OPTS, "-Dlog4j.configuration=file:/dev/null", "-cp", kafka_classpath(),
+           "org.apache.kafka.tools.ProducerPerformance", "--topic", topic, "--num-records", str(records),
+           "--record-size", "100", "--throughput", "-1", "--producer-props", f"bootstrap.servers={bootstrap}",
+           "acks=all", "linger.ms=5"]
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    broker_cpu0 = node.cpu_seconds() if node is not None else 0.0
+    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=1800)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    out = r.stdout.decode("utf-8", "replace")
+    found = [m for m in (_PERF_LINE.match(line) for line in out.splitlines()) if m]
+    if r.returncode != 0 or not found:
+        raise RuntimeError(f"ProducerPerformance failed (exit {r.returncode}): {out[-500:]}")
+    sent, rps = int(found[-1].group(1)), float(found[-1].group(2))
+    res = {"records": float(sent), "records_per_s": rps,
+           "client_us_per_record": ((after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime))
+           * 1e6 / max(1, sent)}
+    if node is not None:
+        res["broker_us_per_record"] = (node.cpu_seconds() - broker_cpu0) * 1e6 / max(1, sent)
+    return res
+
+
 def kafka_tool(main_class: str, args: Sequence[str], timeout_s: float = 1800.0) -> Tuple[int, str]:
     """One of Kafka 3.9.1's own command-line tools, as kafka-run-class.sh runs it: (exit status, output)."""
     java = shutil.which("java")
@@ -635,8 +673,8 @@ def row_partitions(kind: str, work: Path, zk_root: str, sz: Sizes) -> Dict[str, 
         res["metadata_bytes"] = size
 
         log(f"[{kind}] partitions: produce {sz.produce_records} x 100 B to 1 partition, then over {sz.spread}")
-        create_topics(node.bootstrap, {"single": 1}, 1)
-        wait_partitions(wire, {"single": 1}, "topic single led")
+        create_topics(node.bootstrap, {"single": 1, "spread": sz.spread}, 1)
+        wait_partitions(wire, {"single": 1, "spread": sz.spread}, "topics single and spread led")
         step = max(1, n_parts // sz.spread)
         spread_tps = all_tps[::step][:sz.spread]
         # each twice: a partition's first data costs more (Kafka: the first pages of its preallocated index
@@ -659,9 +697,21 @@ def row_partitions(kind: str, work: Path, zk_root: str, sz: Sizes) -> Dict[str, 
             res[f"produce_{key}_client_us"] = run["client_us_per_record"]
             res[f"produce_{key}_broker_us"] = run["broker_us_per_record"]
         res["produce_spread_client_ceiling"] = single["client_us_per_record"] / spread["client_us_per_record"]
+        log(f"[{kind}] partitions: the same with the Java client (kafka-producer-perf-test), 1 partition, then a "
+            f"topic of {sz.spread}")
+        java_produce(node.bootstrap, "single", sz.java_records)  # JIT and metadata warm-up, untimed
+        java_single = java_produce(node.bootstrap, "single", sz.java_records, node=node)
+        java_produce(node.bootstrap, "spread", sz.java_records)
+        java_spread = java_produce(node.bootstrap, "spread", sz.java_records, node=node)
+        res["java_single_rps"] = java_single["records_per_s"]
+        res["java_spread_rps"] = java_spread["records_per_s"]
+        res["java_spread_over_single"] = java_spread["records_per_s"] / java_single["records_per_s"]
+        for key, run in (("single", java_single), ("spread", java_spread)):
+            res[f"java_{key}_client_us"] = run["client_us_per_record"]
+            res[f"java_{key}_broker_us"] = run["broker_us_per_record"]
         res["rss_produced_mb"] = node.rss_bytes() / MB
 
-        everything = dict(topics, single=1)
+        everything = dict(topics, single=1, spread=sz.spread)
         log(f"[{kind}] partitions: clean restart")
         t0 = time.monotonic()
         node.stop()
@@ -1061,6 +1111,14 @@ TABLE: List[Tuple[str, str, str, str, Check]] = [
     ("partitions", "produce_spread_client_ceiling", "spread/single the client's CPU allows", "", None),
     ("partitions", "produce_single_broker_us", "broker CPU us/record, 1 partition", "", None),
     ("partitions", "produce_spread_broker_us", "broker CPU us/record, spread", "", None),
+    ("partitions", "java_single_rps", "Java client 100 B, 1 partition records/s", "", None),
+    ("partitions", "java_spread_rps", "Java client 100 B, topic of 1,000 records/s", "", None),
+    ("partitions", "java_spread_over_single", "Java client spread/single throughput", ">= 0.70",
+     lambda o, k: o >= 0.7),
+    ("partitions", "java_single_client_us", "Java client CPU us/record, 1 partition", "", None),
+    ("partitions", "java_spread_client_us", "Java client CPU us/record, spread", "", None),
+    ("partitions", "java_single_broker_us", "broker CPU us/record, Java, 1 partition", "", None),
+    ("partitions", "java_spread_broker_us", "broker CPU us/record, Java, spread", "", None),
     ("partitions", "clean_stop_s", "clean shutdown SIGTERM -> exit s", "", None),
     ("partitions", "clean_restart_s", "clean restart: start -> all led s", "<= 10", lambda o, k: o <= 10),
     ("partitions", "kill9_restart_s", "kill -9 restart: start -> all led s", "<= 10", lambda o, k: o <= 10),

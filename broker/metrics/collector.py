@@ -5,8 +5,8 @@ counts, under-replicated partitions, log sizes, controller state, consumer-group
 the broker's own objects, at scrape time only.
 
 Threading: ``collect`` runs on the endpoint's HTTP thread, never on the event loop. It only reads: each
-dict it walks is copied first (one step under the GIL), and the only lock it takes is a log's own short lock
-(``Log.size_bytes``) and the flush histogram's, so a scrape never holds up the loop.
+dict it walks is copied first (one step under the GIL), a log's size is read without its lock (``Log.size_bytes``),
+and the only lock it takes is the flush histogram's, so a scrape never holds up the loop.
 """
 from __future__ import annotations
 

@@ -145,8 +145,8 @@ class ClientMetadata(NamedTuple):
 
 FetchRead = Union[Tuple[TopicPartition, int, int], Tuple[TopicPartition, FetchPartitionInfo]]
 #: what a worker needs for one append as leader: (Partition, records, the leader epoch the append was accepted in,
-#: is_from_client, KIP-890 guard or None, whether the append moves the HW: Partition.high_watermark_follows_leo)
-_AppendJob = Tuple[Partition, Any, int, bool, Optional[object], bool]
+#: is_from_client, KIP-890 guard or None)
+_AppendJob = Tuple[Partition, Any, int, bool, Optional[object]]
 
 
 def fetch_request_replica(request: Any, api_version: int) -> Tuple[int, int]:
@@ -1048,8 +1048,7 @@ class ReplicaManager:
                         "partition %s-%d" % (list(p.isr), p.effective_min_isr(), tp[0], tp[1])))
             else:
                 tps.append(tp)
-                jobs.append((p, buf, p.leader_epoch, is_from_client, guards.get(tp) if guards else None,
-                             p.high_watermark_follows_leo()))
+                jobs.append((p, buf, p.leader_epoch, is_from_client, guards.get(tp) if guards else None))
         return tps, jobs
 
     async def _append_on_workers(self, tps: List[TopicPartition], jobs: List[_AppendJob]) -> List[ProduceResult]:
@@ -1084,8 +1083,8 @@ class ReplicaManager:
             results[tp] = res
             if res.error_code == 0:
                 note(tp, True)
-                # a leader without followers had its HW moved by the append (Partition.high_watermark_follows_leo)
-                hw_moved = job[5] or job[0].maybe_increment_leader_hw(now)
+                # without the log's lock (a leader without followers: its HW becomes its LEO)
+                hw_moved = job[0].maybe_increment_leader_hw(now)
                 if hw_moved and hw_waiters:
                     self.try_complete_delayed(tp)  # fetches included
                 elif fetches is not None:  # followers parked on this partition fetch the new records at once
@@ -1119,7 +1118,7 @@ class ReplicaManager:
         Runs on the partition's own worker, like every append and marker of the partition, so the
         verification guard check and the append cannot interleave with the producer's marker.
         """
-        p, buf, epoch, is_from_client, guard, hw_follows_leo = job
+        p, buf, epoch, is_from_client, guard = job
         try:
             if p.deleted or p.leader_id != self.broker_id or p.leader_epoch != epoch:
                 raise error_for_code(ErrorCode.NOT_LEADER_OR_FOLLOWER)(
@@ -1129,7 +1128,7 @@ class ReplicaManager:
                         and self._verification_guards.get((p.tp, _producer_id(buf))) is not guard:
                     raise error_for_code(ErrorCode.INVALID_TXN_STATE)("The transaction was not verified")
             first_offset, last_offset, log_append_time, log_start_offset, *_ = p.log.append_as_leader(
-                buf, epoch, is_from_client=is_from_client, high_watermark_to_leo=hw_follows_leo)
+                buf, epoch, is_from_client=is_from_client)
             if guard is not None or not is_from_client:
                 pid = _producer_id(buf)
                 if pid >= 0:
@@ -1228,13 +1227,15 @@ class ReplicaManager:
                                                           info.log_start_offset, now, plog.log_end_offset)
                             recorded.add(tp)
             if jobs:
+                read = None
                 if is_follower and all(_reads_hot_tail(job) for job in jobs):
                     # A follower at the tail reads only the active segment, which was just written (page cache):
                     # index lookup plus a FileSlice, no data copied. Doing it here instead of on a worker thread
                     # saves a thread hop per follower on the acks=all path, and lets the followers of one append
-                    # be answered together rather than one worker hop after another.
-                    read = _read_logs(jobs, max_bytes, not hard_limit)
-                else:
+                    # be answered together rather than one worker hop after another. Only when no other thread
+                    # holds those logs' locks: the loop never waits behind a disk operation.
+                    read = _read_logs_if_unlocked(jobs, max_bytes, not hard_limit)
+                if read is None:
                     read = await self.run_io(_read_logs, jobs, max_bytes, not hard_limit)
                 results.update(read)
             if is_follower and first and len(recorded) < len(parts):
@@ -1541,6 +1542,23 @@ def _reads_hot_tail(job: _ReadJob) -> bool:
     return bool(segments) and job.fetch_offset >= segments[-1].base_offset
 
 
+def _read_logs_if_unlocked(jobs: List[_ReadJob], max_bytes: int, min_one_message: bool
+                           ) -> Optional[Dict[TopicPartition, ReadResult]]:
+    """On the loop: :func:`_read_logs`, if every log's lock is free now (taken without waiting, held for the read:
+    a roll or truncation must not change a segment under its index lookup); None when another thread holds one
+    (an append, a flush, the cleaner), and the caller reads on a worker instead."""
+    held = []
+    try:
+        for job in jobs:
+            if not job.log.try_lock():
+                return None
+            held.append(job.log)
+        return _read_logs(jobs, max_bytes, min_one_message)
+    finally:
+        for plog in held:
+            plog.unlock()
+
+
 def _read_logs(jobs: List[_ReadJob], max_bytes: int, min_one_message: bool) -> Dict[TopicPartition, ReadResult]:
     """Worker thread: read each partition (up to its bound), checking the fetcher's last fetched epoch."""
     from broker.storage.errors import OffsetOutOfRangeError
@@ -1548,14 +1566,13 @@ def _read_logs(jobs: List[_ReadJob], max_bytes: int, min_one_message: bool) -> D
     budget = max_bytes
     for job in jobs:
         plog = job.log
-        # Offsets before the read: appends after it must not make a follower look caught up.
+        # Offsets before the read: appends after it must not make a follower look caught up. The HW first (the
+        # LSO from it), then the owner's published offsets: one publication, whole.
         hw = plog.high_watermark
-        leo = plog.log_end_offset
-        start = plog.log_start_offset
-        try:
-            lso = plog.last_stable_offset
-        except Exception:
-            lso = hw
+        offsets = plog.offsets
+        leo = offsets.log_end_offset
+        start = offsets.log_start_offset
+        lso = offsets.last_stable_offset(hw)
         res = ReadResult(0, hw, lso, start, None, 0, leo)
         if (job.upper == "leo" and job.fetch_offset == leo and start <= leo
                 and (job.last_fetched_epoch < 0 or job.last_fetched_epoch == plog.latest_epoch)):

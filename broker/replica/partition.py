@@ -6,9 +6,10 @@ an expansion counts at once for the high watermark; a shrink only once the contr
 it), advances the high watermark, and answers acks=-1 produce waits. ISR changes go to the
 controller through an AlterPartition submitter; its answer updates the state here.
 
-Threading: event loop only. The log is read for its offsets (plain attributes) and its high
-watermark is set under the log's own short lock; disk work (creating logs, assigning a leader
-epoch start offset, truncation) is the ReplicaManager's job on its I/O workers.
+Threading: event loop only, and never the log's lock: the log's offsets are read from what its owner published
+(Log.offsets), and the leader's high watermark is raised without the lock (Log.maybe_increment_high_watermark);
+disk work (creating logs, assigning a leader epoch start offset, truncation) is the ReplicaManager's job on its
+I/O workers.
 """
 from __future__ import annotations
 
@@ -482,7 +483,9 @@ class Partition:
 
         Waiting for caught-up followers outside the ISR keeps a follower that is close behind from
         falling further behind an HW that races ahead. Nothing advances while the ISR is smaller
-        than the effective min.insync.replicas. Returns True if the HW moved up.
+        than the effective min.insync.replicas. Returns True if the HW moved up. Takes no lock: the log's HW is
+        raised lock-free and its LSO follows (Log.maybe_increment_high_watermark), so this runs after every append
+        and every follower fetch without waiting for a worker's disk write.
         """
         plog = self.log
         if plog is None or self.leader_id != self.local_broker_id:
@@ -503,17 +506,6 @@ class Partition:
                     rid in maximal or (rs.is_caught_up(leo, now, lag) and self._is_replica_isr_eligible(rid))):
                 new_hw = rs.log_end_offset
         return plog.maybe_increment_high_watermark(new_hw)
-
-    def high_watermark_follows_leo(self) -> bool:
-        """As leader: no followers, and its ISR (itself) satisfies min.insync.replicas, so the HW is the LEO.
-
-        The ReplicaManager then lets each append move the HW under the log's lock, on the partition's worker
-        (Log.append_as_leader ``high_watermark_to_leo``), rather than calling maybe_increment_leader_hw after it
-        on the loop. That stays right while the append waits for the worker: followers only join with a new
-        leader epoch, which the append checks on the worker and which is recorded there after the append (an ISR
-        grows only through this leader's own AlterPartition, which needs a follower).
-        """
-        return not self.remote_replicas and len(self.isr_state.isr) > 0
 
     def check_enough_replicas_reach_offset(self, required_offset: int) -> Tuple[bool, int]:
         """For a waiting acks=-1 produce: (done, error). Done once the HW passes ``required_offset``;

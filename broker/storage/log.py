@@ -18,9 +18,13 @@ I/O errors (KIP-112): an OSError on the disk (not EMFILE/ENFILE/ENOMEM) is repor
 (``handles_io``; the append and read paths catch inline). From then on every Log of that dir refuses I/O with
 ``The log dir <dir> is already offline due to a previous IO exception.`` without touching the disk.
 
-Thread-safety: every public method takes the Log's lock (one per Log); callers run them on
-worker threads, never on the event loop. fsync happens only in ``flush`` (and in appends when
-flush.messages says so).
+Thread-safety: every method that changes the log or reads its files takes the Log's lock (one per Log); callers
+run them on worker threads, never on the event loop. At the end of every change made under the lock the owner
+publishes a new :class:`~broker.storage.log_offsets.LogOffsets` (``offsets``: log start, LEO, what the LSO needs of
+the producer state), so the offsets, the HW and the LSO are read on any thread without the lock. The high watermark
+is kept apart: a leader's is raised on the event loop without the lock (``maybe_increment_high_watermark``); the
+owner sets it under the lock (a follower's, a truncation's clamp), and a loop write that raced such a set does not
+count (the generation check below). fsync happens only in ``flush`` (and in appends when flush.messages says so).
 """
 from __future__ import annotations
 
@@ -46,6 +50,7 @@ from .errors import (InvalidRecordError, KafkaStorageError, OffsetOutOfRangeErro
 from .checkpoints import atomic_write, fsync_dir, fsync_file
 from .cleaner_batch import iter_stored_records
 from .leader_epoch_file import LeaderEpochFileCache
+from .log_offsets import NO_TXN, LogOffsets
 from .log_dir_failure_channel import LogDirFailureChannel, describe_cause
 from .producer_state import (CLIENT, COORDINATOR, REPLICATION, CompletedTxn, ProducerAppendInfo, ProducerStateManager,
                              last_sequence)
@@ -154,8 +159,16 @@ class Log:
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._leo = 0
-        self._hw = 0
         self._log_start_offset = 0
+        #: what lock-free readers see of the offsets; replaced (never changed) by ``_publish`` under the lock
+        self.offsets = LogOffsets(0, 0, 0)
+        # The high watermark, as (generation, offset). The owner (under the lock) sets it with a new generation:
+        # ``_owner_hw``, then ``_hw_gen``, then ``_hw_state``. The loop raises it lock-free by writing ``_hw_state``
+        # with the generation it read first; a reader takes ``_hw_state`` only while its generation is current, else
+        # ``_owner_hw``, so a loop write that raced an owner's set (a truncation, a follower's HW) never counts.
+        self._hw_gen = 0
+        self._owner_hw: tuple[int, int] = (0, 0)
+        self._hw_state: tuple[int, int] = (0, 0)
         self._recovery_point = 0
         self._unflushed_messages = 0
         #: files of this partition written without fsync since the last flush (see note_unsynced_file)
@@ -217,6 +230,7 @@ class Log:
                 log.producer_state.update_map_end_offset(log._leo)
             else:
                 log._load(recovery_point, log_start_offset, clean_shutdown)
+            log._publish()
         except OSError as e:
             _report(channel, parent, ("Error while creating log for %s in dir %s" if new else
                                       "Error while loading log %s in dir %s") % (os.path.basename(dir_path), parent), e)
@@ -473,20 +487,27 @@ class Log:
         for seg in self.segments[i:]:
             self._replay_segment(psm, seg, start)
         psm.update_map_end_offset(self._leo)
-        psm.on_high_watermark_updated(self._hw)
+        psm.on_high_watermark_updated(self.high_watermark)
 
     # ------------------------------------------------------------------ properties
     @property
     def log_start_offset(self) -> int:
-        return self._log_start_offset
+        return self.offsets.log_start_offset
 
     @property
     def log_end_offset(self) -> int:
-        return self._leo
+        return self.offsets.log_end_offset
 
     @property
     def high_watermark(self) -> int:
-        return self._hw
+        """The HW, without the lock. Never above the published LEO: a truncation publishes its LEO before it clamps
+        the HW, and a reader between the two gets the LEO."""
+        st = self._hw_state
+        if st[0] != self._hw_gen:
+            st = self._owner_hw
+        hw = st[1]
+        leo = self.offsets.log_end_offset
+        return hw if hw <= leo else leo
 
     @property
     def recovery_point(self) -> int:
@@ -498,61 +519,103 @@ class Log:
 
     @property
     def size_bytes(self) -> int:
-        with self._lock:
-            return sum(s.size for s in self.segments)
+        """The segments' bytes, without the lock (DescribeLogDirs and the metrics read it): the segment list is
+        copied in one step (atomic under the GIL) and each size is one field, so a roll or a deletion running
+        meanwhile at worst leaves one segment in or out of the sum."""
+        return sum([s.size for s in self.segments[:]])
 
     @property
     def last_stable_offset(self) -> int:
         """LSO: the first unstable offset (oldest transaction open or with its marker not yet below the HW),
-        clamped to the log start offset, capped by the HW. Without transactions (their dicts empty: reading
-        their size needs no lock) it is the HW, read without the log's lock that every fetch would take: the HW
-        is read first, so a transaction starting meanwhile starts at or above it."""
-        hw = self._hw
-        psm = self.producer_state
-        if not psm.ongoing_txns and not psm.unreplicated_txns:
-            return hw
-        with self._lock:
-            return self._last_stable_offset_locked()
+        clamped to the log start offset, capped by the HW; from the published offsets, without the lock. The HW is
+        read first, so a transaction starting meanwhile starts at or above it."""
+        hw = self.high_watermark
+        return self.offsets.last_stable_offset(hw)
 
     def _last_stable_offset_locked(self) -> int:
-        first = self.producer_state.first_unstable_offset()
+        psm = self.producer_state
+        hw = self.high_watermark
+        psm.on_high_watermark_updated(hw)  # the owner's share of a HW the loop moved since the last change
+        first = psm.first_unstable_offset()
         if first is None:
-            return self._hw
+            return hw
         first = max(first, self._log_start_offset)
-        return first if first < self._hw else self._hw
+        return first if first < hw else hw
 
     @property
     def latest_epoch(self) -> Optional[int]:
         return self.leader_epoch_cache.latest_epoch
 
+    def _publish(self) -> None:
+        """Under the lock, at the end of a change: replace ``offsets`` for the lock-free readers. Transactions the HW
+        has passed since the last change leave the producer state here (Kafka does it in onHighWatermarkUpdated,
+        under the log's lock; here the HW may have moved on the loop, which takes no lock)."""
+        psm = self.producer_state
+        start = self._log_start_offset
+        if psm.ongoing_txns or psm.unreplicated_txns:
+            if psm.unreplicated_txns:
+                psm.on_high_watermark_updated(self.high_watermark)
+            first = min(psm.ongoing_txns) if psm.ongoing_txns else NO_TXN
+            unreplicated = tuple(sorted((f, last) for f, (_pid, last) in psm.unreplicated_txns.items()))
+            self.offsets = _tuple_new(LogOffsets, (start, start, self._leo, first, unreplicated))
+        else:
+            self.offsets = _tuple_new(LogOffsets, (start, start, self._leo, NO_TXN, ()))
+
+    def _set_high_watermark_locked(self, hw: int) -> int:
+        """The owner sets the HW (clamped to [log start offset, LEO]) with a new generation: a loop write racing this
+        one no longer counts. Call after ``_publish`` when the LEO went down (the loop reads the generation first,
+        then the LEO)."""
+        hw = max(self._log_start_offset, min(hw, self._leo))
+        gen = self._hw_gen + 1
+        st = (gen, hw)
+        self._owner_hw = st
+        self._hw_gen = gen
+        self._hw_state = st
+        if self.producer_state.unreplicated_txns:
+            self._publish()
+        return hw
+
     def update_high_watermark(self, hw: int) -> int:
-        """Set the HW, clamped to [log start offset, LEO]; returns the value stored."""
+        """Set the HW, clamped to [log start offset, LEO]; returns the value stored (a follower's HW, on its
+        worker; a log opening)."""
         with self._lock:
-            self._hw = max(self._log_start_offset, min(hw, self._leo))
-            self.producer_state.on_high_watermark_updated(self._hw)
-            return self._hw
+            return self._set_high_watermark_locked(hw)
 
     def maybe_increment_high_watermark(self, hw: Optional[int]) -> bool:
-        """Raise the HW to ``hw`` (None: the LEO; clamped as :meth:`update_high_watermark` does) if that is above
-        it; True if it moved. A leader asks after every append, so a HW that would not move costs no lock."""
-        if hw is None:
-            hw = self._leo
-        if hw <= self._hw:
-            return False
-        with self._lock:
-            leo = self._leo
-            hw = hw if hw < leo else leo
-            self._hw = hw if hw > self._log_start_offset else self._log_start_offset
-            self.producer_state.on_high_watermark_updated(self._hw)
-            return True
+        """Raise the HW to ``hw`` (None: the LEO; never above the LEO) if that is above it; True if it moved.
 
-    def _set_high_watermark_to_leo(self) -> None:
-        self._hw = self._leo
-        self.producer_state.on_high_watermark_updated(self._leo)
+        The leader's HW, decided on the event loop (Partition.maybe_increment_leader_hw): no lock. The generation is
+        read before the LEO and written with the new HW; an owner's set (truncation, follower HW) bumps it after
+        publishing its LEO, so a write based on an LEO older than that set carries an old generation and readers
+        ignore it; the loop then tries again from the owner's value. Only the loop raises a HW this way, so within
+        one generation nobody else writes it and it only goes up. The LSO follows without the producer state
+        (LogOffsets.last_stable_offset); the owner drops the transactions the HW passed at its next change.
+        """
+        while True:
+            gen = self._hw_gen
+            st = self._hw_state
+            cur = st[1] if st[0] == gen else self._owner_hw[1]
+            leo = self.offsets.log_end_offset
+            target = leo if hw is None or hw > leo else hw
+            if target <= cur:
+                return False
+            self._hw_state = (gen, target)
+            if self._hw_gen == gen:
+                return True
+            # an owner set the HW while this ran: that write does not count; look again from the owner's value
+
+    def try_lock(self) -> bool:
+        """Take the lock only if no thread holds it (the event loop reading a follower's hot tail: it reads on a
+        worker instead of waiting behind a disk operation). Pair with :meth:`unlock`."""
+        return self._lock.acquire(False)
+
+    def unlock(self) -> None:
+        self._lock.release()
 
     def update_config(self, config: LogConfig) -> None:
-        with self._lock:
-            self.config = config
+        """A new topic config (AlterConfigs, on the event loop): one attribute, no lock. A change under the lock reads
+        ``config`` once where its steps must agree (an append, a retention pass)."""
+        self.config = config
 
     @handles_io("Error while writing the leader epoch checkpoint of %(tp)s in dir %(dir)s")
     def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
@@ -575,36 +638,33 @@ class Log:
                     for e in self.producer_state.producers.values()]
 
     # ------------------------------------------------------------------ appends
-    def append_as_leader(self, buf: bytearray, leader_epoch: int, *, is_from_client: bool = True,
-                         high_watermark_to_leo: bool = False) -> LogAppendInfo:
+    def append_as_leader(self, buf: bytearray, leader_epoch: int, *, is_from_client: bool = True) -> LogAppendInfo:
         """Validate ``buf`` (whole batches), assign offsets in place, append; see LogAppendInfo.
 
         Raises the storage errors of errors.py (CorruptRecordError, InvalidRecordError,
         RecordTooLargeError, InvalidProducerEpochError, OutOfOrderSequenceError, ...). A batch
         already written by the same producer (same epoch and sequence range) is not written again.
-        ``high_watermark_to_leo``: the leader has no followers (its HW is its LEO), so the HW moves to the new LEO
-        under the same lock as the append (see Partition.high_watermark_follows_leo).
+        The HW is not moved here, even for a leader without followers: the event loop raises it after the append
+        (Partition.maybe_increment_leader_hw), without the lock.
         """
         batches = parse_batches(buf)
         lock = self._lock
         lock.acquire()  # not ``with``: the context-manager protocol costs as much again as the lock itself
         try:
-            return self._append_as_leader_locked(buf, batches, leader_epoch, is_from_client, high_watermark_to_leo)
+            return self._append_as_leader_locked(buf, batches, leader_epoch, is_from_client)
         except OSError as exc:
             self._raise_io_error(APPEND_ERROR, exc)
         finally:
             lock.release()
 
     def _append_as_leader_locked(self, buf: bytearray, batches: list[BatchInfo], leader_epoch: int,
-                                 is_from_client: bool, high_watermark_to_leo: bool) -> LogAppendInfo:
+                                 is_from_client: bool) -> LogAppendInfo:
         """append_as_leader under the lock. Every step of a plain append (one batch, no producer id, the topic's
         codec kept) is a field read or one call: this runs once per partition of every Produce, and a Python call
         costs more than most steps."""
         if self._closed:
             self._check_open()
         if not batches:
-            if high_watermark_to_leo:
-                self._set_high_watermark_to_leo()
             return LogAppendInfo(-1, -1, -1, self._log_start_offset)
         now = int(self._time() * 1000)  # _now_ms
         config = self.config
@@ -621,8 +681,6 @@ class Log:
         if len(batches) > 1 or batches[0].producer_id >= 0:  # else no producer state to check or keep
             found = self._leader_producer_updates(buf, batches, appended, is_from_client, completed)
             if isinstance(found, LogAppendInfo):  # a duplicate: nothing written
-                if high_watermark_to_leo:
-                    self._set_high_watermark_to_leo()
                 return found
             updates = found
         seg = self._maybe_roll(valid_bytes, max_timestamp, last_offset, now)
@@ -633,9 +691,12 @@ class Log:
             self._apply_producer_updates(seg, updates, completed)
         leo = self._leo = last_offset + 1
         self.producer_state.update_map_end_offset(leo)
-        if high_watermark_to_leo:  # _set_high_watermark_to_leo
-            self._hw = leo
-            self.producer_state.on_high_watermark_updated(leo)
+        old = self.offsets
+        if updates is None and not old[4]:  # _publish, without a producer state this append did not change
+            start = self._log_start_offset
+            self.offsets = _tuple_new(LogOffsets, (start, start, leo, old[3], ()))
+        else:
+            self._publish()
         self._unflushed_messages += num_records  # _after_append
         if self._unflushed_messages >= config.flush_messages:
             self._flush_locked(leo)
@@ -747,6 +808,7 @@ class Log:
         self._apply_producer_updates(seg, updates, completed)
         self._leo = last + 1
         psm.update_map_end_offset(self._leo)
+        self._publish()
         self._after_append(n)
         return LogAppendInfo(first, last, -1, self._log_start_offset, False, n, len(buf), max_ts, off_max)
 
@@ -960,9 +1022,10 @@ class Log:
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: raise the log start offset to ``offset`` (<= HW); returns the new low watermark."""
         with self._lock:
-            if offset > self._hw:
+            hw = self.high_watermark
+            if offset > hw:
                 raise OffsetOutOfRangeError(
-                    "cannot increment the log start offset to %d above the high watermark %d" % (offset, self._hw))
+                    "cannot increment the log start offset to %d above the high watermark %d" % (offset, hw))
             self._increment_log_start_offset(offset)
             return self._log_start_offset
 
@@ -974,6 +1037,7 @@ class Log:
         self.producer_state.on_log_start_offset_incremented(offset)
         if self._recovery_point < offset:
             self._recovery_point = offset
+        self._publish()
 
     @handles_io("Error while truncating log for %(tp)s in dir %(dir)s")
     def truncate_to(self, offset: int) -> bool:
@@ -1002,9 +1066,10 @@ class Log:
             self._leo = max(active.next_offset, active.base_offset)
             self._log_start_offset = min(self._log_start_offset, self._leo)
             self._recovery_point = min(self._recovery_point, self._leo)
-            self._hw = min(self._hw, self._leo)
             self.leader_epoch_cache.truncate_from_end(self._leo)
             self._rebuild_producer_state()
+            self._publish()  # the LEO first: see _set_high_watermark_locked
+            self._set_high_watermark_locked(self.high_watermark)
             return True
 
     @handles_io("Error while truncating the entire log for %(tp)s in dir %(dir)s")
@@ -1028,9 +1093,11 @@ class Log:
             seg.delete()
         self.segments = [self._new_segment(offset)]
         self._bases = [offset]
-        self._leo = self._log_start_offset = self._recovery_point = self._hw = offset
+        self._leo = self._log_start_offset = self._recovery_point = offset
         self.leader_epoch_cache.clear()
         self.producer_state.truncate_fully_and_start_at(offset)
+        self._publish()
+        self._set_high_watermark_locked(offset)
 
     # ------------------------------------------------------------------ retention
     @handles_io("Error while deleting segments for %(tp)s in dir %(dir)s")
@@ -1060,8 +1127,9 @@ class Log:
 
     def _delete_segments(self, predicate: Callable[[LogSegment, LogSegment], bool]) -> int:
         doomed: list[LogSegment] = []
+        hw = self.high_watermark
         for seg, nxt in zip(self.segments, self.segments[1:]):
-            if nxt.base_offset > self._hw or not predicate(seg, nxt):
+            if nxt.base_offset > hw or not predicate(seg, nxt):
                 break
             doomed.append(seg)
         if not doomed:
@@ -1332,7 +1400,7 @@ class Log:
                 entries = [e for e in self.leader_epoch_cache.entries if e[1] <= self._leo]
                 future.leader_epoch_cache._entries = list(entries)
                 future.leader_epoch_cache.flush()
-                future._hw = max(future._log_start_offset, min(self._hw, future._leo))
+                future._set_high_watermark_locked(self.high_watermark)
                 future._flush_locked(future._leo)
             future.close()
             step("future_closed")
@@ -1345,7 +1413,7 @@ class Log:
                 os.rename(future_dir, new_dir)
                 fsync_dir(os.path.dirname(new_dir))
                 step("future_renamed")
-                fresh = reopen(new_dir, self._leo, self._log_start_offset, self._hw)
+                fresh = reopen(new_dir, self._leo, self._log_start_offset, self.high_watermark)
             except Exception:
                 try:
                     if os.path.isdir(new_dir) and not os.path.exists(future_dir):
@@ -1361,20 +1429,21 @@ class Log:
             self._leo = fresh._leo
             self._log_start_offset = fresh._log_start_offset
             self._recovery_point = fresh._recovery_point
-            self._hw = max(self._log_start_offset, min(self._hw, self._leo))
             self._unflushed_messages = 0
             self.leader_epoch_cache = fresh.leader_epoch_cache
             if self.leader_epoch_cache.entries != entries:  # loading drops an epoch that starts at the LEO
                 self.leader_epoch_cache._entries = list(entries)
                 self.leader_epoch_cache.flush()
             self.producer_state = fresh.producer_state
+            self._publish()
+            self._set_high_watermark_locked(self.high_watermark)
             fresh.segments = []
             fresh._closed = True
             return retired
 
     def __repr__(self) -> str:
         return "Log(dir=%s, log_start_offset=%d, leo=%d, hw=%d)" % (
-            self.dir, self._log_start_offset, self._leo, self._hw)
+            self.dir, self._log_start_offset, self._leo, self.high_watermark)
 
 
 APPEND_ERROR = "Error while appending records to %(tp)s in dir %(dir)s"

@@ -130,9 +130,11 @@ def test_fetch_entries_for_unknown_partitions_and_failed_reads() -> None:
 def test_failed_log_read_reports_no_offsets() -> None:
     from broker.replica.manager import _read_logs, _ReadJob
     from broker.storage.errors import OffsetOutOfRangeError
+    from broker.storage.log_offsets import LogOffsets
 
     class Log:
         high_watermark, log_end_offset, log_start_offset, last_stable_offset = 12, 12, 3, 12
+        offsets = LogOffsets(3, 3, 12)
 
         def read(self, *a: Any, **kw: Any) -> Any:
             raise OffsetOutOfRangeError("offset 50 is past the log end 12")

@@ -1,6 +1,6 @@
-"""Log.append_as_leader's per-append shortcuts keep Kafka's rules: the HW moved by the append for a leader
-without followers (``high_watermark_to_leo``), the HW raised only upward (``maybe_increment_high_watermark``),
-every rule checked before any batch is stamped, LogAppendTime stamped, segment rolls and index entries kept."""
+"""Log.append_as_leader's per-append shortcuts keep Kafka's rules: the HW left to the loop and raised only upward
+(``maybe_increment_high_watermark``), every rule checked before any batch is stamped, LogAppendTime stamped,
+segment rolls and index entries kept."""
 from __future__ import annotations
 
 import pytest
@@ -13,22 +13,19 @@ from broker.storage.errors import RecordTooLargeError
 from .conftest import batch
 
 
-def test_high_watermark_to_leo_moves_the_hw_with_each_append(open_log) -> None:
+def test_an_append_leaves_the_hw_to_the_loop(open_log) -> None:
+    """A leader's HW is raised after the append, on the loop, without the lock (Partition.maybe_increment_leader_hw):
+    the append itself never moves it, a duplicate neither."""
     log = open_log()
     log.append_as_leader(batch(3), 0)
     assert (log.high_watermark, log.log_end_offset) == (0, 3)
-    log.append_as_leader(batch(2), 0, high_watermark_to_leo=True)
-    assert (log.high_watermark, log.log_end_offset) == (5, 5)
-
-
-def test_high_watermark_to_leo_on_a_duplicate_still_moves_the_hw(open_log) -> None:
-    log = open_log()
+    assert log.maybe_increment_high_watermark(None) and log.high_watermark == 3
     idem = dict(producer_id=7, producer_epoch=0, base_sequence=0)
     log.append_as_leader(batch(2, **idem), 0)
-    assert log.high_watermark == 0
-    dup = log.append_as_leader(batch(2, **idem), 0, high_watermark_to_leo=True)
-    assert dup.duplicate and (dup.first_offset, dup.last_offset) == (0, 1)
-    assert (log.high_watermark, log.log_end_offset) == (2, 2)
+    dup = log.append_as_leader(batch(2, **idem), 0)
+    assert dup.duplicate and (dup.first_offset, dup.last_offset) == (3, 4)
+    assert (log.high_watermark, log.log_end_offset) == (3, 5)
+    assert log.maybe_increment_high_watermark(None) and log.high_watermark == 5
 
 
 def test_maybe_increment_high_watermark_only_raises_and_clamps(open_log) -> None:

@@ -530,7 +530,10 @@ class Log:
         clamped to the log start offset, capped by the HW; from the published offsets, without the lock. The HW is
         read first, so a transaction starting meanwhile starts at or above it."""
         hw = self.high_watermark
-        return self.offsets.last_stable_offset(hw)
+        offsets = self.offsets
+        if offsets[3] < 0 and not offsets[4]:  # no transaction: the HW (LogOffsets.last_stable_offset's first test)
+            return hw
+        return offsets.last_stable_offset(hw)
 
     def _last_stable_offset_locked(self) -> int:
         psm = self.producer_state

@@ -22,13 +22,14 @@ def _collect(replica_manager: "ReplicaManager", log_dirs: List[str], wanted: Opt
     """(dir -> topic -> partition entries, dir -> (total, usable) bytes); runs on a worker thread."""
     by_dir: Dict[str, Dict[str, List[dict]]] = {os.path.abspath(d): {} for d in log_dirs}
     for tp, p in sorted(replica_manager.partitions.items()):
-        if wanted is not None and tp not in wanted:
+        plog = p.log  # a hosted partition has its log (ReplicaManager.partitions)
+        if plog is None or (wanted is not None and tp not in wanted):
             continue
-        d = os.path.abspath(os.path.dirname(str(p.log.dir)))
+        d = os.path.abspath(os.path.dirname(str(plog.dir)))
         # Kafka's getLogEndOffsetLag: max(HW - LEO, 0) for a current replica
         by_dir.setdefault(d, {}).setdefault(tp[0], []).append({
-            "partition_index": tp[1], "partition_size": p.log.size_bytes,
-            "offset_lag": max(0, p.log.high_watermark - p.log.log_end_offset), "is_future_key": False})
+            "partition_index": tp[1], "partition_size": plog.size_bytes,
+            "offset_lag": max(0, plog.high_watermark - plog.log_end_offset), "is_future_key": False})
     lm = replica_manager.log_manager
     futures = lm.all_future_logs() if hasattr(lm, "all_future_logs") else {}
     for tp, fut in sorted(futures.items()):

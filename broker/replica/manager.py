@@ -1120,14 +1120,15 @@ class ReplicaManager:
         """
         p, buf, epoch, is_from_client, guard = job
         try:
-            if p.deleted or p.leader_id != self.broker_id or p.leader_epoch != epoch:
+            plog = p.log  # never None: a job is made only for a partition with a log, which it keeps
+            if p.deleted or plog is None or p.leader_id != self.broker_id or p.leader_epoch != epoch:
                 raise error_for_code(ErrorCode.NOT_LEADER_OR_FOLLOWER)(
                     "leadership of %s-%d changed before the append" % p.tp)
             if guard is not None:
-                if not _has_ongoing_txn(p.log, _producer_id(buf), _producer_epoch(buf)) \
+                if not _has_ongoing_txn(plog, _producer_id(buf), _producer_epoch(buf)) \
                         and self._verification_guards.get((p.tp, _producer_id(buf))) is not guard:
                     raise error_for_code(ErrorCode.INVALID_TXN_STATE)("The transaction was not verified")
-            first_offset, last_offset, log_append_time, log_start_offset, *_ = p.log.append_as_leader(
+            first_offset, last_offset, log_append_time, log_start_offset, *_ = plog.append_as_leader(
                 buf, epoch, is_from_client=is_from_client)
             if guard is not None or not is_from_client:
                 pid = _producer_id(buf)
@@ -1219,9 +1220,11 @@ class ReplicaManager:
                 now = self._clock()
                 for tp, info in infos:
                     p = parts.get(tp)
-                    if p is not None and (info.last_fetched_epoch < 0 or info.last_fetched_epoch == p.leader_epoch
-                                          == p.log.latest_epoch):
-                        plog = p.log
+                    if p is None:
+                        continue
+                    plog = p.log
+                    if plog is not None and (info.last_fetched_epoch < 0 or info.last_fetched_epoch == p.leader_epoch
+                                             == plog.latest_epoch):
                         if plog.log_start_offset <= info.fetch_offset <= plog.log_end_offset:
                             p.update_follower_fetch_state(replica_id, replica_epoch, info.fetch_offset,
                                                           info.log_start_offset, now, plog.log_end_offset)

@@ -17,10 +17,14 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Set, Tuple
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Set,
+                    Tuple)
 
 from broker.errors import ErrorCode
 from broker.util import clock as _clock_mod
+
+if TYPE_CHECKING:
+    from broker.storage.log import Log
 
 log = logging.getLogger(__name__)
 
@@ -176,7 +180,7 @@ def _default_clock() -> int:
 class Partition:
     """One hosted topic-partition: its log and, as leader, its followers and ISR."""
 
-    def __init__(self, topic: str, partition: int, local_broker_id: int, *, log: Any = None,
+    def __init__(self, topic: str, partition: int, local_broker_id: int, *, log: Optional[Log] = None,
                  topic_id: Optional[uuid.UUID] = None, replica_lag_time_max_ms: int = 30000,
                  clock: Callable[[], int] = _default_clock,
                  alter_partition_manager: Optional[AlterPartitionSubmitter] = None,
@@ -188,7 +192,7 @@ class Partition:
         self.local_broker_id = local_broker_id
         self.log = log
         #: while moving to another log dir of this broker (AlterReplicaLogDirs): the log being filled there
-        self.future_log: Any = None
+        self.future_log: Optional[Log] = None
         self.topic_id = topic_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._clock = clock
@@ -456,7 +460,8 @@ class Partition:
         Unlike an expansion, a shrink does not count until committed (the maximal ISR stays the
         current one): a failed AlterPartition must not have let the HW advance.
         """
-        if not self.is_leader:
+        plog = self.log
+        if plog is None or not self.is_leader:
             return False
         now = self._clock() if now_ms is None else now_ms
         out = self.out_of_sync_replicas(now)
@@ -473,7 +478,7 @@ class Partition:
             self.remote_replicas[r].last_caught_up_time_ms if r in self.remote_replicas else -1) for r in out)
         log.info("Shrinking ISR of %s-%d from %s to %s. Leader: (highWatermark: %d, endOffset: %d). Out of sync "
                  "replicas: %s.", self.topic, self.partition, list(current.isr), list(new_isr),
-                 self.log.high_watermark, self.log.log_end_offset, details)
+                 plog.high_watermark, plog.log_end_offset, details)
         self._submit_alter_partition(pending)
         return True
 
@@ -523,9 +528,10 @@ class Partition:
 
     def low_watermark_if_leader(self) -> int:
         """Min log start offset over this log and live followers (DeleteRecords completes at it)."""
-        if not self.is_leader:
+        plog = self.log
+        if plog is None or not self.is_leader:
             raise ValueError("not the leader of %s-%d" % self.tp)
-        low = self.log.log_start_offset
+        low = plog.log_start_offset
         for rid, rs in self.remote_replicas.items():
             if self._is_broker_alive(rid) and rs.log_start_offset < low:
                 low = rs.log_start_offset

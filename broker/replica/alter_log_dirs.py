@@ -25,10 +25,12 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from typing import TYPE_CHECKING, Any, Dict, Iterable, Set, Tuple
+from typing import TYPE_CHECKING, Dict, Iterable, Set, Tuple
 
 if TYPE_CHECKING:
     from broker.replica.manager import ReplicaManager
+    from broker.replica.partition import Partition
+    from broker.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -39,7 +41,7 @@ COPIED, SWAPPED, GONE = "copied", "swapped", "gone"
 THROTTLE_POLL_S = 0.1
 
 
-def move_step(log_manager: Any, partition: Any, max_bytes: int) -> Tuple[str, int]:
+def move_step(log_manager: LogManager, partition: Partition, max_bytes: int) -> Tuple[str, int]:
     """Worker thread (the partition's): one copy step, and the swap once caught up. (outcome, bytes copied)."""
     from broker.storage.log import UnexpectedAppendOffsetError
     tp = partition.tp

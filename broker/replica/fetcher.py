@@ -32,7 +32,7 @@ import dataclasses
 import logging
 import uuid
 from dataclasses import dataclass
-from typing import Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
 
 from broker.accel import record_batch
 from broker.errors import ErrorCode
@@ -40,9 +40,14 @@ from broker.replica.config import ReplicaConfig
 from broker.replica.fetch_session_handler import FetchSessionHandler
 from broker.util.broker_channel import BrokerChannel, BrokerChannelError, BrokerChannelFactory, BrokerNode
 
+if TYPE_CHECKING:
+    from broker.storage.log import Log
+
 log = logging.getLogger(__name__)
 
 TopicPartition = Tuple[str, int]
+#: a fetched partition's records: the decoder's zero-copy slice of the response (None when the leader sent none)
+FetchedRecords = Optional[Union[bytes, bytearray, memoryview]]
 ZERO_UUID = uuid.UUID(int=0)
 
 FETCH = 1
@@ -776,7 +781,7 @@ class ReplicaFetcher:
 
 
 # ---------------------------------------------------------------------- worker-thread jobs
-def _usable_batches(records: Any, leader_epoch: int) -> Tuple[bytes, Optional[int]]:
+def _usable_batches(records: FetchedRecords, leader_epoch: int) -> Tuple[bytes, Optional[int]]:
     """Whole batches only, and none from an epoch above the one we fetched in (KAFKA-18723); also the
     partition leader epoch of the last batch kept."""
     if records is None:
@@ -795,7 +800,7 @@ def _usable_batches(records: Any, leader_epoch: int) -> Tuple[bytes, Optional[in
     return bytes(mv[:cut]), last_epoch
 
 
-def _append_fetched(plog: Any, records: Any, fetch_offset: int, leader_epoch: int, leader_hw: int,
+def _append_fetched(plog: Log, records: FetchedRecords, fetch_offset: int, leader_epoch: int, leader_hw: int,
                     leader_log_start: int) -> _AppendOutcome:
     """Worker thread (the partition's): append what the leader sent, then follow its HW and log start."""
     from broker.storage.log import UnexpectedAppendOffsetError
@@ -826,7 +831,7 @@ def _append_fetched(plog: Any, records: Any, fetch_offset: int, leader_epoch: in
     return _AppendOutcome(last, valid, last_epoch, new_hw != old_hw)
 
 
-def _truncate_for_epoch(plog: Any, leader_epoch: int, leader_end_offset: int, fetch_offset: int
+def _truncate_for_epoch(plog: Log, leader_epoch: int, leader_end_offset: int, fetch_offset: int
                         ) -> Tuple[int, bool, Optional[int]]:
     """Where to truncate given the leader's (epoch, end offset) for our epoch; truncate; returns
     (offset, truncation complete, latest epoch after)."""
@@ -850,12 +855,12 @@ def _truncate_for_epoch(plog: Any, leader_epoch: int, leader_end_offset: int, fe
     return offset, completed, plog.latest_epoch
 
 
-def _truncate_to(plog: Any, offset: int) -> Optional[int]:
+def _truncate_to(plog: Log, offset: int) -> Optional[int]:
     plog.truncate_to(offset)
     return plog.latest_epoch
 
 
-def _truncate_fully(plog: Any, offset: int) -> Optional[int]:
+def _truncate_fully(plog: Log, offset: int) -> Optional[int]:
     plog.truncate_fully_and_start_at(offset)
     return plog.latest_epoch
 

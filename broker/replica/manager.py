@@ -39,7 +39,7 @@ import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import (Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Tuple,
+from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Tuple,
                     Union, cast)
 
 from broker.accel import record_batch
@@ -59,7 +59,13 @@ from broker.replica.purgatory import (DelayedDeleteRecords, DelayedElectLeader, 
 from broker.replica.replication_quota import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, ReplicationQuotas
 from broker.util import runtime_tuning
 from broker.util.broker_channel import BrokerChannelFactory, BrokerNode
+from broker.util.file_slice import FileSlice
 from broker.util.request_time import parked
+
+if TYPE_CHECKING:
+    from broker.storage.config import LogConfig
+    from broker.storage.log import Log
+    from broker.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -96,7 +102,8 @@ class ReadResult:
     high_watermark: int = -1
     last_stable_offset: int = -1
     log_start_offset: int = -1
-    records: Any = None  # FileSlice | bytes | None
+    #: the log's read (a FileSlice), or bytes once down-converted for a Fetch v0-v3 client
+    records: Union[FileSlice, bytes, bytearray, None] = None
     size: int = 0
     log_end_offset: int = -1
     #: (epoch, end offset) when the fetcher's last fetched epoch diverges from this log (Fetch v12+)
@@ -191,7 +198,7 @@ def _parse_topic_id(text: Optional[str]) -> Optional[uuid.UUID]:
 @dataclass
 class _ReadJob:
     tp: TopicPartition
-    log: Any
+    log: Log
     fetch_offset: int
     max_bytes: int
     upper: str  # "leo" | "hw" | "lso"
@@ -203,7 +210,7 @@ class _ReadJob:
 class ReplicaManager:
     """Owns :class:`Partition` objects, their replication, and the threads that touch their logs."""
 
-    def __init__(self, broker_id: int, log_manager: Any, io_threads: int = 4, *,
+    def __init__(self, broker_id: int, log_manager: LogManager, io_threads: int = 4, *,
                  config: Optional[ReplicaConfig] = None,
                  clock: Optional[Callable[[], int]] = None,
                  alter_partition_manager: Optional[AlterPartitionSubmitter] = None,
@@ -502,8 +509,8 @@ class ReplicaManager:
         elif kind == "expand":
             self.isr_expands += 1
 
-    def _ensure_log(self, topic: str, partition: int, log_config: Any, topic_id: Optional[uuid.UUID],
-                    is_new: bool = True) -> Tuple[Any, Optional[uuid.UUID]]:
+    def _ensure_log(self, topic: str, partition: int, log_config: LogConfig, topic_id: Optional[uuid.UUID],
+                    is_new: bool = True) -> Tuple[Log, Optional[uuid.UUID]]:
         """(log, topic id stored in partition.metadata); runs on a worker. A log without one gets ours.
         ``is_new``: LeaderAndIsr's isNew (a replica not new is not created while a log dir is offline)."""
         from broker.storage.checkpoints import read_partition_metadata, write_partition_metadata
@@ -553,7 +560,7 @@ class ReplicaManager:
                                         states: Sequence[LeaderAndIsrPartitionState],
                                         topic_ids: Dict[str, uuid.UUID],
                                         live_leaders: Dict[int, BrokerNode],
-                                        log_config_for: Callable[[str], Awaitable[Any]]
+                                        log_config_for: Callable[[str], Awaitable[LogConfig]]
                                         ) -> Tuple[int, Dict[TopicPartition, int]]:
         """Apply a LeaderAndIsr request; (top-level error, per-partition errors).
 
@@ -641,7 +648,7 @@ class ReplicaManager:
 
     async def _create_logs(self, items: List[Tuple[Partition, LeaderAndIsrPartitionState]],
                            tid: Callable[[str], Optional[uuid.UUID]],
-                           log_config_for: Callable[[str], Awaitable[Any]]) -> Dict[TopicPartition, int]:
+                           log_config_for: Callable[[str], Awaitable[LogConfig]]) -> Dict[TopicPartition, int]:
         """Open (loaded at start-up) or create the log of each partition that has none yet; {tp: error code} of
         those that failed. The topic's config is read once per topic (ZooKeeper; it also carries the topic's
         throttled replicas), the log work runs on the partitions' own workers a chunk per job."""
@@ -649,7 +656,7 @@ class ReplicaManager:
         if not items:
             return failed
         topics = sorted({st.topic for _, st in items})
-        configs: Dict[str, Any] = {}
+        configs: Dict[str, LogConfig] = {}
         for topic, cfg in zip(topics, await asyncio.gather(*(log_config_for(t) for t in topics),
                                                            return_exceptions=True)):
             if isinstance(cfg, BaseException):
@@ -681,8 +688,8 @@ class ReplicaManager:
             p.topic_id = stored or req_tid
         return failed
 
-    def _ensure_log_job(self, job: Tuple[TopicPartition, Any, Optional[uuid.UUID], bool]
-                        ) -> Tuple[Any, Optional[uuid.UUID]]:
+    def _ensure_log_job(self, job: Tuple[TopicPartition, LogConfig, Optional[uuid.UUID], bool]
+                        ) -> Tuple[Log, Optional[uuid.UUID]]:
         tp, cfg, topic_id, is_new = job
         return self._ensure_log(tp[0], tp[1], cfg, topic_id, is_new)
 
@@ -766,7 +773,7 @@ class ReplicaManager:
             await self.fetcher_manager.add_fetcher_for_partitions(initial)
         return [p.tp for p, _, _ in changed]
 
-    def _initial_fetch_offset(self, plog: Any) -> int:
+    def _initial_fetch_offset(self, plog: Log) -> int:
         """From IBP 2.7 a follower with leader epochs starts at its LEO (the leader reports divergence);
         otherwise at its HW (it truncates there first)."""
         if self.config.truncation_on_fetch and plog.latest_epoch is not None:
@@ -907,7 +914,7 @@ class ReplicaManager:
 
     # --- legacy leadership (single broker, ZooKeeper state read directly) -------------
     async def make_leader(self, topic: str, partition: int, topic_id: Any, leader_epoch: int,
-                          replicas: Iterable[int], isr: Iterable[int], log_config: Any,
+                          replicas: Iterable[int], isr: Iterable[int], log_config: LogConfig,
                           min_insync_replicas: int = 1) -> Partition:
         """Host ``topic-partition`` as its leader (creating the log on first use); same epoch = refresh."""
         tp = (topic, partition)
@@ -936,14 +943,14 @@ class ReplicaManager:
         self._complete_delayed_fetch_and_produce(tp)
         return p
 
-    def update_config(self, topic: str, log_config: Any) -> None:
+    def update_config(self, topic: str, log_config: LogConfig) -> None:
         """Apply a topic's new effective config (AlterConfigs, dynamic broker defaults) to its logs."""
         self.update_throttled_replicas(topic, log_config)
         for (t, _), p in self.partitions.items():
             if t == topic and p.log is not None:
                 p.log.update_config(log_config)
 
-    def update_throttled_replicas(self, topic: str, log_config: Any) -> None:
+    def update_throttled_replicas(self, topic: str, log_config: LogConfig) -> None:
         """leader/follower.replication.throttled.replicas of ``topic`` (kept in the LogConfig's ``extra``)."""
         extra = getattr(log_config, "extra", None)
         if extra is None or (LEADER_THROTTLED_REPLICAS not in extra and FOLLOWER_THROTTLED_REPLICAS not in extra):
@@ -1522,17 +1529,17 @@ def _producer_epoch(buf: Any) -> int:
     return record_batch.producer_epoch(buf)
 
 
-def _has_ongoing_txn(plog: Any, producer_id: int, producer_epoch: int) -> bool:
+def _has_ongoing_txn(plog: Log, producer_id: int, producer_epoch: int) -> bool:
     """The log holds an open transaction of this producer at this epoch (no verification needed)."""
     entry = plog.producer_state.last_entry(producer_id)
     return entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == producer_epoch
 
 
-def _assign_epoch_start_job(job: Tuple[Any, int]) -> int:
+def _assign_epoch_start_job(job: Tuple[Log, int]) -> int:
     return _assign_epoch_start(*job)
 
 
-def _assign_epoch_start(plog: Any, leader_epoch: int) -> int:
+def _assign_epoch_start(plog: Log, leader_epoch: int) -> int:
     """Worker thread (the partition's): record ``leader_epoch`` starting at the current LEO; returns it."""
     start = plog.log_end_offset
     plog.assign_epoch_start_offset(leader_epoch, start)
@@ -1601,12 +1608,12 @@ def _read_logs(jobs: List[_ReadJob], max_bytes: int, min_one_message: bool) -> D
             if job.upper == "lso":
                 info = plog.read(job.fetch_offset, max(0, min(job.max_bytes, budget)), bound, min_one_message,
                                  include_aborted_txns=True)
-                aborted = getattr(info, "aborted_transactions", None)
+                aborted = info.aborted_transactions
                 if aborted is not None:
                     res.aborted_transactions = [(t.producer_id, t.first_offset) for t in aborted]
             else:
                 info = plog.read(job.fetch_offset, max(0, min(job.max_bytes, budget)), bound, min_one_message)
-            recs = getattr(info, "records", info)
+            recs = info.records
             if recs is not None and len(recs) > 0:
                 res.records = recs
                 res.size = len(recs)

@@ -25,7 +25,7 @@ import functools
 import itertools
 import logging
 import time
-from typing import Any, Dict, Iterator, List, Optional, Protocol, Sequence, Set, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Protocol, Sequence, Set, Tuple
 
 from broker.coordinator.group import records as rec
 from broker.util.java_hash import partition_for
@@ -36,6 +36,9 @@ from broker.coordinator.offsets_topic import DEFAULT_LOAD_BUFFER_BYTES, GROUP_ME
 from broker.errors import ErrorCode, KafkaError
 from broker.util import clock
 from broker.util.request_time import parked
+
+if TYPE_CHECKING:
+    from broker.protocol.records.batch_info import Record
 
 log = logging.getLogger(__name__)
 
@@ -497,7 +500,7 @@ class GroupCoordinator:
             int(self._cfg("offsets.topic.replication.factor", 3)), configs))
 
 
-def _replay_batch(state: GroupCoordinatorState, partition: int, records: Sequence[Any], producer_id: int,
+def _replay_batch(state: GroupCoordinatorState, partition: int, records: Sequence[Record], producer_id: int,
                   marker: Optional[bool]) -> None:
     """Apply one loaded batch (records, or a transaction marker) to a state being built (on the loader thread)."""
     if marker is not None:

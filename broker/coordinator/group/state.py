@@ -32,10 +32,13 @@ import logging
 import sys
 import uuid
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, Final, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Final, Iterable, List, Optional, Set, Tuple
 
 from broker.coordinator.group import records as rec
 from broker.errors import ErrorCode
+
+if TYPE_CHECKING:
+    from broker.protocol.records.batch_info import Record as StoredRecord
 
 log = logging.getLogger(__name__)
 
@@ -1149,7 +1152,7 @@ class GroupCoordinatorState:
             if buffered is not None:
                 self._load_buffer = {}
 
-    def replay_records(self, records: Iterable[Any]) -> None:
+    def replay_records(self, records: Iterable[StoredRecord]) -> None:
         """Replay a plain batch's records (objects with ``offset``, ``key``, ``value``) in order."""
         buffered = self._load_buffer
         if buffered is None:

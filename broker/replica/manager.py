@@ -153,7 +153,7 @@ class ClientMetadata(NamedTuple):
 FetchRead = Union[Tuple[TopicPartition, int, int], Tuple[TopicPartition, FetchPartitionInfo]]
 #: what a worker needs for one append as leader: (Partition, records, the leader epoch the append was accepted in,
 #: is_from_client, KIP-890 guard or None)
-_AppendJob = Tuple[Partition, Any, int, bool, Optional[object]]
+_AppendJob = Tuple[Partition, "bytearray | memoryview", int, bool, Optional[object]]
 
 
 def fetch_request_replica(request: Any, api_version: int) -> Tuple[int, int]:

@@ -641,7 +641,8 @@ class Log:
                     for e in self.producer_state.producers.values()]
 
     # ------------------------------------------------------------------ appends
-    def append_as_leader(self, buf: bytearray, leader_epoch: int, *, is_from_client: bool = True) -> LogAppendInfo:
+    def append_as_leader(self, buf: "bytearray | memoryview", leader_epoch: int, *, is_from_client: bool = True
+                         ) -> LogAppendInfo:
         """Validate ``buf`` (whole batches), assign offsets in place, append; see LogAppendInfo.
 
         Raises the storage errors of errors.py (CorruptRecordError, InvalidRecordError,
@@ -660,7 +661,7 @@ class Log:
         finally:
             lock.release()
 
-    def _append_as_leader_locked(self, buf: bytearray, batches: list[BatchInfo], leader_epoch: int,
+    def _append_as_leader_locked(self, buf: "bytearray | memoryview", batches: list[BatchInfo], leader_epoch: int,
                                  is_from_client: bool) -> LogAppendInfo:
         """append_as_leader under the lock. Every step of a plain append (one batch, no producer id, the topic's
         codec kept) is a field read or one call: this runs once per partition of every Produce, and a Python call
@@ -707,7 +708,7 @@ class Log:
                                           self._log_start_offset, False, num_records, valid_bytes,
                                           max_timestamp, offset_of_max_timestamp))
 
-    def _leader_producer_updates(self, buf: bytearray, batches: list[BatchInfo],
+    def _leader_producer_updates(self, buf: "bytearray | memoryview", batches: list[BatchInfo],
                                  appended: list[tuple[int, int, int]], is_from_client: bool,
                                  completed: list[CompletedTxn]) -> "dict[int, ProducerAppendInfo] | LogAppendInfo":
         """The producer-state changes of a leader append, checked (epoch, sequence, transaction state), or, when a
@@ -1490,7 +1491,7 @@ def _next_offset_of_log_file(path: str) -> int:
     return nxt
 
 
-def _batch_marker(buf: "bytes | bytearray", info: BatchInfo) -> Optional[EndTxnMarker]:
+def _batch_marker(buf: "bytes | bytearray | memoryview", info: BatchInfo) -> Optional[EndTxnMarker]:
     """The COMMIT/ABORT marker of a control batch in ``buf``; None when it has none (cleaned, other type)."""
     if info.record_count <= 0:
         return None

@@ -50,7 +50,7 @@ def parse_batches(buf: "bytes | bytearray | memoryview", check_crc: bool = True)
         raise InvalidRecordError(e.message) from None
 
 
-def _batch_records(buf: "bytearray", info: BatchInfo) -> list:
+def _batch_records(buf: "bytearray | memoryview", info: BatchInfo) -> list:
     try:
         return record_batch.iter_records(memoryview(buf)[info.position:info.position + info.size])
     except record_errors.CorruptRecordError as e:
@@ -59,8 +59,9 @@ def _batch_records(buf: "bytearray", info: BatchInfo) -> list:
         raise InvalidRecordError(e.message) from None
 
 
-def validate_and_assign_offsets(buf: bytearray, batches: list[BatchInfo], next_offset: int, leader_epoch: int,
-                                config: LogConfig, now_ms: int, is_from_client: bool) -> ValidatedBatches:
+def validate_and_assign_offsets(buf: "bytearray | memoryview", batches: list[BatchInfo], next_offset: int,
+                                leader_epoch: int, config: LogConfig, now_ms: int, is_from_client: bool
+                                ) -> ValidatedBatches:
     """Apply Kafka's per-batch validation rules, then stamp offsets/epoch (and LogAppendTime) in place.
 
     Every batch passes the rules before any is stamped (one native pass stamps them all): a rejected append leaves
@@ -107,7 +108,7 @@ def validate_and_assign_offsets(buf: bytearray, batches: list[BatchInfo], next_o
                                          num_records, valid))
 
 
-def _check_records(buf: bytearray, info: BatchInfo, codec: int, keys_required: bool) -> None:
+def _check_records(buf: "bytearray | memoryview", info: BatchInfo, codec: int, keys_required: bool) -> None:
     """The one pass over a batch's records an append makes after ``parse_batches`` (which checked the CRC once and
     walked an uncompressed batch's records): a compressed batch is decompressed once and its framing walked; for a
     compacted topic that same walk finds the records without a key, which it refuses (each one named in the error,
@@ -148,7 +149,8 @@ def target_codec(compression_type: str) -> int:
     return TOPIC_CODECS.get(compression_type.strip().lower(), -1)
 
 
-def recompress_if_needed(buf: bytearray, batches: list[BatchInfo], compression_type: str) -> bytearray | None:
+def recompress_if_needed(buf: "bytearray | memoryview", batches: list[BatchInfo], compression_type: str
+                         ) -> bytearray | None:
     """Rebuild batches whose codec differs from the topic's compression.type; None when none do.
 
     This is the only per-record path on append, as in Kafka (which also recompresses then).

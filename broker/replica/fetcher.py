@@ -41,6 +41,7 @@ from broker.replica.fetch_session_handler import FetchSessionHandler
 from broker.util.broker_channel import BrokerChannel, BrokerChannelError, BrokerChannelFactory, BrokerNode
 
 if TYPE_CHECKING:
+    from broker.replica.manager import ReplicaManager
     from broker.storage.log import Log
 
 log = logging.getLogger(__name__)
@@ -870,7 +871,7 @@ class ReplicaFetcherManager:
     """The fetchers of this broker, one per (leader, fetcher id)."""
 
     def __init__(self, broker_id: int, broker_epoch: Callable[[], int], channel_factory: BrokerChannelFactory,
-                 replica_manager: Any, config: Optional[ReplicaConfig] = None) -> None:
+                 replica_manager: ReplicaManager, config: Optional[ReplicaConfig] = None) -> None:
         self.broker_id = broker_id
         self.broker_epoch = broker_epoch
         self.channel_factory = channel_factory

@@ -39,8 +39,8 @@ import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Tuple,
-                    Union, cast)
+from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional, Protocol,
+                    Sequence, Tuple, Union, cast)
 
 from broker.accel import record_batch
 from broker.errors import ErrorCode, error_for_code
@@ -526,9 +526,9 @@ class ReplicaManager:
             stored = _parse_topic_id(read_partition_metadata(plog.dir))
         except ValueError:
             stored = None
-        if stored is None and topic_id is not None and topic_id != ZERO_UUID:
-            plog.note_unsynced_file(write_partition_metadata(plog.dir, _topic_id_str(topic_id),  # type: ignore[arg-type]
-                                                             sync=False))
+        tid_str = _topic_id_str(topic_id)  # None for no id or the zero UUID
+        if stored is None and tid_str is not None:
+            plog.note_unsynced_file(write_partition_metadata(plog.dir, tid_str, sync=False))
             stored = topic_id
         return plog, stored
 

@@ -58,7 +58,7 @@ async def handle(ctx: "RequestContext", request: Any, *,
     if request.topics is not None:
         wanted = {(t.topic, p) for t in request.topics for p in t.partitions}
     by_dir, usage = await replica_manager.run_io(_collect, replica_manager, config.current.log_dirs, wanted)
-    offline = set(getattr(replica_manager.log_manager, "offline_log_dirs", ()))
+    offline = set(replica_manager.log_manager.offline_log_dirs)
     results = []
     for d, topics in by_dir.items():
         if d in offline:

@@ -10,7 +10,7 @@ and the only lock it takes is the flush histogram's, so a scrape never holds up 
 """
 from __future__ import annotations
 
-from typing import Any, Dict, Iterator, List, Optional, Protocol, Tuple
+from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Protocol, Tuple
 
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
@@ -19,13 +19,16 @@ from broker.metrics import names as n
 from broker.metrics.stats import LOG_FLUSH_STATS, BrokerTopicStats, Histogram, RequestMetrics
 from broker.protocol.api_keys import ApiKey
 
+if TYPE_CHECKING:
+    from broker.replica.manager import ReplicaManager
+
 TopicPartition = Tuple[str, int]
 
 
 class MetricsSources(Protocol):
     """Where gauges are read from (BrokerServer has these attributes; None until built)."""
 
-    replica_manager: Optional[Any]
+    replica_manager: Optional["ReplicaManager"]
     controller: Optional[Any]
     group_coordinator: Optional[Any]
 
@@ -142,9 +145,9 @@ class BrokerCollector(Collector):
     def _log_dirs(self) -> Iterator[Metric]:
         """OfflineLogDirectoryCount and, per dir of log.dirs, LogDirectoryOffline (Kafka's LogManager gauges)."""
         rm = self.sources.replica_manager
-        lm = getattr(rm, "log_manager", None) if rm is not None else None
-        dirs = list(getattr(lm, "log_dirs", ()))
-        offline = set(getattr(lm, "offline_log_dirs", ()))
+        lm = rm.log_manager if rm is not None else None
+        dirs = list(lm.log_dirs) if lm is not None else []
+        offline = set(lm.offline_log_dirs) if lm is not None else set()
         spec = n.BY_NAME["kafka_log_logmanager_offlinelogdirectorycount"]
         yield GaugeMetricFamily(spec.name, spec.help, value=float(len(offline)))
         spec = n.BY_NAME["kafka_log_logmanager_logdirectoryoffline"]

@@ -65,6 +65,7 @@ from broker.util.request_time import parked
 if TYPE_CHECKING:
     from broker.storage.config import LogConfig
     from broker.storage.log import Log
+    from broker.storage.log_dir_failure_channel import LogDirFailureChannel
     from broker.storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
@@ -250,8 +251,8 @@ class ReplicaManager:
         self.offline_partitions: Dict[TopicPartition, Partition] = {}
         self._log_dir_event_notifier = log_dir_event_notifier
         self._halt = halt
-        #: the LogManager's LogDirFailureChannel (None for a log manager without one, e.g. a test fake)
-        self.log_dir_failure_channel = getattr(log_manager, "failure_channel", None)
+        #: the LogManager's LogDirFailureChannel
+        self.log_dir_failure_channel: LogDirFailureChannel = log_manager.failure_channel
         #: offline log dirs being handled, one after the other (Kafka's LogDirFailureHandler thread)
         self._log_dir_failures: Optional["asyncio.Task[None]"] = None
         #: which partitions' fetchable state changed, for followers' fetch sessions (see PartitionChanges)
@@ -310,10 +311,11 @@ class ReplicaManager:
                                                            self._shrink_isr_tick, "isr-expiration")))
         self._tasks.append(loop.create_task(self._periodic(self.config.replica_high_watermark_checkpoint_interval_ms,
                                                            self.checkpoint_high_watermarks, "highwatermark-checkpoint")))
-        channel = self.log_dir_failure_channel
-        if channel is not None:
-            channel.set_wakeup(lambda: loop.call_soon_threadsafe(self._on_offline_log_dir_queued))
-            self._on_offline_log_dir_queued()  # dirs that failed before start-up finished
+        def wake() -> None:  # from the I/O thread that met the error
+            loop.call_soon_threadsafe(self._on_offline_log_dir_queued)
+
+        self.log_dir_failure_channel.set_wakeup(wake)
+        self._on_offline_log_dir_queued()  # dirs that failed before start-up finished
 
     # --- log dir failure (KIP-112) --------------------------------------------------
     def _on_offline_log_dir_queued(self) -> None:
@@ -323,7 +325,7 @@ class ReplicaManager:
 
     async def _handle_queued_log_dir_failures(self) -> None:
         channel = self.log_dir_failure_channel
-        while channel is not None and not self.is_shutting_down:
+        while not self.is_shutting_down:
             d = channel.poll_offline_log_dir()
             if d is None:
                 return
@@ -906,7 +908,7 @@ class ReplicaManager:
         """A hosted partition with a future log (loaded at start-up, or its mover stopped): keep moving it."""
         if p.log is None or p.deleted or self.is_shutting_down:
             return
-        fut = self.log_manager.get_future_log(p.tp) if hasattr(self.log_manager, "get_future_log") else None
+        fut = self.log_manager.get_future_log(p.tp)
         if fut is None or self.alter_log_dirs.is_moving(p.tp) or p.tp in self.alter_log_dirs.failed:
             return
         p.future_log = fut
@@ -1514,9 +1516,7 @@ class ReplicaManager:
     async def checkpoint_high_watermarks(self) -> None:
         """Write replication-offset-checkpoint in every log dir, on the checkpoint thread: its fsyncs must not
         hold up the appends queued on the disk I/O workers (Kafka runs it on its scheduler, not its handlers)."""
-        fn = getattr(self.log_manager, "checkpoint_high_watermarks", None)
-        if fn is not None:
-            await asyncio.get_running_loop().run_in_executor(self._checkpoint_pool, fn)
+        await asyncio.get_running_loop().run_in_executor(self._checkpoint_pool, self.log_manager.checkpoint_high_watermarks)
 
 
 def _producer_id(buf: Any) -> int:

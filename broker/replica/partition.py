@@ -249,8 +249,7 @@ class Partition:
     def min_insync_replicas(self) -> int:
         if self.min_isr_override is not None:
             return self.min_isr_override
-        cfg = getattr(self.log, "config", None)
-        return int(getattr(cfg, "min_insync_replicas", 1)) if cfg is not None else 1
+        return self.log.config.min_insync_replicas if self.log is not None else 1
 
     @property
     def replication_factor(self) -> int:

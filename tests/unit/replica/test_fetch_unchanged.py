@@ -137,11 +137,12 @@ def test_a_consumer_session_answers_only_changes_and_wakes_on_an_append(tmp_path
                                       fetch_sessions=sessions)
             assert answered(idle) == {} and all(len(s) == 0 for s in seen)
 
-            async def append_soon() -> None:
-                await asyncio.sleep(0.05)
+            async def append_once_parked() -> None:
+                await wait_until(lambda: rm.delayed_fetch_purgatory.num_delayed() == 1,
+                                 what="the session's fetch parked in the fetch purgatory")
                 await rm.append_records(1, {("t", 9): records(b"new")})
 
-            task = asyncio.ensure_future(append_soon())
+            task = asyncio.ensure_future(append_once_parked())
             woke = await fetch.handle(ctx(v), req([], sid, 2, max_wait_ms=5000), replica_manager=rm, metadata=meta,
                                       fetch_sessions=sessions)
             await task

@@ -1,7 +1,19 @@
 # cython: language_level=3
 """Record batch header view, scan, validation and in-place edits; native twin of ``broker/_pure/record_batch.py``
 (which documents the layouts and the error policy and is the specification: same results, same exception
-classes). The record-framing walk and CRC run without the GIL."""
+classes). The record-framing walk and CRC run without the GIL.
+
+LZ4 frames (``lz4_frame_records``, ``lz4_decompress``) are decoded here rather than by ``lz4.frame``: Kafka's
+frames hold independent blocks (Java's KafkaLZ4BlockOutputStream, librdkafka), so each block goes through
+``LZ4_decompress_safe`` straight into one output buffer reused across calls (``lz4.frame`` does not know the output
+size: it grows a fresh buffer per call, page faults included), without the GIL, and the records are walked in that
+buffer. Block checksums, the content checksum and the content size are verified when the frame has them (XXH32).
+liblz4's headers are not installed, but python-lz4's extensions export ``LZ4_decompress_safe`` and ``XXH32``: their
+addresses are looked up at import and kept only if they decode a known frame. Without them, and for any frame whose
+header is not version 01 / independent blocks / no dictionary id / reserved bits clear / a known block size / a
+non-zero content size if any / a right header checksum, ``compression.decompress`` (``lz4.frame``) decodes, with
+its own errors. Bytes after the end mark are ignored, as ``lz4.frame`` ignores them.
+"""
 import zlib
 
 from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
@@ -9,12 +21,15 @@ from cpython.bytes cimport PyBytes_FromStringAndSize
 from cpython.object cimport PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
-from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
+from libc.stdlib cimport free, realloc
+from libc.string cimport memcpy
 
 from buffers cimport read_i16, read_i32, read_i64, read_u32, read_varint, write_i32, write_i64, write_u16, write_u32
 from crc32c_impl cimport broker_crc32c_init, broker_crc32c_update
 
 from broker.protocol.records.batch_info import BatchInfo, Record
+from broker.protocol.records.compression import decompress as _decompress
 from broker.protocol.records.errors import CorruptRecordError, InvalidRecordError
 
 broker_crc32c_init()
@@ -251,6 +266,300 @@ def null_key_records(records_bytes, record_count):
         return _null_key_indexes(<const uint8_t*>view.buf, view.len, count)
     finally:
         PyBuffer_Release(&view)
+
+
+# ---- LZ4 frames (see the module docstring) -------------------------------------------------------------------
+
+ctypedef int (*lz4_decompress_safe_t)(const char* src, char* dst, int src_size, int dst_capacity) noexcept nogil
+ctypedef unsigned int (*xxh32_t)(const void* data, size_t length, unsigned int seed) noexcept nogil
+
+cdef lz4_decompress_safe_t _lz4_block = NULL
+cdef xxh32_t _xxh32 = NULL
+
+cdef enum:
+    LZ4_MAGIC = 0x184D2204
+    LZ4_CODEC = 3
+    #: the frame's compressed size from which decoding releases the GIL (below it the release costs more)
+    LZ4_NOGIL_MIN = 16384
+    #: the shared output buffer is freed after a call that grew it past this
+    LZ4_KEEP_MAX = 16 << 20
+    # _lz4_frame outcomes
+    F_OK = 0
+    F_FALLBACK = 1
+    F_TRUNCATED = 2
+    F_TRUNCATED_BLOCK = 3
+    F_BLOCK_SIZE = 4
+    F_BAD_BLOCK = 5
+    F_BLOCK_CHECKSUM = 6
+    F_CONTENT_CHECKSUM = 7
+    F_CONTENT_SIZE = 8
+    F_NO_MEMORY = 9
+
+cdef dict _FRAME_MESSAGES = {
+    F_TRUNCATED: "truncated frame",
+    F_TRUNCATED_BLOCK: "truncated block",
+    F_BLOCK_SIZE: "block larger than the frame's block size",
+    F_BAD_BLOCK: "corrupt block (or larger than the frame's block size)",
+    F_BLOCK_CHECKSUM: "block checksum mismatch",
+    F_CONTENT_CHECKSUM: "content checksum mismatch",
+    F_CONTENT_SIZE: "decompressed size differs from the frame's content size",
+}
+
+
+cdef struct Out:
+    char* buf
+    size_t cap
+
+
+# One output buffer shared by the calls (taken and given back with the GIL held); a call that finds it taken (another
+# thread is decoding without the GIL) uses a buffer of its own.
+cdef Out _shared = Out(NULL, 0)
+cdef bint _shared_busy = False
+
+
+cdef inline uint32_t _le32(const uint8_t* p) noexcept nogil:
+    return <uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)
+
+
+cdef int _reserve(Out* o, size_t need) noexcept nogil:
+    cdef size_t cap
+    cdef char* b
+    if need <= o.cap:
+        return 0
+    cap = o.cap * 2
+    if cap < need:
+        cap = need
+    b = <char*>realloc(o.buf, cap)
+    if b == NULL:
+        return -1
+    o.buf = b
+    o.cap = cap
+    return 0
+
+
+cdef int _lz4_frame(const uint8_t* src, Py_ssize_t n, Out* o, size_t* out_len) noexcept nogil:
+    """Decode the LZ4 frame at src[0:n] into o (grown as needed); F_FALLBACK for a header this decoder does not take
+    (see the module docstring). Bytes after the end mark are ignored, as lz4.frame does."""
+    cdef uint8_t flg, bd
+    cdef Py_ssize_t pos, hend, size
+    cdef size_t total = 0, block_max
+    cdef uint64_t content_size = 0
+    cdef uint32_t word
+    cdef int r, sum_len
+    if n < 7 or _le32(src) != LZ4_MAGIC:
+        return F_FALLBACK
+    flg = src[4]
+    bd = src[5]
+    if (flg & 0xE3) != 0x60 or (bd & 0x8F) != 0 or (bd >> 4) < 4:  # version 01, independent, no dict id/reserved
+        return F_FALLBACK
+    hend = 6
+    if flg & 0x08:
+        if n < 15:
+            return F_FALLBACK
+        content_size = <uint64_t>_le32(src + 6) | (<uint64_t>_le32(src + 10) << 32)
+        if content_size == 0 or content_size >= (<uint64_t>1 << 63):
+            return F_FALLBACK
+        hend = 14
+    if ((_xxh32(src + 4, <size_t>(hend - 4), 0) >> 8) & 0xFF) != src[hend]:
+        return F_FALLBACK
+    block_max = (<size_t>1) << (8 + 2 * (bd >> 4))
+    sum_len = 4 if flg & 0x10 else 0
+    pos = hend + 1
+    while True:
+        if n - pos < 4:
+            return F_TRUNCATED
+        word = _le32(src + pos)
+        pos += 4
+        if word == 0:
+            break
+        size = <Py_ssize_t>(word & 0x7FFFFFFF)
+        if <size_t>size > block_max:
+            return F_BLOCK_SIZE
+        if n - pos < size + sum_len:
+            return F_TRUNCATED_BLOCK
+        if sum_len and _xxh32(src + pos, <size_t>size, 0) != _le32(src + pos + size):
+            return F_BLOCK_CHECKSUM
+        if _reserve(o, total + block_max) != 0:
+            return F_NO_MEMORY
+        if word >> 31:  # stored uncompressed
+            memcpy(o.buf + total, src + pos, <size_t>size)
+            total += <size_t>size
+        else:
+            r = _lz4_block(<const char*>src + pos, o.buf + total, <int>size, <int>block_max)
+            if r < 0:
+                return F_BAD_BLOCK
+            total += <size_t>r
+        pos += size + sum_len
+    if flg & 0x04:
+        if n - pos < 4:
+            return F_TRUNCATED
+        if _xxh32(o.buf, total, 0) != _le32(src + pos):
+            return F_CONTENT_CHECKSUM
+    if (flg & 0x08) and total != content_size:
+        return F_CONTENT_SIZE
+    out_len[0] = total
+    return F_OK
+
+
+cdef int _raise_frame(int rc) except -1:
+    if rc == F_NO_MEMORY:
+        raise MemoryError("cannot allocate the lz4 output buffer")
+    raise CorruptRecordError("cannot decompress lz4 data: %s" % _FRAME_MESSAGES[rc])
+
+
+cdef inline bint _take_buffer(Out* o):
+    """The shared buffer into o (True), or an empty one of o's own when another call holds it (False)."""
+    global _shared_busy
+    if _shared_busy:
+        o.buf = NULL
+        o.cap = 0
+        return False
+    _shared_busy = True
+    o[0] = _shared
+    return True
+
+
+cdef inline void _give_buffer(Out* o, bint shared):
+    global _shared, _shared_busy
+    if not shared:
+        free(o.buf)
+        return
+    if o.cap > LZ4_KEEP_MAX:
+        free(o.buf)
+        o.buf = NULL
+        o.cap = 0
+    _shared = o[0]
+    _shared_busy = False
+
+
+cdef int _decode(const uint8_t* src, Py_ssize_t n, Out* o, size_t* out_len, int64_t count, int64_t* nulls,
+                 int* walk_rc) noexcept nogil:
+    """_lz4_frame, then (count >= 0) the record walk of the output into walk_rc."""
+    cdef int rc = _lz4_frame(src, n, o, out_len)
+    if rc == F_OK and count >= 0:
+        walk_rc[0] = _walk(<const uint8_t*>o.buf, 0, <Py_ssize_t>out_len[0], count, nulls)
+    return rc
+
+
+def lz4_frame_records(data, record_count, keys_required):
+    """Decode the LZ4 frame ``data`` (a batch's records) and walk its records as ``null_key_records`` (keys
+    required) or ``validate_records`` do, in one native pass; the indexes of the null-key records when keys are
+    required, else []. Frames the native decoder does not take go through ``compression.decompress``."""
+    cdef Py_buffer view
+    cdef int64_t count = record_count, nulls = 0
+    cdef int64_t* nulls_p = &nulls if keys_required else NULL
+    cdef Out o
+    cdef bint shared
+    cdef size_t out_len = 0
+    cdef int rc = F_FALLBACK, walk_rc = W_OK
+    if count < 0:
+        raise InvalidRecordError("negative record count %d" % count)
+    if _lz4_block != NULL:
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        shared = _take_buffer(&o)
+        try:
+            if view.len >= LZ4_NOGIL_MIN:
+                with nogil:
+                    rc = _decode(<const uint8_t*>view.buf, view.len, &o, &out_len, count, nulls_p, &walk_rc)
+            else:
+                rc = _decode(<const uint8_t*>view.buf, view.len, &o, &out_len, count, nulls_p, &walk_rc)
+            if rc == F_OK:
+                if walk_rc != W_OK:
+                    _raise_walk(walk_rc, count)
+                if nulls:
+                    return _null_key_indexes(<const uint8_t*>o.buf, <Py_ssize_t>out_len, count)
+                return []
+            if rc != F_FALLBACK:
+                _raise_frame(rc)
+        finally:
+            _give_buffer(&o, shared)
+            PyBuffer_Release(&view)
+    raw = _decompress(LZ4_CODEC, data)
+    if keys_required:
+        return null_key_records(raw, count)
+    validate_records(raw, count)
+    return []
+
+
+def lz4_decompress(data):
+    """The content of the LZ4 frame ``data`` as bytes (``compression.decompress(LZ4, data)``, natively)."""
+    cdef Py_buffer view
+    cdef Out o
+    cdef bint shared
+    cdef size_t out_len = 0
+    cdef int rc = F_FALLBACK, walk_rc = W_OK
+    if _lz4_block != NULL:
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        shared = _take_buffer(&o)
+        try:
+            if view.len >= LZ4_NOGIL_MIN:
+                with nogil:
+                    rc = _decode(<const uint8_t*>view.buf, view.len, &o, &out_len, -1, NULL, &walk_rc)
+            else:
+                rc = _decode(<const uint8_t*>view.buf, view.len, &o, &out_len, -1, NULL, &walk_rc)
+            if rc == F_OK:
+                return PyBytes_FromStringAndSize(o.buf, <Py_ssize_t>out_len)
+            if rc != F_FALLBACK:
+                _raise_frame(rc)
+        finally:
+            _give_buffer(&o, shared)
+            PyBuffer_Release(&view)
+    return _decompress(LZ4_CODEC, data)
+
+
+def decompress_records(int codec, data):
+    """A compressed batch's records section decompressed: ``compression.decompress``, LZ4 natively."""
+    if codec == LZ4_CODEC:
+        return lz4_decompress(data)
+    return _decompress(codec, data)
+
+
+def _load_lz4():
+    """The addresses of python-lz4's LZ4_decompress_safe and XXH32, or (0, 0); checked on a frame of lz4.frame."""
+    try:
+        import ctypes
+        import lz4.block._block
+        import lz4.frame
+        import lz4.frame._frame
+        block = ctypes.cast(ctypes.CDLL(lz4.block._block.__file__).LZ4_decompress_safe, ctypes.c_void_p).value
+        xxh = ctypes.cast(ctypes.CDLL(lz4.frame._frame.__file__).XXH32, ctypes.c_void_p).value
+        sample = b"lz4 self-test " * 64
+        frame = lz4.frame.compress(sample, block_linked=False, block_checksum=True, content_checksum=True,
+                                   store_size=True)
+        return (block or 0, xxh or 0, sample, frame)
+    except Exception:
+        return (0, 0, b"", b"")
+
+
+cdef bint _self_test(bytes frame, bytes sample):
+    """Whether the decoder itself (no fallback) turns ``frame`` (every checksum on) into ``sample``."""
+    cdef Out o = Out(NULL, 0)
+    cdef size_t out_len = 0
+    cdef int rc = _lz4_frame(<const uint8_t*><const char*>frame, len(frame), &o, &out_len)
+    ok = rc == F_OK and PyBytes_FromStringAndSize(o.buf, <Py_ssize_t>out_len) == sample
+    free(o.buf)
+    return ok
+
+
+def _init_lz4():
+    """Set the LZ4 function pointers and keep them only if they decode a known frame (never crash on a stranger)."""
+    global _lz4_block, _xxh32
+    cdef uintptr_t block, xxh
+    block_addr, xxh_addr, sample, frame = _load_lz4()
+    block = block_addr
+    xxh = xxh_addr
+    if block == 0 or xxh == 0:
+        return
+    _lz4_block = <lz4_decompress_safe_t>block
+    _xxh32 = <xxh32_t>xxh
+    if not _self_test(frame, sample):
+        _lz4_block = NULL
+        _xxh32 = NULL
+
+
+_init_lz4()
+#: whether LZ4 frames are decoded natively (python-lz4's symbols found and working)
+LZ4_NATIVE = _lz4_block != NULL
 
 
 # ---- the header view (see the pure twin) --------------------------------------------------------------------
@@ -612,7 +921,6 @@ cdef list _read_records(const uint8_t* p, Py_ssize_t end, int64_t count, info):
 
 def iter_records(batch):
     """All records of ONE whole magic-2 batch (validated first; decompressed as needed)."""
-    from broker.protocol.records.compression import decompress
     cdef Py_buffer view
     cdef const uint8_t* p
     cdef int codec
@@ -622,7 +930,7 @@ def iter_records(batch):
     info = infos[0]
     codec = info.attributes & 0x07
     if codec:
-        data = decompress(codec, memoryview(batch)[RECORD_BATCH_OVERHEAD:info.size])
+        data = decompress_records(codec, memoryview(batch)[RECORD_BATCH_OVERHEAD:info.size])
         validate_records(data, info.record_count)
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:

@@ -33,6 +33,8 @@ from broker.protocol.records.batch_info import (
     BatchInfo,
     Record,
 )
+from broker.protocol.records.compression import LZ4
+from broker.protocol.records.compression import decompress as _decompress
 from broker.protocol.records.errors import CorruptRecordError, InvalidRecordError
 
 BATCH_LENGTH_MIN = RECORD_BATCH_OVERHEAD - LOG_OVERHEAD
@@ -135,6 +137,35 @@ def null_key_records(records_bytes: Any, record_count: int) -> list[int]:
     null_keys: list[int] = []
     _walk_records(records_bytes, 0, len(records_bytes), record_count, null_keys)
     return null_keys
+
+
+#: whether LZ4 frames are decoded natively (never in the pure twin: ``compression.decompress`` decodes them)
+LZ4_NATIVE = False
+
+
+def lz4_frame_records(data: Any, record_count: int, keys_required: bool) -> list[int]:
+    """Decompress the LZ4 frame ``data`` (a batch's records) and walk its records as ``null_key_records`` (keys
+    required) or ``validate_records`` do; the indexes of the null-key records when keys are required, else [].
+    The native twin decodes the frame and walks the records in one pass, without the GIL."""
+    if record_count < 0:
+        raise InvalidRecordError("negative record count %d" % record_count)
+    raw = _decompress(LZ4, data)
+    if keys_required:
+        return null_key_records(raw, record_count)
+    validate_records(raw, record_count)
+    return []
+
+
+def lz4_decompress(data: Any) -> bytes:
+    """The content of the LZ4 frame ``data`` (``compression.decompress(LZ4, data)``; the native twin decodes it
+    into a reused buffer without the GIL)."""
+    return _decompress(LZ4, data)
+
+
+def decompress_records(codec: int, data: Any) -> bytes:
+    """A compressed batch's records section decompressed (``compression.decompress``; LZ4 natively in the native
+    twin)."""
+    return _decompress(codec, data)
 
 
 def _info(buf: Any, position: int, reported: int = -1) -> BatchInfo:
@@ -428,8 +459,6 @@ def _read_records(data: Any, count: int, info: BatchInfo) -> list[Record]:
 
 def iter_records(batch: Any) -> list[Record]:
     """All records of ONE whole magic-2 batch (validated first; decompressed as needed)."""
-    from broker.protocol.records.compression import decompress
-
     infos = validate_batches(batch, check_crc=True)
     if len(infos) != 1:
         raise CorruptRecordError("expected exactly one batch, found %d" % len(infos))
@@ -437,7 +466,7 @@ def iter_records(batch: Any) -> list[Record]:
     data: Any = memoryview(batch)[RECORD_BATCH_OVERHEAD:info.size]
     codec = info.attributes & COMPRESSION_MASK
     if codec:
-        data = decompress(codec, data)
+        data = decompress_records(codec, data)
         validate_records(data, info.record_count)
     return _read_records(data, info.record_count, info)
 

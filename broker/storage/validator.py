@@ -15,7 +15,7 @@ from broker.accel import record_batch
 from broker.protocol.records import errors as record_errors
 from broker.protocol.records.batch_info import (COMPRESSION_MASK, CONTROL_MASK, RECORD_BATCH_OVERHEAD,
                                                 TIMESTAMP_TYPE_MASK, BatchInfo)
-from broker.protocol.records.compression import decompress
+from broker.protocol.records.compression import LZ4, decompress
 
 from .config import LogConfig
 from .errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError,
@@ -113,15 +113,19 @@ def _check_records(buf: "bytearray | memoryview", info: BatchInfo, codec: int, k
     walked an uncompressed batch's records): a compressed batch is decompressed once and its framing walked; for a
     compacted topic that same walk finds the records without a key, which it refuses (each one named in the error,
     as Kafka's). An uncompressed batch of a compacted topic is walked a second time here (framing only: no CRC, no
-    copy), since ``parse_batches`` runs before the topic's config is read. No record object is made."""
+    copy), since ``parse_batches`` runs before the topic's config is read. No record object is made. LZ4 (the
+    codec of most Kafka producers) is decoded and walked in one native call, without the GIL."""
     try:
         data: "bytes | memoryview" = memoryview(buf)[info.position + RECORD_BATCH_OVERHEAD:info.position + info.size]
-        if codec:
-            data = decompress(codec, data)
-        if not keys_required:
-            record_batch.validate_records(data, info.record_count)
-            return
-        missing = record_batch.null_key_records(data, info.record_count)
+        if codec == LZ4:
+            missing = record_batch.lz4_frame_records(data, info.record_count, keys_required)
+        else:
+            if codec:
+                data = decompress(codec, data)
+            if not keys_required:
+                record_batch.validate_records(data, info.record_count)
+                return
+            missing = record_batch.null_key_records(data, info.record_count)
     except record_errors.CorruptRecordError as e:
         raise CorruptRecordError(e.message) from None
     except record_errors.InvalidRecordError as e:

@@ -9,8 +9,10 @@ Snappy: the Java client writes the xerial/snappy-java stream framing::
 
 librdkafka and older clients may send a single raw snappy block; both are accepted on decompress.
 LZ4: the LZ4 frame format with independent 64 KiB blocks and no content size. The broken header checksum of
-magic-0 messages (KAFKA-3160) is handled in ``legacy.py``.
+magic-0 messages (KAFKA-3160) is handled in ``legacy.py``. A produce's validation decodes LZ4 in the native
+``record_batch`` (``lz4_frame_records``: blocks into a reused buffer, without the GIL); this is the pure path.
 Zstd: frames may lack the content size, so decompression streams (and reads across concatenated frames).
+Decompression reads the caller's buffer in place (no copy of the compressed bytes).
 Failures raise ``CorruptRecordError``; an unknown codec raises ``InvalidRecordError``.
 """
 from __future__ import annotations
@@ -48,13 +50,14 @@ def _snappy_compress(data: bytes) -> bytes:
     return b"".join(out)
 
 
-def _snappy_decompress(data: bytes) -> bytes:
-    if not data.startswith(XERIAL_MAGIC):
+def _snappy_decompress(data: Any) -> bytes:
+    if bytes(data[:len(XERIAL_MAGIC)]) != XERIAL_MAGIC:
         return snappy.uncompress(data)
     pos = len(_XERIAL_HEADER)
     if len(data) < pos:
         raise CorruptRecordError("truncated xerial snappy header")
     out = []
+    data = memoryview(data)
     n = len(data)
     while pos < n:
         if n - pos < 4:
@@ -68,7 +71,7 @@ def _snappy_decompress(data: bytes) -> bytes:
     return b"".join(out)
 
 
-def _zstd_decompress(data: bytes) -> bytes:
+def _zstd_decompress(data: Any) -> bytes:
     dctx = zstandard.ZstdDecompressor()
     out = []
     while data:
@@ -100,17 +103,16 @@ def decompress(codec: int, data: Any) -> bytes:
     """Decompress ``data`` (bytes-like) compressed with ``codec``; garbage raises CorruptRecordError."""
     if codec not in CODEC_NAMES:
         raise InvalidRecordError("unknown compression codec %d" % codec)
-    raw = bytes(data)
     if codec == NONE:
-        return raw
+        return bytes(data)
     try:
         if codec == GZIP:
-            return gzip.decompress(raw)
+            return gzip.decompress(bytes(data))
         if codec == SNAPPY:
-            return _snappy_decompress(raw)
+            return _snappy_decompress(data)
         if codec == LZ4:
-            return lz4.frame.decompress(raw)
-        return _zstd_decompress(raw)
+            return lz4.frame.decompress(data)
+        return _zstd_decompress(data)
     except CorruptRecordError:
         raise
     except Exception as e:  # each codec library has its own error classes; all mean corrupt input

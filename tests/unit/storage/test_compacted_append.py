@@ -41,8 +41,13 @@ class _Counting:
             self.decompressions += 1
             return real_decompress(codec, data)
 
+        def lz4_frame_records(data: Any, record_count: int, keys_required: bool) -> Any:
+            self.decompressions += 1  # an LZ4 batch is decompressed and walked in this one call
+            return real.lz4_frame_records(data, record_count, keys_required)
+
         names = {n: getattr(real, n) for n in dir(real) if not n.startswith("__")}
-        names.update(validate_batches=validate_batches, iter_records=iter_records)
+        names.update(validate_batches=validate_batches, iter_records=iter_records,
+                     lz4_frame_records=lz4_frame_records)
         monkeypatch.setattr(validator, "record_batch", SimpleNamespace(**names))
         monkeypatch.setattr(validator, "decompress", decompress)
 
@@ -61,7 +66,7 @@ def test_each_batch_is_crc_checked_and_decompressed_once(open_log: Callable[...,
     assert counting.record_objects == 0
 
 
-@pytest.mark.parametrize("codec", [0, 2])
+@pytest.mark.parametrize("codec", [0, 2, 3, 4])
 def test_keyless_records_are_named(open_log: Callable[..., Log], codec: int) -> None:
     log = open_log(COMPACT)
     buf = bytearray(build_batch([(b"k", b"v", [], TS), (None, b"v", [], TS), (b"k", b"v", [], TS), (None, None, [], TS)],
@@ -84,3 +89,22 @@ def test_broken_compressed_records_are_corrupt(open_log: Callable[..., Log]) -> 
     not_gzip = bytearray(encode_batch(b"\x00" * 20, record_count=1, last_offset_delta=0, attributes=1))
     with pytest.raises(CorruptRecordError):
         open_log(COMPACT, name="t-1").append_as_leader(not_gzip, 0)
+
+
+@pytest.mark.parametrize("config", [COMPACT, LogConfig()], ids=["compact", "delete"])
+def test_broken_lz4_frames_are_corrupt(open_log: Callable[..., Log], config: LogConfig) -> None:
+    """LZ4 batches are decoded and walked natively (record_batch.lz4_frame_records): a bad block, a truncated frame
+    and a record count the frame's records do not fill are refused as Kafka refuses them, nothing appended."""
+    import lz4.frame
+
+    from broker.protocol.records.builder import encode_batch, encode_record
+    records = encode_record(0, 0, b"k", b"v") + encode_record(1, 0, b"k", b"v")
+    frame = lz4.frame.compress(records, block_linked=False, store_size=False)
+    bad_block = frame[:7] + b"\x10\x00\x00\x00" + b"\xff" * 16 + b"\x00\x00\x00\x00"
+    cases = [(bad_block, 2, CorruptRecordError), (frame[:-3], 2, CorruptRecordError), (frame, 3, InvalidRecordError)]
+    for i, (body, count, error) in enumerate(cases):
+        log = open_log(config, name="t-%d" % i)
+        with pytest.raises(error):
+            log.append_as_leader(bytearray(encode_batch(body, record_count=count, last_offset_delta=count - 1,
+                                                        attributes=3)), 0)
+        assert log.log_end_offset == 0

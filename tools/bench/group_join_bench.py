@@ -16,6 +16,18 @@ other two arrive ~2 ms later: still in its SyncGroup (answered REBALANCE_IN_PROG
 or already Stable (it learns of the rebalance from its next heartbeat: ~1 heartbeat interval). Ours completes
 generation 1 sooner and so lands in the second case more often.
 
+Why (issue 19, read against Kafka 3.9's GroupCoordinator and both brokers' logs): the coordinators follow the same
+rules (InitialDelayedJoin of 0 ms completes generation 1 on its timer without waiting for KIP-394 pending members; a
+known member's join in CompletingRebalance/Stable starts a DelayedJoin that completes once every member rejoined; a
+parked or later SyncGroup of the old generation, and heartbeats, answer REBALANCE_IN_PROGRESS). What differs is when
+the others arrive relative to the first member's window [generation 1 formed .. its SyncGroup and first heartbeat
+answered]: (a) Kafka's window is ~5-10 ms (JoinGroup answered from the purgatory's executor thread, the leader's
+Metadata and SyncGroup round trips at 1-4 ms each), ours ~1 ms; (b) librdkafka decommissions its bootstrap broker
+once the first Metadata answer names broker 0: a FindCoordinator still in flight on it fails (_DESTROY_BROKER) and
+is retried on a ~50 ms tick, which lines the clients up. Kafka answers that FindCoordinator after ~4 ms, so usually
+every client takes the retry; ours answers in <1 ms, so often one client gets through and joins ~50 ms ahead of
+the rest (then Kafka is as slow: its trials with a client ahead also take ~1 heartbeat interval).
+
 Warm (default): one fresh broker of each kind per configuration, ``__consumer_offsets`` created and loaded by a
 throwaway group first, a new topic and group per trial. ``--cold``: a fresh broker per trial and no
 ``__consumer_offsets`` yet (the first group on a new cluster: FindCoordinator creates and loads it).
@@ -225,9 +237,11 @@ def main(argv: Optional[List[str]] = None) -> int:
                             shutil.rmtree(work, ignore_errors=True) if a.cold else None
                             times.append(took if took is not None else float("inf"))
                             gens.append(ng)
-                            if a.timeline and trial == 0:
-                                _print_timeline(kind, logs)
-                                for line in broker.b.output().splitlines():  # the coordinator's own account
+                            if a.timeline:  # the clients' account of the first trial, the coordinator's of each
+                                if trial == 0:
+                                    _print_timeline(kind, logs)
+                                print(f"  trial {trial} ({kind}): {times[-1]:.3f} s")
+                                for line in broker.b.output().splitlines():
                                     if f"{topic}-g" in line:
                                         print("    broker:", line[:220])
                         finally:

@@ -432,6 +432,9 @@ class GroupCoordinatorState:
             deadline = now + session_timeout_ms
             group.pending_members[new_id] = deadline
             out.timers.append((("heartbeat", group.group_id, new_id), deadline))
+            log.info("[GroupCoordinator] Dynamic member with unknown member id joins group %s in %s state. Created a "
+                     "new member id %s and request the member to rejoin with this id.", group.group_id, group.state,
+                     new_id)
             out.response = join_result(new_id, ErrorCode.MEMBER_ID_REQUIRED)
         else:
             self._add_member_and_rebalance(now, out, token, group, new_id, None, client_id, client_host,
@@ -740,6 +743,9 @@ class GroupCoordinatorState:
             self._remove_pending_sync(group, member_id)
             self._schedule_heartbeat(now, group, member, out)
             if group.leader_id == member_id:
+                log.info("[GroupCoordinator] Assignment received from leader %s for group %s for generation %d. The "
+                         "group has %d members, %d of which are static.", member_id, group_id, group.generation_id,
+                         len(group.members), len(group.static_members))
                 assignment = {mid: bytes(assignments.get(mid, b"")) for mid in group.members}
                 gen = group.generation_id
                 out.records.append(self._group_record(group, assignment))

@@ -271,6 +271,37 @@ def test_pending_member_expires_after_session_timeout() -> None:
     assert "g" not in d.state.groups or not d.state.groups["g"].pending_members
 
 
+def test_first_generation_skips_pending_members_and_a_late_join_cancels_its_sync() -> None:
+    """Kafka 3.9 with group.initial.rebalance.delay.ms=0 (issue 19's group-join case): the InitialDelayedJoin forms
+    generation 1 on its timer with the members that rejoined, not waiting for KIP-394 pending ones; a pending member's
+    join in CompletingRebalance answers the leader's SyncGroup, parked on its assignment write, REBALANCE_IN_PROGRESS,
+    and that write ending afterwards leaves the group rebalancing (GroupCoordinator.doSyncGroup's storeGroup callback
+    checks state and generation), so the leader rejoins at once instead of at its next heartbeat."""
+    d = Driver()
+    _, r1 = d.join("g")
+    _, r2 = d.join("g")
+    assert r1["error_code"] == r2["error_code"] == E.MEMBER_ID_REQUIRED
+    leader, late = r1["member_id"], r2["member_id"]
+    t1, _ = d.join("g", member=leader)
+    d.advance(0)
+    res = d.replies.pop(t1)
+    assert res["generation_id"] == 1 and [m["member_id"] for m in res["members"]] == [leader]
+    g = d.state.groups["g"]
+    assert g.state == COMPLETING_REBALANCE and late in g.pending_members
+    sync_tok = 99
+    write = d.state.sync_group(d.now, sync_tok, "g", 1, leader, None, None, None, {leader: b"A"})
+    assert write.response is None and write.records and write.on_written is not None  # the append is in flight
+    t2, parked = d.join("g", member=late)
+    assert parked is None and g.state == PREPARING_REBALANCE
+    assert d.replies.pop(sync_tok)["error_code"] == E.REBALANCE_IN_PROGRESS
+    d.finish(write.on_written(d.now, 0))
+    assert g.state == PREPARING_REBALANCE and g.members[leader].assignment == b""
+    t1, parked = d.join("g", member=leader)
+    assert parked is None  # every member has rejoined: generation 2 forms at once
+    assert d.replies[t1]["generation_id"] == d.replies[t2]["generation_id"] == 2
+    assert g.state == COMPLETING_REBALANCE and len(d.replies[t1]["members"]) == 2
+
+
 def test_initial_rebalance_delay_extends_while_members_arrive() -> None:
     d = Driver(initial_rebalance_delay_ms=3000)
     t1 = d.join_new("g", rebalance=60_000)

@@ -38,6 +38,23 @@ if ! command -v kcat > /dev/null; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq kcat > /dev/null
 fi
 
+# 2b. the nemesis's network tools (tests/harness/nemesis/netns.py): ip and tc (iproute2) for namespaces, cuts and
+#     rate limits, nft (nftables) for lossy links, iptables for the NFQUEUE rule of delayed links, strace for
+#     the EIO/EROFS injection into a running broker (tests/harness/syscall_faults.py)
+#     (looked for in /usr/sbin too: a non-root PATH often lacks it)
+NEM_APT=""
+has_sbin() { command -v "$1" > /dev/null || [ -x "/usr/sbin/$1" ] || [ -x "/sbin/$1" ]; }
+has_sbin ip || NEM_APT="$NEM_APT iproute2"
+has_sbin nft || NEM_APT="$NEM_APT nftables"
+has_sbin iptables || NEM_APT="$NEM_APT iptables"
+has_sbin strace || NEM_APT="$NEM_APT strace"
+if [ -n "$NEM_APT" ]; then
+  say "installing the nemesis's tools:$NEM_APT"
+  $SUDO apt-get update -qq
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $NEM_APT > /dev/null
+fi
+
 # 3. Apache Kafka 3.9.1 (broker, tools and Kafka Streams, ZooKeeper mode) from Maven Central, the oracle some
 #     compat tests run beside our brokers: compat-tests/kafka/pom.xml, jars copied into .cache/kafka-3.9.1/libs/
 #     (not committed). The .complete marker holds the pom's sha256, so a changed pom is resolved again; the new

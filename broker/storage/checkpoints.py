@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import errno
 import logging
 import os
 from typing import Callable, Iterable, Optional, TypeVar
@@ -86,15 +87,20 @@ def sync_filesystem(path: str) -> None:
 
 
 def fsync_dir(dir_path: str) -> None:
-    """fsync a directory so renames and creations in it survive a crash."""
+    """fsync a directory so renames and creations in it survive a crash.
+
+    A failed fsync raises (EIO, EROFS...: the renames may be lost, so the caller's I/O error handling takes the dir
+    offline, as Kafka's Utils.flushDir does); a directory that cannot be opened, or a filesystem that cannot fsync
+    a directory (EINVAL, ENOTSUP), is skipped."""
     try:
         fd = os.open(dir_path, os.O_RDONLY)
     except OSError:
         return
     try:
         os.fsync(fd)
-    except OSError:
-        pass
+    except OSError as exc:
+        if exc.errno not in (errno.EINVAL, errno.ENOTSUP, errno.EBADF):
+            raise
     finally:
         os.close(fd)
 

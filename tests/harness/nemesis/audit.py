@@ -4,17 +4,21 @@ After the last heal: the producer stops and flushes, the cluster must be back (e
 replicas' log segments must be byte-identical (tests.harness.faults.wait_replicas_identical), every acknowledged
 record must be in the log exactly once at its acknowledged offset, in production order
 (tests.harness.faults.check_exactly_once), and the read_committed group must have read every acknowledged record
-at least once, in offset order within each assignment, each read matching the log at that offset.
+at least once, in offset order within each assignment, each read matching the log at that offset. The
+transactional client's topic is checked by tests.harness.nemesis.txn_client.check_transactions (committed once and
+in order, aborted invisible, unknown all-or-nothing, LSO reaching the high watermark) and its replicas compared too.
 """
 from __future__ import annotations
 
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
-from typing import Dict, List, Tuple
+from typing import Dict, List, Optional, Tuple
 
 from tests.harness.faults import LoadStats, check_exactly_once, read_partitions, wait_replicas_identical
 from tests.harness.nemesis.ledger import ReadLedger
 from tests.harness.nemesis.runner import TOPIC, Nemesis, RunResult, summarize
+from tests.harness.nemesis.txn_client import (TXN_PARTITIONS, TXN_TOPIC, TxnCounts, check_transactions,
+                                              format_txn_counts)
 
 
 @dataclass
@@ -38,6 +42,7 @@ class Audit:
     counts: Counts = field(default_factory=Counts)
     problems: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)  # worth a look, not a failure
+    txn: Optional[TxnCounts] = None
 
     @property
     def passed(self) -> bool:
@@ -57,6 +62,10 @@ def audit(n: Nemesis, wait_read_s: float = 90.0) -> Audit:
         a.problems.append(f"producer: {exc}")
         stats = n.load.stats
     c.produced = stats.produced
+    if n.txn is not None:  # it commits its open transaction and exits
+        stopped = n.txn.stop(60)
+        if stopped:
+            a.problems.append(stopped)
     c.acked = sum(len(v) for v in stats.acked.values())
     c.failed = len(stats.errors)
     if stats.errors:
@@ -102,6 +111,13 @@ def audit(n: Nemesis, wait_read_s: float = 90.0) -> Audit:
         time.sleep(0.5)
     ledger: ReadLedger = n.reader.stop()
     check_reads(ledger, at, acked_values, a)
+    if n.txn is not None:
+        a.txn = check_transactions(n.txn, n.bootstrap, a.problems)
+        try:
+            wait_replicas_identical(log_dirs, lambda: {p: list(n.broker_ids) for p in range(TXN_PARTITIONS)}
+                                    if n.recovered() else {}, TXN_TOPIC, timeout_s=60)
+        except AssertionError as exc:
+            a.problems.append(f"replicas: {exc}"[:1500])
     a.notes.append("log dirs used at the end: " + ", ".join(
         f"broker {i} {d.used_fraction():.0%} of {d.size_mb} MiB" for i, d in n.disks.items()))
     for i, b in n.brokers.items():
@@ -139,24 +155,29 @@ def check_reads(ledger: ReadLedger, at: Dict[int, Dict[int, bytes]], acked: Dict
 def format_summary(res: RunResult, aud: Audit, extra: Tuple[str, ...] = ()) -> str:
     c = aud.counts
     lines = [f"nemesis against {res.target}: seed {res.seed}", *extra, "schedule:",
-             f"  {'start':>7} {'held':>5}  {'fault':<16} {'target':<40} {'recov':>6} {'prod':>6} {'cons':>6}  note"]
+             f"  {'start':>7} {'held':>5}  {'fault':<16} {'target':<40} {'recov':>6} {'prod':>6} {'cons':>6} "
+             f"{'txn':>6}  note"]
     for r in res.records:
         lines.append(f"  {r.start:7.1f} {r.held:5.1f}  {r.kind:<16} {r.target[:40]:<40} {_f(r.recovered_s):>6} "
-                     f"{_f(r.producer_all_s):>6} {_f(r.consumer_all_s):>6}  {r.note}")
+                     f"{_f(r.producer_all_s):>6} {_f(r.consumer_all_s):>6} {_f(r.txn_resume_s):>6}  {r.note}")
     lines.append(f"counts: produced {c.produced}, acked {c.acked}, failed {c.failed}, in log {c.in_log}, "
                  f"read {c.read} (re-reads {c.reread}), duplicates {c.duplicates}, lost {c.lost}, "
                  f"unread {c.unread}, misplaced {c.misplaced}")
+    if aud.txn is not None:
+        lines.append(format_txn_counts(aud.txn))
     lines.append("times from heal, min/median/max seconds (recovered = every partition led with a full ISR; "
-                 "producer/consumer = first ack/read on every partition; any = on any partition):")
+                 "producer/consumer = first ack/read on every partition; any = on any partition; "
+                 "txn = the transactional client's next commit):")
     lines.append(f"  {'fault':<16} {'n':>2} {'recovered':>15} {'producer':>15} {'producer any':>15} "
-                 f"{'consumer':>15} {'consumer any':>15}")
+                 f"{'consumer':>15} {'consumer any':>15} {'txn':>15}")
     kinds: Dict[str, list] = defaultdict(list)
     for r in res.records:
         kinds[r.kind].append(r)
     for k, rs in kinds.items():
         lines.append(f"  {k:<16} {len(rs):>2} {summarize([r.recovered_s for r in rs]):>15} "
                      f"{summarize([r.producer_all_s for r in rs]):>15} {summarize([r.producer_any_s for r in rs]):>15} "
-                     f"{summarize([r.consumer_all_s for r in rs]):>15} {summarize([r.consumer_any_s for r in rs]):>15}")
+                     f"{summarize([r.consumer_all_s for r in rs]):>15} {summarize([r.consumer_any_s for r in rs]):>15} "
+                     f"{summarize([r.txn_resume_s for r in rs]):>15}")
     for note in aud.notes:
         lines.append(f"NOTE: {note}")
     problems = res.problems + aud.problems

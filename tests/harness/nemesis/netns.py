@@ -10,17 +10,38 @@ Layout (run tag ``T`` = the runner's pid, subnet ``10.213.S.0/24`` with the firs
 
 Faults: :meth:`block` adds a blackhole route in ``a``'s namespace towards ``b`` (a one-way cut: ``a``'s packets to
 ``b`` are dropped); :meth:`cut` blocks both ways; :meth:`isolate` blocks a node from every other node and from the
-clients; :meth:`rate_limit` puts a tbf qdisc on both ends of a node's veth (this kernel has no sch_netem, so there
-is no delay/loss emulation: a tight tbf rate is the "slow link"). :meth:`heal` removes every active fault.
+clients; :meth:`rate_limit` puts a tbf qdisc on both ends of a node's veth. This kernel has no sch_netem (and no tc
+actions), so loss and latency are done in netfilter instead, one direction each, on arrival in the receiving
+node's namespace (prerouting, before conntrack): ``a``'s kernel counts the packet as sent, as with a lossy or long
+wire (a drop on ``a``'s own output hook would fail its send with EPERM, and a packet held there would stay charged
+to ``a``'s socket):
+
+* :meth:`lossy` drops a share of ``a``'s packets to ``b``: an nft table ``inet nemT`` in ``b``'s namespace with
+  ``ip saddr A numgen random mod 100 < P drop``;
+* :meth:`delay` holds each of ``a``'s packets to ``b`` for ``ms``: an ``NFQUEUE`` rule hands them to a queue that
+  :mod:`tests.harness.nemesis.delayer` (raw netlink, a process in ``b``'s namespace) accepts ``ms`` later.
+  Packet-level, so it slows ZooKeeper, replication and clients alike, and TCP sees the longer round trip. The rule
+  is iptables' ``NFQUEUE`` target in the raw table (``-m comment --comment nemT``): this kernel has
+  nfnetlink_queue and xt_NFQUEUE but not nft's own ``queue`` expression (CONFIG_NFT_QUEUE).
+
+:meth:`heal` removes every active fault (routes, qdiscs, the nft tables, the NFQUEUE rules, then stops the delayers,
+which accept what they still hold).
 
 :func:`remove_leftovers` deletes what a crashed earlier run left (namespaces, links, mounts, processes in those
-namespaces), recognised by the name prefixes and a run tag whose runner process is gone.
+namespaces, its nft table and NFQUEUE rules in the root namespace), recognised by the name prefixes and a run tag
+whose runner process is gone.
 """
 from __future__ import annotations
 
 import os
 import re
+import select
+import shlex
+import signal
 import subprocess
+import sys
+import tempfile
+from pathlib import Path
 from typing import Dict, List, Optional, Set, Tuple
 
 CLIENT = "client"
@@ -29,13 +50,24 @@ LINK_PREFIX = "nm"
 SUBNET_BASE = "10.213"
 
 
+DELAYER = Path(__file__).with_name("delayer.py")
+
+
 class NetLabError(RuntimeError):
-    """A namespace, veth, bridge, route or qdisc could not be created (not root, no ip/tc, ...)."""
+    """A namespace, veth, bridge, route, qdisc or netfilter rule could not be created (not root, no ip/tc/nft/
+    iptables, ...)."""
 
 
-def sh(*args: str, check: bool = True) -> subprocess.CompletedProcess:
-    """Run ``ip``/``tc``/``mount`` and fail with the command and its stderr (never a bare traceback)."""
-    r = subprocess.run(list(args), capture_output=True, text=True)
+def sh(*args: str, check: bool = True, stdin: Optional[str] = None) -> subprocess.CompletedProcess:
+    """Run ``ip``/``tc``/``nft``/``iptables``/``mount`` and fail with the command and its stderr (never a bare
+    traceback); a missing program fails the same way (or, with ``check=False``, returns code 127)."""
+    try:
+        r = subprocess.run(list(args), capture_output=True, text=True, input=stdin)
+    except FileNotFoundError:
+        if check:
+            raise NetLabError(f"`{args[0]}` not found: the nemesis needs iproute2, nftables and iptables "
+                              "(scripts/install-test.sh installs them)") from None
+        return subprocess.CompletedProcess(list(args), 127, "", f"{args[0]} not found")
     if check and r.returncode != 0:
         raise NetLabError(f"`{' '.join(args)}` failed ({r.returncode}): {r.stderr.strip()}")
     return r
@@ -70,6 +102,16 @@ def remove_leftovers() -> List[str]:
         if m and not _runner_alive(m.group(2)):
             sh("ip", "link", "del", m.group(1), check=False)
             removed.append(f"link {m.group(1)}")
+    for line in sh("nft", "list", "tables", check=False).stdout.splitlines():  # a client-side lossy link
+        m = re.fullmatch(rf"table inet ({NS_PREFIX}(\d+))", line.strip())
+        if m and not _runner_alive(m.group(2)):
+            sh("nft", "delete", "table", "inet", m.group(1), check=False)
+            removed.append(f"nft table {m.group(1)}")
+    for line in sh("iptables", "-w", "-t", "raw", "-S", "PREROUTING", check=False).stdout.splitlines():
+        m = re.search(rf"--comment \"?{NS_PREFIX}(\d+)\"?", line)  # a client-side delay
+        if line.startswith("-A PREROUTING ") and m and not _runner_alive(m.group(1)):
+            sh("iptables", "-w", "-t", "raw", "-D", *shlex.split(line)[1:], check=False)
+            removed.append(f"iptables rule {line}")
     with open("/proc/mounts") as f:
         mounts = [ln.split()[1] for ln in f]
     for mp in reversed(mounts):
@@ -100,6 +142,9 @@ class NetLab:
         self.addr: Dict[str, str] = {}
         self._blocks: Set[Tuple[str, str]] = set()
         self._limited: Set[str] = set()
+        self._nft_nodes: Set[str] = set()
+        self._delays: Dict[Tuple[str, str], Tuple[List[str], subprocess.Popen]] = {}
+        self._next_queue = 0
         self._made_ns: List[str] = []
         self._made_links: List[str] = []
 
@@ -191,10 +236,80 @@ class NetLab:
            "rate", rate, "burst", "16kb", "latency", "500ms")
         self._limited.add(node)
 
+    @property
+    def table(self) -> str:
+        """The nft table (family inet) this lab's lossy links live in, in each receiving node's namespace."""
+        return f"{NS_PREFIX}{self.tag}"
+
+    def _in_ns(self, node: str, *args: str) -> List[str]:
+        ns = self.ns(node)
+        return ["ip", "netns", "exec", ns, *args] if ns else list(args)
+
+    def lossy(self, a: str, b: str, percent: int) -> None:
+        """Drop ``percent`` % of the packets ``a`` sends to ``b`` (each drawn at random, on arrival at ``b``; one
+        direction)."""
+        if not 0 < percent <= 100:
+            raise ValueError(f"loss percent {percent} is not in 1..100")
+        t = self.table
+        draw = "" if percent == 100 else f"numgen random mod 100 < {int(percent)} "  # nft: 100 is out of 0-99
+        self._nft_nodes.add(b)
+        sh(*self._in_ns(b, "nft", "-f", "-"), stdin=(
+            f"add table inet {t}\n"
+            f"add chain inet {t} arrive {{ type filter hook prerouting priority -300; policy accept; }}\n"
+            f"add rule inet {t} arrive ip saddr {self.addr[a]} {draw}drop\n"))
+
+    def delay(self, a: str, b: str, ms: float) -> None:
+        """Hold every packet ``a`` sends to ``b`` for ``ms`` milliseconds (one direction): a delayer process bound
+        to a fresh NFQUEUE in ``b``'s namespace, then the rule that queues ``a``'s packets there on arrival."""
+        if (a, b) in self._delays:
+            raise NetLabError(f"{a} -> {b} is already delayed")
+        queue = self._next_queue
+        self._next_queue += 1
+        err = tempfile.TemporaryFile()
+        proc = subprocess.Popen(self._in_ns(b, sys.executable, str(DELAYER), "--queue", str(queue), "--ms", str(ms)),
+                                stdout=subprocess.PIPE, stderr=err, stdin=subprocess.DEVNULL)
+        assert proc.stdout is not None
+        ready = select.select([proc.stdout], [], [], 15)[0]
+        line = proc.stdout.readline().decode(errors="replace").strip() if ready else ""
+        if line != "ready":
+            proc.kill()
+            proc.wait()
+            err.seek(0)
+            why = err.read().decode(errors="replace").strip()[-400:] or "no answer in 15 s"
+            raise NetLabError(f"the packet delayer for {a} -> {b} did not start: {why}")
+        rule = ["PREROUTING", "-s", f"{self.addr[a]}/32", "-m", "comment", "--comment", self.table,
+                "-j", "NFQUEUE", "--queue-num", str(queue)]
+        try:
+            sh(*self._in_ns(b, "iptables", "-w", "-t", "raw", "-A", *rule))
+        except NetLabError:
+            self._stop_delayer(proc)
+            raise
+        self._delays[(a, b)] = (rule, proc)
+
+    @staticmethod
+    def _stop_delayer(proc: subprocess.Popen) -> None:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        if proc.stdout is not None:
+            proc.stdout.close()
+
     def heal(self) -> None:
-        """Remove every blackhole route and rate limit this lab added."""
+        """Remove every blackhole route, rate limit, lossy link and delay this lab added (a delayer is stopped only
+        after its rule is gone, and accepts what it still holds)."""
         for a, b in list(self._blocks):
             self.unblock(a, b)
+        for (a, b), (rule, proc) in list(self._delays.items()):
+            sh(*self._in_ns(b, "iptables", "-w", "-t", "raw", "-D", *rule), check=False)
+            self._stop_delayer(proc)
+            del self._delays[(a, b)]
+        for node in list(self._nft_nodes):
+            sh(*self._in_ns(node, "nft", "delete", "table", "inet", self.table), check=False)
+            self._nft_nodes.discard(node)
         for node in list(self._limited):
             sh("tc", "qdisc", "del", "dev", self.veth(node), "root", check=False)
             sh("ip", "netns", "exec", self.ns(node) or "", "tc", "qdisc", "del", "dev", self.veth(node) + "p",

@@ -1,10 +1,17 @@
 """Nemesis: ZooKeeper and 3 brokers, each in its own network namespace, under seeded random faults, with an
-idempotent acks=all producer and a read_committed consumer group running throughout.
+idempotent acks=all producer, a read_committed consumer group and a transactional producer (its own namespace,
+``txc``: tests.harness.nemesis.txn_client) running throughout.
 
 One fault at a time: a quiet gap, the fault held for its duration, the heal, then a bounded wait for recovery
 (every broker up, every partition led, full ISR as every broker's Metadata says) and for the producer and the
 consumer to resume on every partition. The times measured from each heal are kept in a :class:`FaultRecord`.
 :mod:`tests.harness.nemesis.audit` checks the ledgers at the end.
+
+Disk faults on a running broker (no device-mapper, no FUSE here; a read-only remount is refused while files are
+open for writing) are injected with strace (:mod:`tests.harness.syscall_faults`):
+- ``disk_eio``: the leader's write-side syscalls on its log dir's files fail with EIO for the hold, then strace
+  detaches; the broker is restarted only if it exited or does not rejoin every ISR (as after ``disk_full``);
+- ``disk_ro_live``: the same with EROFS (the filesystem turned read-only under the broker).
 """
 from __future__ import annotations
 
@@ -31,12 +38,18 @@ from tests.harness.nemesis.netns import CLIENT, NetLab, remove_leftovers
 from tests.harness.nemesis.nodes import (Broker, KafkaNsBroker, NsZooKeeper, OurNsBroker, group_pids,
                                          open_descriptors)
 from tests.harness.nemesis.schedule import FaultSpec
+from tests.harness.syscall_faults import SyscallErrors, log_dir_paths
+from tests.harness.nemesis.txn_client import TXN_PARTITIONS, TXN_TOPIC, TxnWorkload
 
 TOPIC = "nemesis"
 #: Same keys, same meaning for both targets (tests.harness.mixed_cluster.COMMON plus the fault-speed settings).
 BROKER_PROPS = dict(COMMON, **{"zookeeper.session.timeout.ms": "6000", "replica.lag.time.max.ms": "4000",
                                 "unclean.leader.election.enable": "false", "controlled.shutdown.enable": "true",
-                                "offsets.topic.num.partitions": "3"})
+                                "offsets.topic.num.partitions": "3",
+                                # the transactional client's coordinator: few partitions, and a transaction past
+                                # its timeout (10 s, txn_client.TXN_TIMEOUT_MS) aborted within 2 s, not 10
+                                "transaction.state.log.num.partitions": "3",
+                                "transaction.abort.timed.out.transaction.cleanup.interval.ms": "2000"})
 SESSION_TIMEOUT_S = 6.0
 RECOVERY_TIMEOUT_S = 120.0
 
@@ -54,6 +67,8 @@ class FaultRecord:
     consumer_all_s: Optional[float] = None
     note: str = ""
     healed_at: float = 0.0            # monotonic time of the heal (a killed broker: when its restart began)
+    txn_resume_s: Optional[float] = None  # heal -> the transactional client's next commit returned
+    txn_cut: Optional[int] = None     # txn_client_cut: the transaction open when the client was cut
 
 
 @dataclass
@@ -87,12 +102,13 @@ class Nemesis:
         self.log = log
         self.workdir = Path(workdir or tempfile.mkdtemp(prefix=f"nemesis-{os.getpid()}-"))
         self.broker_ids = [0, 1, 2]
-        self.net = NetLab(["zk"] + [f"b{i}" for i in self.broker_ids])
+        self.net = NetLab(["zk"] + [f"b{i}" for i in self.broker_ids] + ["txc"])  # txc: the transactional client
         self.disks: Dict[int, TmpfsLogDir] = {}
         self.brokers: Dict[int, Broker] = {}
         self.zk: Optional[NsZooKeeper] = None
         self.load: Optional[ProduceLoad] = None
         self.reader: Optional[ConsumeLedger] = None
+        self.txn: Optional[TxnWorkload] = None
         self.t0 = time.monotonic()
         self.result = RunResult(seed="", target=target)
         self.last_view: object = None
@@ -128,9 +144,11 @@ class Nemesis:
         for b in self.brokers.values():
             b.wait_started(120)
         admin = AdminClient({"bootstrap.servers": self.bootstrap})
-        fut = admin.create_topics([NewTopic(TOPIC, self.partitions, 3, config={"min.insync.replicas": "2"})],
+        fut = admin.create_topics([NewTopic(TOPIC, self.partitions, 3, config={"min.insync.replicas": "2"}),
+                                   NewTopic(TXN_TOPIC, TXN_PARTITIONS, 3, config={"min.insync.replicas": "2"})],
                                   operation_timeout=30)
         fut[TOPIC].result(40)
+        fut[TXN_TOPIC].result(40)
         if self.wait_recovered(60) is None:
             raise RuntimeError(f"topic {TOPIC} did not come online with full ISRs: {self.last_view!r}")
         self.load = ProduceLoad(self.bootstrap, TOPIC, self.partitions, interval_s=self.produce_interval_s,
@@ -138,7 +156,11 @@ class Nemesis:
                                        "message.timeout.ms": 600000, "logger": self._client_log}).start()
         self.reader = ConsumeLedger(self.bootstrap, TOPIC, f"nemesis-{uuid.uuid4().hex[:6]}",
                                     logger=self._client_log).start()
+        self.txn = TxnWorkload(self.net.exec_prefix("txc"), self.bootstrap, self.workdir).start()
         self.load.wait_acks(50, 60)
+        if self.txn.wait_commit_since(0.0, 90) is None:
+            raise RuntimeError(f"the transactional client committed nothing within 90 s (see "
+                               f"{self.txn.output_path} and {self.txn.ledger_path})")
         deadline = time.monotonic() + 60
         while not self.reader.ledger.reads and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -153,6 +175,8 @@ class Nemesis:
         if self.reader is not None and self.reader._thread.is_alive():
             self.reader._stop.set()
             self.reader._thread.join(5)
+        if self.txn is not None and self.txn.is_alive():
+            self.txn.stop(10)
         for b in self.brokers.values():
             try:
                 b.kill()  # SIGKILL also ends a SIGSTOPped process
@@ -356,6 +380,74 @@ class Nemesis:
             for sk in socks:
                 sk.close()
 
+    def _longest_ack_gap(self, partitions: Sequence[int], since: float) -> str:
+        """The longest wait between two acknowledgements on ``partitions`` from ``since`` on (the producer's stall
+        while their leader's disk failed and a new one took over), as a note."""
+        assert self.load is not None
+        gaps = []
+        for p in partitions:
+            ts = sorted(a.t for a in self.load.acks_since(since - 1.0, p))
+            gaps += [b - a for a, b in zip(ts, ts[1:])]
+        return f"longest ack gap on its led partitions {list(partitions)}: " + (f"{max(gaps):.1f}s" if gaps else "-")
+
+    def _hold_syscall_errors(self, i: int, errno_name: str, duration: float) -> str:
+        """Make broker ``i``'s write-side syscalls on every file now in its log dir fail with ``errno_name`` (strace
+        attached to its process group, tests.harness.syscall_faults) for ``duration`` s, then detach. Returns a
+        note: how many calls failed, and whether the broker took the dir offline, halted or kept on."""
+        b = self.brokers[i]
+        seen = len(b.output())
+        with SyscallErrors(group_pids(b.proc.pid), log_dir_paths([self.disks[i].path]), errno_name) as faults:
+            time.sleep(duration)
+        injected = faults.injected
+        faults.cleanup()
+        out = b.output()[seen:]
+        if not b.is_alive():
+            state = f"halted (status {b.proc.returncode})"
+        elif "Stopped serving replicas in dir" in out:
+            state = "dir offline, kept running"
+        else:
+            state = "kept running, dir online"
+        return f"{injected} syscalls failed with {errno_name}; {state}"
+
+    def _hold_watching_isr(self, i: int, duration: float) -> str:
+        """Hold a link fault for ``duration`` s, reading every partition's ISR about once a second from a broker
+        other than ``i``; returns the shrinks seen (partition: smallest ISR, seconds into the fault) as a note."""
+        other = next(j for j in self.broker_ids if j != i)
+        start = time.monotonic()
+        smallest: Dict[int, Tuple[List[int], float]] = {}
+        views = 0
+        while time.monotonic() - start < duration:
+            try:
+                for p, (_, _, isr) in self.view_from(other, timeout_s=1.0).items():
+                    if len(isr) < 3 and len(isr) < len(smallest.get(p, ([0, 0, 0], 0.0))[0]):
+                        smallest[p] = (sorted(isr), time.monotonic() - start)
+                views += 1
+            except Exception:  # no answer this time; the next view tries again
+                pass
+            time.sleep(max(0.0, min(1.0, duration - (time.monotonic() - start))))
+        if not smallest:
+            return f"ISR full in all {views} views"
+        return "ISR shrank: " + ", ".join(f"p{p} to {isr} at {t:.1f}s" for p, (isr, t) in sorted(smallest.items()))
+
+    def _link_note(self, i: int, pick: int, since: float) -> str:
+        """While a lossy or slow link is in place: the acknowledgement rate on the partitions broker ``i`` leads
+        since ``since`` (and in the 5 s before), their longest wait between two acknowledgements, and the ISR of
+        partition ``pick`` as a broker other than ``i`` answers Metadata."""
+        assert self.load is not None
+        now = time.monotonic()
+        try:  # a broker other than i answers: the clients' link to i may be the lossy one
+            other = next(j for j in self.broker_ids if j != i)
+            view = self.view_from(other)
+        except Exception as exc:
+            return f"{len(self.load.acks_since(since))} acks during the fault; no Metadata view ({exc!r:.80})"
+        led = [p for p, (leader, _, _) in view.items() if leader == i]
+        during = [a.t for p in led for a in self.load.acks_since(since, p)]
+        before = [a.t for p in led for a in self.load.acks_since(since - 5.0, p) if a.t < since]
+        gaps = [y - x for p in led for x, y in _pairs(sorted(a.t for a in self.load.acks_since(since, p)))]
+        return (f"acks on its partitions {led}: {len(during) / max(now - since, 1e-3):.0f}/s during "
+                f"({len(before) / 5.0:.0f}/s before), longest gap {max(gaps, default=0.0):.1f}s; "
+                f"ISR of p{pick % self.partitions} {view[pick % self.partitions][2]}")
+
     def heal_everything(self) -> None:
         """After a fault that could not be applied or healed: no cut, no filler, every disk writable, every broker
         running."""
@@ -464,6 +556,51 @@ class Nemesis:
             b.kill()
             self.disks[i].remount_rw()
             self._restart(i, rec)
+        elif k == "txn_client_cut":
+            assert self.txn is not None
+            # alternately with its records in the leaders' logs (commit not sent yet) and just begun (the
+            # AddPartitionsToTxn and the records in flight)
+            delivered = sum(r.kind == k for r in self.result.records) % 2 == 0
+            t = self.txn.wait_open(delivered, 10)
+            rec.txn_cut = None if t is None else t.txn
+            rec.target = "txc / every broker" + ("" if t is None else f", txn {t.txn} " +
+                                                 ("delivered" if t.delivered is not None else "begun"))
+            for j in self.broker_ids:
+                self.net.cut("txc", f"b{j}")
+            time.sleep(spec.duration)
+            self.net.heal()
+        elif k in ("disk_eio", "disk_ro_live"):
+            i = self._leader_of(spec.pick)
+            errno_name = "EIO" if k == "disk_eio" else "EROFS"
+            rec.target = f"broker {i} log dir ({errno_name} on its files, strace)"
+            led = [p for p, (leader, _, _) in self.any_view().items() if leader == i]
+            held = self._hold_syscall_errors(i, errno_name, spec.duration)
+            rec.healed_at = time.monotonic()
+            rec.held = rec.healed_at - start
+            self._ensure_serving(i, rec)
+            rec.note = f"{held}; {self._longest_ack_gap(led, start)}; {rec.note}"
+            return rec
+        elif k == "lossy_link":  # nft drops on arrival, both directions (NetLab.lossy)
+            i = self._leader_of(spec.pick)
+            pct = rng.randint(5, 30)
+            peer = rng.choice([f"b{j}" for j in self.broker_ids if j != i] + [CLIENT])
+            rec.target = f"leader {i} of p{spec.pick % self.partitions} <-> {peer}: {pct}% loss each way"
+            self.net.lossy(f"b{i}", peer, pct)
+            self.net.lossy(peer, f"b{i}", pct)
+            shrunk = self._hold_watching_isr(i, spec.duration)
+            rec.note = f"{self._link_note(i, spec.pick, start)}; {shrunk}"
+            self.net.heal()
+        elif k == "slow_link":  # NFQUEUE delayers, both directions (NetLab.delay)
+            i = self.broker_ids[spec.pick % 3]
+            ms = rng.randint(50, 400)
+            peers = ["zk"] if rng.random() < 1 / 3 else [f"b{j}" for j in self.broker_ids if j != i]
+            rec.target = f"broker {i} <-> {'+'.join(peers)}: {ms} ms added each way"
+            for peer in peers:
+                self.net.delay(f"b{i}", peer, ms)
+                self.net.delay(peer, f"b{i}", ms)
+            shrunk = self._hold_watching_isr(i, spec.duration)
+            rec.note = f"{self._link_note(i, spec.pick, start)}; {shrunk}"
+            self.net.heal()
         elif k == "fd_limit":
             i = self._leader_of(spec.pick)
             rec.target = f"broker {i} (leader of p{spec.pick % self.partitions})"
@@ -524,11 +661,24 @@ class Nemesis:
             if rec.consumer_all_s is None:
                 self.result.problems.append(f"{rec.kind} on {rec.target}: consumer did not resume on every "
                                             "partition within 60 s of recovery")
+            if self.txn is not None:  # the transactional client: its next commit after the heal
+                rec.txn_resume_s = self.txn.wait_commit_since(healed, max(5.0, deadline - time.monotonic()))
+                if rec.txn_resume_s is None:
+                    self.result.problems.append(f"{rec.kind} on {rec.target}: the transactional client did not "
+                                                "commit within 60 s of recovery")
+                if rec.txn_cut is not None:
+                    rec.note = (rec.note + "; " if rec.note else "") + \
+                        f"txn {rec.txn_cut} {self.txn.outcome_of(rec.txn_cut)}"
             self.log(f"          -> {rec.target}: held {rec.held:.1f}s, recovered "
                      f"{'-' if rec.recovered_s is None else f'{rec.recovered_s:.1f}s'}, producer "
-                     f"{_fmt(rec.producer_all_s)}, consumer {_fmt(rec.consumer_all_s)} {rec.note}")
+                     f"{_fmt(rec.producer_all_s)}, consumer {_fmt(rec.consumer_all_s)}, txn commit "
+                     f"{_fmt(rec.txn_resume_s)} {rec.note}")
             self.result.records.append(rec)
         return self.result
+
+
+def _pairs(ts: List[float]) -> List[Tuple[float, float]]:
+    return list(zip(ts, ts[1:]))
 
 
 def _fmt(x: Optional[float]) -> str:

@@ -24,6 +24,13 @@ DURATIONS: Dict[str, Tuple[float, float]] = {
     "rate_limit": (5.0, 15.0),        # a broker's link capped by tbf (no netem on this kernel)
     "disk_full": (3.0, 10.0),         # a broker's log dir (tmpfs) filled; removed, broker restarted if needed
     "disk_ro": (3.0, 10.0),           # a broker restarted on its log dir remounted read-only; rw and restart
+    "disk_eio": (3.0, 10.0),          # a running leader's log dir files: writes/fsyncs fail with EIO (strace)
+    "disk_ro_live": (3.0, 10.0),      # the same with EROFS: the dir turns read-only under the running broker
+    # the transactional client (own namespace) cut from every broker while a transaction is open: below or
+    # past its transaction.timeout.ms (10 s; the coordinator then aborts it and bumps the epoch)
+    "txn_client_cut": (3.0, 22.0),
+    "lossy_link": (5.0, 15.0),        # 5-30 % packet loss both ways: a leader and a follower, or a leader and clients
+    "slow_link": (5.0, 15.0),         # 50-400 ms added each way: a broker and the other brokers, or it and ZooKeeper
     "fd_limit": (5.0, 15.0),          # a leader's soft RLIMIT_NOFILE lowered (prlimit) to what it has open + 16
 }
 KINDS: List[str] = list(DURATIONS)

@@ -5,9 +5,14 @@
   partition, the controller handled the /log_dir_event_notification znode; after a restart with space every
   acknowledged record of both dirs is readable, and nothing half-written is;
 - the only log dir fills: the process halts with status 1 and its log has the ERROR line Kafka prints;
-- the tmpfs turning read-only (EROFS) behaves as the full one.
+- the tmpfs turning read-only (EROFS) behaves as the full one;
+- EIO (a failing disk) or EROFS on every write-side syscall on one dir's files of the *running* broker (injected
+  with strace, tests/harness/syscall_faults.py) under an idempotent acks=all producer: the dir goes offline (one
+  ERROR line naming it, Produce and Fetch answer KAFKA_STORAGE_ERROR, DescribeLogDirs reports it), the other dir
+  serves on, and after a restart every acknowledged record is there exactly once.
 
-The tmpfs is mounted by the test (root, as here and in CI); a mount that fails fails the test.
+The tmpfs is mounted by the test and strace attaches as root (as here and in CI); a mount or an attach that fails
+fails the test.
 """
 from __future__ import annotations
 
@@ -21,11 +26,18 @@ from pathlib import Path
 from typing import Dict, List, Tuple
 
 from confluent_kafka import Consumer, Producer, TopicPartition
+import pytest
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from broker.errors import ErrorCode
+from broker.protocol.api import ApiKey
+from broker.protocol.records.builder import build_batch
 from tests.harness.broker_process import ROOT, BrokerProcess
 from tests.harness.clients import consume_from_start
+from tests.harness.nemesis.nodes import group_pids
+from tests.harness.syscall_faults import SyscallErrors, log_dir_paths
 from tests.harness.tmpfs import all_logs, tmpfs
+from tests.integration.broker.wire import RawClient
 
 VALUE = 16 * 1024  # bytes per record: an 8 MiB tmpfs fills after a few hundred
 
@@ -277,6 +289,130 @@ def test_an_unusable_log_dir_at_start_up_starts_offline(tmp_path: Path, zk_chroo
         f.send(0)
         f.flush()
         assert len(f.acked[0]) == 1
+        assert "Traceback" not in all_logs(b)
+        assert b.stop() == 0
+    finally:
+        b.kill()
+
+
+ERRNO_TEXT = {"EIO": "Input/output error", "EROFS": "Read-only file system"}
+
+
+@pytest.mark.parametrize("errno_name", ["EIO", "EROFS"])
+def test_io_errors_on_a_running_brokers_log_dir_take_it_offline(tmp_path: Path, zk_chroot: str,
+                                                               errno_name: str) -> None:
+    """strace makes every write-side syscall on one dir's files fail (EIO: a dying disk; EROFS: the filesystem
+    turned read-only under the running broker) while an idempotent acks=all producer runs on both dirs."""
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    b = BrokerProcess(tmp_path / "w", zk_chroot, overrides={"log.dirs": f"{good},{bad}"})
+    try:
+        b.start()
+        create_topic(b, "io", 4)
+        dirs = dir_of_partitions(b, "io")
+        in_bad = sorted(p for p, d in dirs.items() if d == str(bad))
+        in_good = sorted(p for p, d in dirs.items() if d == str(good))
+        assert in_bad and in_good, dirs
+        producer = Producer({"bootstrap.servers": b.bootstrap, "acks": "all", "enable.idempotence": True,
+                             "linger.ms": 5, "message.timeout.ms": 8000})
+        acked: Dict[bytes, Tuple[int, int]] = {}  # value -> (partition, offset)
+        failed: Dict[int, List[str]] = {}
+        n = 0
+
+        def send(partition: int) -> None:
+            nonlocal n
+            n += 1
+
+            def done(err, msg) -> None:  # type: ignore[no-untyped-def]
+                if err is None:
+                    acked[msg.value()] = (msg.partition(), msg.offset())
+                else:
+                    failed.setdefault(msg.partition(), []).append(err.name())
+
+            producer.produce("io", value=b"v%07d" % n, partition=partition, on_delivery=done)
+
+        for _ in range(50):
+            for p in in_bad + in_good:
+                send(p)
+        assert producer.flush(30) == 0
+        assert len(acked) == n, failed
+        pids = group_pids(b.proc.pid)  # type: ignore[union-attr]
+        with SyscallErrors(pids, log_dir_paths([bad]), errno_name) as faults:
+            offline = "Stopped serving replicas in dir %s" % bad
+            deadline = time.monotonic() + 20
+            while offline not in b.output() and time.monotonic() < deadline:
+                for p in in_bad + in_good:
+                    send(p)
+                producer.poll(0.02)
+            assert offline in b.output(), "the dir did not go offline under %s (%d syscalls failed)" % (
+                errno_name, faults.injected)
+            assert faults.injected > 0
+            out = b.output()
+            errors = [line for line in out.splitlines() if " ERROR " in line and str(bad) in line]
+            assert len(errors) == 1 and ERRNO_TEXT[errno_name] in errors[0], errors
+            assert "Traceback" not in all_logs(b)
+            assert b.is_alive(), "the broker must stay up with a live log dir left"
+            described = log_dirs(b)
+            assert described[str(bad)]["error"] == "org.apache.kafka.common.errors.KafkaStorageException" and \
+                described[str(bad)]["partitions"] == []
+            assert described[str(good)]["error"] is None
+            # the bad dir's partitions answer KAFKA_STORAGE_ERROR to Produce and Fetch
+            with RawClient(b.bootstrap) as c:
+                pr = c.request(ApiKey.PRODUCE, 9, {"acks": -1, "timeout_ms": 5000, "topic_data": [
+                    {"name": "io", "partition_data": [{"index": in_bad[0], "records": build_batch([(None, b"r")])}]}]})
+                assert pr.responses[0].partition_responses[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+                fr = c.request(ApiKey.FETCH, 12, {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "topics": [
+                    {"topic": "io", "partitions": [{"partition": in_bad[0], "fetch_offset": 0,
+                                                    "partition_max_bytes": 100000}]}]})
+                assert fr.responses[0].partitions[0].error_code == ErrorCode.KAFKA_STORAGE_ERROR
+            # the good dir serves on
+            before = len(acked)
+            for _ in range(20):
+                for p in in_good:
+                    send(p)
+            producer.flush(30)
+            assert len(acked) >= before + 20 * len(in_good), failed
+            assert {p for p, _ in acked.values()} >= set(in_good)
+        assert b.stop() == 0
+        # restarted without the faults: every acknowledged record is there exactly once, where it was acknowledged
+        b.start()
+        wait_for(lambda: len(log_dirs(b)[str(bad)]["partitions"]) == len(in_bad), 30, "the bad dir's partitions back")
+        for p in in_bad + in_good:
+            mine = sorted(o for q, o in acked.values() if q == p)
+            end = end_offset(b, "io", p)
+            got = consume_from_start(b.bootstrap, [("io", p)], end, timeout_s=30)
+            assert [m.offset() for m in got] == list(range(end)), "partition %d: not every record is readable" % p
+            values = [m.value() for m in got]
+            assert len(values) == len(set(values)), "partition %d has a record twice" % p
+            at = {m.value(): m.offset() for m in got}
+            lost = [v for v, (q, o) in acked.items() if q == p and at.get(v) != o]
+            assert not lost, "partition %d lost or moved %d acknowledged records (of %d)" % (p, len(lost), len(mine))
+        print("%s: %d records acknowledged, %d syscalls failed, dir offline, %d acknowledged on the good dir after" % (
+            errno_name, len(acked), faults.injected, len(acked) - before))
+        faults.cleanup()
+        assert "Traceback" not in all_logs(b)
+        assert b.stop() == 0
+    finally:
+        b.kill()
+
+
+def test_a_failed_directory_fsync_takes_the_dir_offline(tmp_path: Path, zk_chroot: str) -> None:
+    """EIO on the fsync of the log dir itself only (after a checkpoint's rename, every 200 ms here): the rename may
+    not be durable, so the dir goes offline as Kafka's Utils.flushDir failing takes it; no produce needed."""
+    good, bad = tmp_path / "good", tmp_path / "bad"
+    b = BrokerProcess(tmp_path / "w", zk_chroot, overrides={"log.dirs": f"{good},{bad}",
+                                                          "replica.high.watermark.checkpoint.interval.ms": "200"})
+    try:
+        b.start()
+        create_topic(b, "idle", 2)
+        assert sorted(dir_of_partitions(b, "idle").values()) == sorted([str(good), str(bad)])
+        with SyscallErrors(group_pids(b.proc.pid), [bad], "EIO") as faults:  # type: ignore[union-attr]
+            wait_for(lambda: "Stopped serving replicas in dir %s" % bad in b.output(), 20, "the dir offline")
+        assert faults.injected > 0 and "fsync(" in faults.trace(), faults.trace()
+        faults.cleanup()
+        out = b.output()
+        assert "ERROR Error while writing to highwatermark file in directory %s: [Errno 5] Input/output error" % bad \
+            in out
+        assert log_dirs(b)[str(bad)]["error"] == "org.apache.kafka.common.errors.KafkaStorageException"
         assert "Traceback" not in all_logs(b)
         assert b.stop() == 0
     finally:

@@ -57,6 +57,7 @@ from broker.replica.partition_changes import PartitionChanges
 from broker.replica.purgatory import (DelayedDeleteRecords, DelayedElectLeader, DelayedFetch, DelayedOperationPurgatory,
                                       DelayedProduce, DeleteRecordsStatus, ProduceStatus)
 from broker.replica.replication_quota import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, ReplicationQuotas
+from broker.storage.errors import LogBusyError
 from broker.util import runtime_tuning
 from broker.util.broker_channel import BrokerChannelFactory, BrokerNode
 from broker.util.file_slice import FileSlice
@@ -1244,9 +1245,10 @@ class ReplicaManager:
                     # A follower at the tail reads only the active segment, which was just written (page cache):
                     # index lookup plus a FileSlice, no data copied. Doing it here instead of on a worker thread
                     # saves a thread hop per follower on the acks=all path, and lets the followers of one append
-                    # be answered together rather than one worker hop after another. Only when no other thread
-                    # holds those logs' locks: the loop never waits behind a disk operation.
-                    read = _read_logs_if_unlocked(jobs, max_bytes, not hard_limit)
+                    # be answered together rather than one worker hop after another. The read takes no lock (the
+                    # Log's published view); only while a truncation, deletion or swap is under way does it go to a
+                    # worker: the loop never waits behind a disk operation.
+                    read = _read_logs_on_loop(jobs, max_bytes, not hard_limit)
                 if read is None:
                     read = await self.run_io(_read_logs, jobs, max_bytes, not hard_limit)
                 results.update(read)
@@ -1548,29 +1550,24 @@ def _assign_epoch_start(plog: Log, leader_epoch: int) -> int:
 
 def _reads_hot_tail(job: _ReadJob) -> bool:
     """Whether ``job`` reads only from the active segment (recently written, so in the page cache)."""
-    segments = job.log.segments  # read without the log's lock: a concurrent roll at worst makes it the previous one
+    segments = job.log.view.segments  # published: a roll since at worst makes it the previous one
     return bool(segments) and job.fetch_offset >= segments[-1].base_offset
 
 
-def _read_logs_if_unlocked(jobs: List[_ReadJob], max_bytes: int, min_one_message: bool
-                           ) -> Optional[Dict[TopicPartition, ReadResult]]:
-    """On the loop: :func:`_read_logs`, if every log's lock is free now (taken without waiting, held for the read:
-    a roll or truncation must not change a segment under its index lookup); None when another thread holds one
-    (an append, a flush, the cleaner), and the caller reads on a worker instead."""
-    held = []
+def _read_logs_on_loop(jobs: List[_ReadJob], max_bytes: int, min_one_message: bool
+                       ) -> Optional[Dict[TopicPartition, ReadResult]]:
+    """On the loop: :func:`_read_logs` without waiting for anything (the reads take no lock); None when a log's
+    segment list is being changed (a truncation, deletion or swap under way), and the caller reads on a worker."""
     try:
-        for job in jobs:
-            if not job.log.try_lock():
-                return None
-            held.append(job.log)
-        return _read_logs(jobs, max_bytes, min_one_message)
-    finally:
-        for plog in held:
-            plog.unlock()
+        return _read_logs(jobs, max_bytes, min_one_message, wait=False)
+    except LogBusyError:
+        return None
 
 
-def _read_logs(jobs: List[_ReadJob], max_bytes: int, min_one_message: bool) -> Dict[TopicPartition, ReadResult]:
-    """Worker thread: read each partition (up to its bound), checking the fetcher's last fetched epoch."""
+def _read_logs(jobs: List[_ReadJob], max_bytes: int, min_one_message: bool, wait: bool = True
+               ) -> Dict[TopicPartition, ReadResult]:
+    """Read each partition (up to its bound), checking the fetcher's last fetched epoch: on a worker, or on the
+    loop with ``wait=False`` (LogBusyError when a read would wait for a log's lock)."""
     from broker.storage.errors import OffsetOutOfRangeError
     out: Dict[TopicPartition, ReadResult] = {}
     budget = max_bytes
@@ -1607,18 +1604,21 @@ def _read_logs(jobs: List[_ReadJob], max_bytes: int, min_one_message: bool) -> D
             bound = None if job.upper == "leo" else (lso if job.upper == "lso" else hw)
             if job.upper == "lso":
                 info = plog.read(job.fetch_offset, max(0, min(job.max_bytes, budget)), bound, min_one_message,
-                                 include_aborted_txns=True)
+                                 include_aborted_txns=True, wait=wait)
                 aborted = info.aborted_transactions
                 if aborted is not None:
                     res.aborted_transactions = [(t.producer_id, t.first_offset) for t in aborted]
             else:
-                info = plog.read(job.fetch_offset, max(0, min(job.max_bytes, budget)), bound, min_one_message)
+                info = plog.read(job.fetch_offset, max(0, min(job.max_bytes, budget)), bound, min_one_message,
+                                 wait=wait)
             recs = info.records
             if recs is not None and len(recs) > 0:
                 res.records = recs
                 res.size = len(recs)
                 budget = max(0, budget - res.size)
                 min_one_message = False
+        except LogBusyError:
+            raise
         except Exception as exc:
             # Kafka's createLogReadResult(e): a failed read reports no offsets (-1), no data
             res = ReadResult(error_code_for(exc))

@@ -16,6 +16,11 @@ class OffsetOutOfRangeError(StorageError):
     error_name = "OFFSET_OUT_OF_RANGE"
 
 
+class LogBusyError(StorageError):
+    """A lock-free read found a change of the segment list under way and was told not to wait (the event loop:
+    it reads on a worker instead)."""
+
+
 class CorruptRecordError(StorageError):
     error_name = "CORRUPT_MESSAGE"
 

@@ -110,8 +110,11 @@ class OpenFileCache:
     def __len__(self) -> int:
         return len(self._handles)
 
-    def get(self, key: Hashable, path_of: Callable[[], str]) -> FileHandle:
-        """The open handle of ``key``, opening ``path_of()`` read-only when it is not cached."""
+    def get(self, key: Hashable, path_of: Callable[[], str], valid: Optional[Callable[[], bool]] = None
+            ) -> FileHandle:
+        """The open handle of ``key``, opening ``path_of()`` read-only when it is not cached. A handle opened
+        while ``valid()`` turned false (checked under the cache's lock: the owner changes what it depends on, then
+        discards) is returned for this use only and not cached: its file may be on its way out."""
         with self._lock:
             h = self._handles.get(key)
             if h is not None:
@@ -123,6 +126,8 @@ class OpenFileCache:
             if other is not None:  # opened by another thread meanwhile: keep one
                 self._handles.move_to_end(key)
                 return other
+            if valid is not None and not valid():
+                return h
             self._handles[key] = h
             self.opens += 1
             self._trim()
@@ -178,8 +183,9 @@ class IndexCache:
     def size_bytes(self) -> int:
         return self._bytes
 
-    def get(self, key: Hashable, read: Callable[[], bytes]) -> bytes:
-        """``key``'s bytes, from ``read()`` when not cached (read outside the lock)."""
+    def get(self, key: Hashable, read: Callable[[], bytes], valid: Optional[Callable[[], bool]] = None) -> bytes:
+        """``key``'s bytes, from ``read()`` when not cached (read outside the lock); not kept when ``valid()``
+        turned false meanwhile (checked under the lock; the owner changes what it depends on, then discards)."""
         with self._lock:
             data = self._data.get(key)
             if data is not None:
@@ -187,7 +193,7 @@ class IndexCache:
                 return data
         data = read()
         with self._lock:
-            if key not in self._data:
+            if key not in self._data and (valid is None or valid()):
                 self._data[key] = data
                 self._bytes += len(data)
                 self.reads += 1

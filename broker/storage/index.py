@@ -31,7 +31,13 @@ As Kafka (KAFKA-7283), a closed index is not sanity-checked at load; a resident 
 cheap check (whole entries, last entry not below the base offset) plus: its last position inside the log.
 Lookups use ``accel.offset_index`` (binary search over the bytes).
 
-Thread-safety: called under the owning Log's lock; closed indexes may be read by several threads.
+Thread-safety: changed only under the owning Log's lock. Lookups are also made by lock-free readers (Log.read)
+while the owner appends: a resident index's bytearray only grows at its end between truncations, and every lookup
+takes its length once and searches that prefix (the native search holds the GIL, the pure one unpacks one entry per
+call), so a lookup sees a consistent prefix; an entry past a reader's published size is never reached, since the
+reader looks up offsets below its published LEO. Whatever makes the bytes of the file differ from the cached ones
+(residency, truncation, a rename, a close) bumps ``_gen`` before it drops the cached copy, and a reader caches the
+bytes it read only while ``_gen`` has not moved (:meth:`IndexCache.get`'s ``valid``), so no stale copy survives.
 """
 from __future__ import annotations
 
@@ -54,7 +60,8 @@ class _Index:
     """Entry bookkeeping, residency and file writes common to the two index kinds."""
 
     ENTRY_SIZE = 8
-    __slots__ = ("path", "base_offset", "_max_size", "_writable", "_buf", "_written", "_file_len", "__weakref__")
+    __slots__ = ("path", "base_offset", "_max_size", "_writable", "_buf", "_written", "_file_len", "_gen",
+                 "__weakref__")
     #: entries kept free when deciding that the index is full
     RESERVED_ENTRIES = 0
     #: full when fewer bytes than this are left: (RESERVED_ENTRIES + 1) * ENTRY_SIZE
@@ -73,6 +80,8 @@ class _Index:
         self._written = 0
         #: the file's length as this index last set it (-1: unknown)
         self._file_len = -1
+        #: bumped by whatever may make the cached bytes stale (see the module's Thread-safety)
+        self._gen = 0
         if resident:
             self.make_resident(load)
 
@@ -100,7 +109,17 @@ class _Index:
         whole = len(data) - len(data) % self.ENTRY_SIZE
         self._buf = bytearray(memoryview(data)[:whole])
         self._written = whole
+        self._forget_cached()
+
+    def _forget_cached(self) -> None:
+        """The cached bytes may be stale from now on: no reader may cache what it read before this."""
+        self._gen += 1
         INDEXES.discard(self)
+
+    def set_path(self, path: str) -> None:
+        """The file was renamed (a segment retired): lookups read it by its new name."""
+        self.path = path
+        self._forget_cached()
 
     def release(self) -> None:
         """Write out and trim the entries, then drop them from memory (the segment is no longer active)."""
@@ -108,12 +127,14 @@ class _Index:
             return
         self._write_out(sync=False, trim=True)
         self._buf = None
+        self._forget_cached()
 
     def _data(self) -> Buffer:
+        gen = self._gen
         buf = self._buf
         if buf is not None:
             return buf
-        return INDEXES.get(self, self._read_file)
+        return INDEXES.get(self, self._read_file, lambda: self._gen == gen)
 
     def _read_file(self) -> bytes:
         try:
@@ -214,13 +235,13 @@ class _Index:
     def close(self) -> None:
         """Write out, trim and drop from memory (broker shutdown, segment rolled)."""
         self.release()
-        INDEXES.discard(self)
+        self._forget_cached()
 
     def close_handler(self) -> None:
         """Forget the entries without writing them (the files are being deleted or replaced, or a crash)."""
         self._buf = None
         self._written = 0
-        INDEXES.discard(self)
+        self._forget_cached()
 
     def delete(self) -> None:
         self.close_handler()
@@ -231,7 +252,7 @@ class _Index:
 
     def rename_to(self, path: str) -> None:
         os.rename(self.path, path)
-        self.path = path
+        self.set_path(path)
 
 
 class OffsetIndex(_Index):

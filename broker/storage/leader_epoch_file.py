@@ -13,7 +13,9 @@ rebuilt from the batches by recovery after a crash, and a stale entry past the l
 This keeps fsyncs out of becoming leader of 10,000 partitions; Kafka 3.9 fsyncs on assign (KAFKA-16541) and
 writes truncations asynchronously.
 
-Thread-safety: called under the owning Log's lock.
+Thread-safety: changed under the owning Log's lock; the entry list is replaced, never changed in place, so
+:meth:`end_offset_for`, :meth:`epoch_for_offset` and :attr:`latest_epoch` read one whole list from any thread
+without the lock (a follower's fetch on the event loop checks its last fetched epoch with them).
 """
 from __future__ import annotations
 
@@ -47,7 +49,8 @@ class LeaderEpochFileCache:
 
     @property
     def latest_epoch(self) -> int | None:
-        return self._entries[-1][0] if self._entries else None
+        entries = self._entries
+        return entries[-1][0] if entries else None
 
     @property
     def earliest_entry(self) -> tuple[int, int] | None:
@@ -61,16 +64,19 @@ class LeaderEpochFileCache:
                 return
         if epoch < 0 or start_offset < 0:
             raise ValueError("invalid epoch entry (%d, %d)" % (epoch, start_offset))
-        while self._entries and (self._entries[-1][0] >= epoch or self._entries[-1][1] >= start_offset):
-            self._entries.pop()
-        self._entries.append((epoch, start_offset))
+        entries = list(self._entries)  # a new list: lock-free readers hold the old one
+        while entries and (entries[-1][0] >= epoch or entries[-1][1] >= start_offset):
+            entries.pop()
+        entries.append((epoch, start_offset))
+        self._entries = entries
         self.flush()
 
     def epoch_for_offset(self, offset: int) -> int | None:
         """The epoch in which ``offset`` was written (None if before the first entry)."""
-        starts = [s for _, s in self._entries]
+        entries = self._entries
+        starts = [s for _, s in entries]
         i = bisect.bisect_right(starts, offset) - 1
-        return self._entries[i][0] if i >= 0 else None
+        return entries[i][0] if i >= 0 else None
 
     def end_offset_for(self, requested_epoch: int, log_end_offset: int) -> tuple[int, int]:
         """OffsetsForLeaderEpoch: (largest epoch <= requested, first offset after it).
@@ -78,18 +84,19 @@ class LeaderEpochFileCache:
         The latest epoch ends at the LEO; an unknown epoch above all known gives (-1, -1); one
         below all known gives (requested_epoch, first known start offset).
         """
-        if requested_epoch == UNDEFINED_EPOCH or not self._entries:
+        entries = self._entries  # one list throughout (see Thread-safety)
+        if requested_epoch == UNDEFINED_EPOCH or not entries:
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        if self._entries[-1][0] == requested_epoch:
+        if entries[-1][0] == requested_epoch:
             return requested_epoch, log_end_offset
-        epochs = [e for e, _ in self._entries]
+        epochs = [e for e, _ in entries]
         hi = bisect.bisect_right(epochs, requested_epoch)
         if hi == len(epochs):
             return UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET
-        higher_start = self._entries[hi][1]
+        higher_start = entries[hi][1]
         if hi == 0:
             return requested_epoch, higher_start
-        return self._entries[hi - 1][0], higher_start
+        return entries[hi - 1][0], higher_start
 
     def truncate_from_end(self, end_offset: int, write: bool = True) -> None:
         """Drop entries starting at or after ``end_offset`` (log truncated to end_offset). ``write=False``

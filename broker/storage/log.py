@@ -18,10 +18,16 @@ I/O errors (KIP-112): an OSError on the disk (not EMFILE/ENFILE/ENOMEM) is repor
 (``handles_io``; the append and read paths catch inline). From then on every Log of that dir refuses I/O with
 ``The log dir <dir> is already offline due to a previous IO exception.`` without touching the disk.
 
-Thread-safety: every method that changes the log or reads its files takes the Log's lock (one per Log); callers
-run them on worker threads, never on the event loop. At the end of every change made under the lock the owner
-publishes a new :class:`~broker.storage.log_offsets.LogOffsets` (``offsets``: log start, LEO, what the LSO needs of
-the producer state), so the offsets, the HW and the LSO are read on any thread without the lock. The high watermark
+Thread-safety: every method that changes the log takes the Log's lock (one per Log); callers run them on worker
+threads, never on the event loop. At the end of every change made under the lock the owner publishes a new
+:class:`~broker.storage.log_offsets.LogOffsets` (``offsets``: log start, LEO, what the LSO needs of the producer
+state) and, just before it, a :class:`~broker.storage.log_offsets.LogView` (``view``: those offsets with the
+segment list and the active segment's committed size), so the offsets, the HW, the LSO and the data are read on
+any thread without the lock. ``read`` works from the view: it reads no further than the published size and LEO
+(never a batch being written), and a change that could make a published segment's bytes differ (truncation,
+retention deletion, a cleaner swap, close) first bumps the layout generation (``_begin_layout_change``); a read
+that finds it moved after reading is discarded and made again, so it returns only bytes read before any such
+change began (Kafka's reader gets OffsetOutOfRange when its offset has gone; so does this one, on the retry). The high watermark
 is kept apart: a leader's is raised on the event loop without the lock (``maybe_increment_high_watermark``); the
 owner sets it under the lock (a follower's, a truncation's clamp), and a loop write that raced such a set does not
 count (the generation check below). fsync happens only in ``flush`` (and in appends when flush.messages says so).
@@ -36,7 +42,7 @@ import os
 import shutil
 import threading
 import time as _time
-from typing import Any, Callable, NamedTuple, NoReturn, Optional, TypeVar
+from typing import Any, Callable, NamedTuple, NoReturn, Optional, Sequence, TypeVar
 
 from broker.accel import record_batch
 from broker.protocol.records import errors as record_errors
@@ -46,11 +52,11 @@ from broker.util.file_slice import FileSlice
 
 from . import files
 from .config import LogConfig
-from .errors import (InvalidRecordError, KafkaStorageError, OffsetOutOfRangeError, StorageError)
+from .errors import (InvalidRecordError, KafkaStorageError, LogBusyError, OffsetOutOfRangeError, StorageError)
 from .checkpoints import atomic_write, fsync_dir, fsync_file
 from .cleaner_batch import iter_stored_records
 from .leader_epoch_file import LeaderEpochFileCache
-from .log_offsets import NO_TXN, LogOffsets
+from .log_offsets import NO_TXN, LogOffsets, LogView
 from .log_dir_failure_channel import LogDirFailureChannel, describe_cause
 from .producer_state import (CLIENT, COORDINATOR, REPLICATION, CompletedTxn, ProducerAppendInfo, ProducerStateManager,
                              last_sequence)
@@ -162,6 +168,10 @@ class Log:
         self._log_start_offset = 0
         #: what lock-free readers see of the offsets; replaced (never changed) by ``_publish`` under the lock
         self.offsets = LogOffsets(0, 0, 0)
+        #: bumped (under the lock) before anything that may change the bytes of a published segment
+        self._layout = 0
+        #: what lock-free reads see of the data (the offsets with the segments); replaced with ``offsets``
+        self._view = LogView(self.offsets, (), (), 0, 0)
         # The high watermark, as (generation, offset). The owner (under the lock) sets it with a new generation:
         # ``_owner_hw``, then ``_hw_gen``, then ``_hw_state``. The loop raises it lock-free by writing ``_hw_state``
         # with the generation it read first; a reader takes ``_hw_state`` only while its generation is current, else
@@ -272,6 +282,7 @@ class Log:
         """Close every file of this log without writing anything (its dir failed: Kafka's closeHandlers)."""
         with self._lock:
             self.mark_dir_offline()
+            self._begin_layout_change()
             for seg in self.segments:
                 try:
                     seg.close_handlers()
@@ -518,6 +529,11 @@ class Log:
         return self.segments[-1]
 
     @property
+    def view(self) -> LogView:
+        """The last published view (any thread, no lock)."""
+        return self._view
+
+    @property
     def size_bytes(self) -> int:
         """The segments' bytes, without the lock (DescribeLogDirs and the metrics read it): the segment list is
         copied in one step (atomic under the GIL) and each size is one field, so a roll or a deletion running
@@ -560,9 +576,31 @@ class Log:
                 psm.on_high_watermark_updated(self.high_watermark)
             first = min(psm.ongoing_txns) if psm.ongoing_txns else NO_TXN
             unreplicated = tuple(sorted((f, last) for f, (_pid, last) in psm.unreplicated_txns.items()))
-            self.offsets = _tuple_new(LogOffsets, (start, start, self._leo, first, unreplicated))
+            offsets = _tuple_new(LogOffsets, (start, start, self._leo, first, unreplicated))
         else:
-            self.offsets = _tuple_new(LogOffsets, (start, start, self._leo, NO_TXN, ()))
+            offsets = _tuple_new(LogOffsets, (start, start, self._leo, NO_TXN, ()))
+        self._view = self._new_view(offsets)  # the view first: whoever sees these offsets sees their data
+        self.offsets = offsets
+
+    def _new_view(self, offsets: LogOffsets) -> LogView:
+        """Under the lock: the view of the segments as they are now, with ``offsets``."""
+        segs = self.segments
+        old = self._view
+        layout = self._layout
+        if not segs:
+            return _tuple_new(LogView, (offsets, (), (), 0, layout))
+        active = segs[-1]
+        size = active._size
+        if size is None:
+            size = active.size
+        if old.layout == layout and len(old.segments) == len(segs) and old.segments[-1] is active:
+            return _tuple_new(LogView, (offsets, old.segments, old.bases, size, layout))  # appends only
+        return _tuple_new(LogView, (offsets, tuple(segs), tuple(self._bases), size, layout))
+
+    def _begin_layout_change(self) -> None:
+        """Under the lock, before truncating, deleting, renaming or swapping a segment: lock-free reads that started
+        before this no longer count (Log.read makes them again); the next ``_publish`` carries the new layout."""
+        self._layout += 1
 
     def _set_high_watermark_locked(self, hw: int) -> int:
         """The owner sets the HW (clamped to [log start offset, LEO]) with a new generation: a loop write racing this
@@ -607,14 +645,6 @@ class Log:
                 return True
             # an owner set the HW while this ran: that write does not count; look again from the owner's value
 
-    def try_lock(self) -> bool:
-        """Take the lock only if no thread holds it (the event loop reading a follower's hot tail: it reads on a
-        worker instead of waiting behind a disk operation). Pair with :meth:`unlock`."""
-        return self._lock.acquire(False)
-
-    def unlock(self) -> None:
-        self._lock.release()
-
     def update_config(self, config: LogConfig) -> None:
         """A new topic config (AlterConfigs, on the event loop): one attribute, no lock. A change under the lock reads
         ``config`` once where its steps must agree (an append, a retention pass)."""
@@ -629,9 +659,11 @@ class Log:
                 self.leader_epoch_cache.assign(leader_epoch, start_offset)
 
     def end_offset_for_epoch(self, leader_epoch: int) -> tuple[int, int]:
-        """(epoch, end offset) for OffsetForLeaderEpoch: where ``leader_epoch`` ended in this log."""
-        with self._lock:
-            return self.leader_epoch_cache.end_offset_for(leader_epoch, self._leo)
+        """(epoch, end offset) for OffsetForLeaderEpoch: where ``leader_epoch`` ended in this log. No lock, as
+        Kafka's UnifiedLog.endOffsetForEpoch: the published LEO, then one whole list of epoch entries (the event
+        loop checks a follower's last fetched epoch with it)."""
+        leo = self.offsets.log_end_offset
+        return self.leader_epoch_cache.end_offset_for(leader_epoch, leo)
 
     def active_producers(self) -> list[ActiveProducer]:
         """Idempotent/transactional producers with state in this log (DescribeProducers)."""
@@ -698,7 +730,13 @@ class Log:
         old = self.offsets
         if updates is None and not old[4]:  # _publish, without a producer state this append did not change
             start = self._log_start_offset
-            self.offsets = _tuple_new(LogOffsets, (start, start, leo, old[3], ()))
+            offsets = _tuple_new(LogOffsets, (start, start, leo, old[3], ()))
+            view = self._view
+            if view[1] and view[1][-1] is seg and view[4] == self._layout:  # _new_view, no roll: the size moved
+                self._view = _tuple_new(LogView, (offsets, view[1], view[2], seg._size, view[4]))
+            else:
+                self._view = self._new_view(offsets)
+            self.offsets = offsets
         else:
             self._publish()
         self._unflushed_messages += num_records  # _after_append
@@ -872,6 +910,7 @@ class Log:
         seg = self._new_segment(new_base)
         if old.size == 0:
             # replace an empty active segment rather than leaving an empty one behind
+            self._begin_layout_change()
             old.delete()
             self.segments.pop()
             self._bases.pop()
@@ -882,6 +921,7 @@ class Log:
             self._unsynced_files.add(snapshot)
         self.segments.append(seg)
         self._bases.append(new_base)
+        self._publish()  # the new segment is readable (empty) at once; the old one's bytes stay as they were
         logger.info("Rolled new log segment at offset %d in %s", new_base, self.dir)
         if self.on_roll is not None:
             self.on_roll(self, new_base)
@@ -889,64 +929,87 @@ class Log:
 
     # ------------------------------------------------------------------ reads
     def read(self, start_offset: int, max_bytes: int, max_offset_exclusive: Optional[int] = None,
-             min_one_message: bool = True, include_aborted_txns: bool = False) -> FetchDataInfo:
+             min_one_message: bool = True, include_aborted_txns: bool = False, wait: bool = True) -> FetchDataInfo:
         """Whole batches from the one holding ``start_offset``, bounded by ``max_offset_exclusive``.
 
         Raises OffsetOutOfRangeError outside [log start offset, LEO]. At least one whole batch is
         returned with ``min_one_message`` even when larger than ``max_bytes`` (KIP-74).
         ``include_aborted_txns`` (read_committed) adds the aborted transactions overlapping the read, from
         ``start_offset`` to the first offset-index entry past the data (Kafka's addAbortedTransactions).
+
+        Without the lock, from the published view (see the module's Thread-safety): an append, roll or flush
+        running meanwhile is not waited for. A read that a truncation, deletion or swap overtook is made again
+        from the next view; while such a change is under way (its view not published yet) the read waits for the
+        lock and reads under it, or, with ``wait=False`` (the event loop), raises LogBusyError.
         """
-        with self._lock:
+        if self._dir_offline:
+            raise self.offline_error()
+        for _ in range(3):
+            view = self._view
+            if view.layout != self._layout:
+                break  # a change of the segment list is under way
             try:
-                return self._read_locked(start_offset, max_bytes, max_offset_exclusive, min_one_message,
-                                         include_aborted_txns)
+                res = self._read_view(view, start_offset, max_bytes, max_offset_exclusive, min_one_message,
+                                      include_aborted_txns)
+            except Exception as exc:
+                if self._layout != view.layout:
+                    continue  # overtaken by a truncation, deletion or swap: whatever failed, read again
+                if isinstance(exc, OSError):
+                    self._raise_io_error("Exception while reading from %(tp)s in dir %(dir)s", exc)
+                raise
+            if self._layout == view.layout:
+                return res
+        if not wait:
+            raise LogBusyError("the segments of %s are changing" % self.dir)
+        with self._lock:
+            if self._dir_offline:
+                raise self.offline_error()
+            try:
+                return self._read_view(self._new_view(self.offsets), start_offset, max_bytes, max_offset_exclusive,
+                                       min_one_message, include_aborted_txns)
             except OSError as exc:
                 self._raise_io_error("Exception while reading from %(tp)s in dir %(dir)s", exc)
 
-    def _read_locked(self, start_offset: int, max_bytes: int, max_offset_exclusive: Optional[int],
-                     min_one_message: bool, include_aborted_txns: bool) -> FetchDataInfo:
-        if self._dir_offline:
-            raise self.offline_error()
-        leo = self._leo
-        if start_offset > leo or start_offset < self._log_start_offset:
+    def _read_view(self, view: LogView, start_offset: int, max_bytes: int, max_offset_exclusive: Optional[int],
+                   min_one_message: bool, include_aborted_txns: bool) -> FetchDataInfo:
+        """``read`` from ``view``: nothing past its LEO, nor past the active segment's published size."""
+        offsets = view.offsets
+        leo = offsets.log_end_offset
+        log_start = offsets.log_start_offset
+        if start_offset > leo or start_offset < log_start:
             raise OffsetOutOfRangeError(
-                "offset %d is out of range [%d, %d] for %s" % (start_offset, self._log_start_offset, leo, self.dir))
+                "offset %d is out of range [%d, %d] for %s" % (start_offset, log_start, leo, self.dir))
         max_off = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
-        i = bisect.bisect_right(self._bases, start_offset) - 1
-        i = max(i, 0)
+        segs = view.segments
+        last = len(segs) - 1
+        i = max(bisect.bisect_right(view.bases, start_offset) - 1, 0)
         if start_offset >= max_off:
-            seg = self.segments[i]
-            return FetchDataInfo(LogOffsetMetadata(start_offset, seg.base_offset, seg.size), None, False,
-                                 [] if include_aborted_txns else None)
-        while i < len(self.segments):
-            seg = self.segments[i]
-            max_position = self._max_position(seg, max_off)
-            res = seg.read(start_offset, max_bytes, max_position, min_one_message)
+            seg = segs[i]
+            return FetchDataInfo(LogOffsetMetadata(start_offset, seg.base_offset, _known_size(view, i)), None,
+                                 False, [] if include_aborted_txns else None)
+        while i <= last:
+            seg = segs[i]
+            size = view.active_size if i == last else seg.readable_size()
+            max_position = self._max_position(view, i, size, max_off)
+            res = seg.read(start_offset, max_bytes, max_position, min_one_message, size)
             if res is not None:
                 fs, meta = res
-                aborted = (self._aborted_txns_for_read(start_offset, i, meta.relative_position_in_segment,
+                aborted = (self._aborted_txns_for_read(view, start_offset, i, meta.relative_position_in_segment,
                                                        fs.length) if include_aborted_txns else None)
                 return FetchDataInfo(meta, fs if fs.length > 0 else None, False, aborted)
             i += 1
-        seg = self.segments[-1]
-        return FetchDataInfo(LogOffsetMetadata(start_offset, seg.base_offset, seg.size), None)
+        seg = segs[-1]
+        return FetchDataInfo(LogOffsetMetadata(start_offset, seg.base_offset, view.active_size), None)
 
-    def _aborted_txns_for_read(self, start_offset: int, i: int, position: int, size: int) -> list[AbortedTxn]:
-        seg = self.segments[i]
-        upper = seg.fetch_upper_bound_offset(position, size)
+    def _aborted_txns_for_read(self, view: LogView, start_offset: int, i: int, position: int, size: int
+                               ) -> list[AbortedTxn]:
+        segs = view.segments
+        leo = view.offsets.log_end_offset
+        upper = segs[i].fetch_upper_bound_offset(position, size)
         if upper is None:
-            upper = self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self._leo
-        return self._collect_aborted_txns(start_offset, upper, i)
-
-    def _collect_aborted_txns(self, start_offset: int, upper_bound_offset: int, i: int) -> list[AbortedTxn]:
-        out: list[AbortedTxn] = []
-        for seg in self.segments[i:]:
-            txns, complete = seg.collect_aborted_txns(start_offset, upper_bound_offset)
-            out.extend(txns)
-            if complete:
-                break
-        return out
+            upper = segs[i + 1].base_offset if i + 1 < len(segs) else leo
+        # an index entry past the view (the active segment grew since) says nothing about what was read
+        return _collect_aborted_txns(segs, start_offset, min(upper, leo), i)
 
     @handles_io("Exception while reading from %(tp)s in dir %(dir)s")
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
@@ -954,16 +1017,19 @@ class Log:
         ``start_offset`` on (Kafka's UnifiedLog.collectAbortedTransactions)."""
         with self._lock:
             i = max(bisect.bisect_right(self._bases, start_offset) - 1, 0)
-            return self._collect_aborted_txns(start_offset, upper_bound_offset, i)
+            return _collect_aborted_txns(self.segments, start_offset, upper_bound_offset, i)
 
-    def _max_position(self, seg: LogSegment, max_offset_exclusive: int) -> int:
-        if max_offset_exclusive >= self._leo:
-            return seg.size
-        j = bisect.bisect_right(self._bases, max_offset_exclusive) - 1
-        if self.segments[j] is not seg:
-            return seg.size if seg.base_offset < self.segments[j].base_offset else 0
-        found = seg.translate_offset(max_offset_exclusive)
-        return seg.size if found is None else found.position
+    @staticmethod
+    def _max_position(view: LogView, i: int, size: int, max_offset_exclusive: int) -> int:
+        """Where a read of segment ``i`` of ``view`` (``size`` bytes readable) must stop for
+        ``max_offset_exclusive``."""
+        if max_offset_exclusive >= view.offsets.log_end_offset:
+            return size
+        j = max(bisect.bisect_right(view.bases, max_offset_exclusive) - 1, 0)
+        if j != i:
+            return size if i < j else 0
+        found = view.segments[i].translate_offset(max_offset_exclusive, 0, size)
+        return size if found is None else found.position
 
     @handles_io("Error while fetching offset by timestamp for %(tp)s in dir %(dir)s")
     def fetch_offset_by_timestamp(self, timestamp: int) -> Optional[tuple[int, int, int]]:
@@ -1060,6 +1126,7 @@ class Log:
             if self.segments[0].base_offset > offset:
                 self._truncate_fully_locked(offset)
                 return True
+            self._begin_layout_change()
             while len(self.segments) > 1 and self.segments[-1].base_offset > offset:
                 self.segments.pop().delete()
                 self._bases.pop()
@@ -1093,6 +1160,7 @@ class Log:
 
     def _truncate_fully_locked(self, offset: int) -> None:
         self._note_truncation(offset)
+        self._begin_layout_change()
         for seg in self.segments:
             seg.delete()
         self.segments = [self._new_segment(offset)]
@@ -1138,9 +1206,11 @@ class Log:
             doomed.append(seg)
         if not doomed:
             return 0
+        self._begin_layout_change()
         del self.segments[:len(doomed)]
         del self._bases[:len(doomed)]
         self._increment_log_start_offset(self.segments[0].base_offset)
+        self._publish()  # the log start offset may not have moved (it was above the segments already)
         for seg in doomed:
             self._schedule_delete(seg)
         return len(doomed)
@@ -1221,6 +1291,7 @@ class Log:
                     if suffix != files.TXN_INDEX_SUFFIX:  # a transaction index exists only with aborted txns
                         raise
             step("after_index_swap_renamed")
+            self._begin_layout_change()  # the old segments' names go, and old[0]'s name is the cleaned file's next
             for n, seg in enumerate(old):
                 self._schedule_delete(seg)
                 step("after_old_deleted_%d" % n)
@@ -1240,6 +1311,7 @@ class Log:
             new = self._new_segment(base_offset, exists=True)
             self.segments[i:i + len(old)] = [new]
             self._bases = [s.base_offset for s in self.segments]
+            self._publish()
             return True
 
     # ------------------------------------------------------------------ flush / close
@@ -1340,6 +1412,7 @@ class Log:
             if self._leo > self._log_start_offset or self.producer_state.producers:
                 # as Kafka's takeSnapshot, none for an empty log (10,000 fewer files at a 10,000-partition shutdown)
                 self.producer_state.take_snapshot(self._leo, sync=sync)
+            self._begin_layout_change()
             for seg in self.segments:
                 seg.close()
             if sync:
@@ -1361,6 +1434,7 @@ class Log:
     def delete(self) -> None:
         """Close and remove the whole directory."""
         with self._lock:
+            self._begin_layout_change()
             if not self._closed:
                 for seg in self.segments:
                     seg.close_handlers()
@@ -1370,6 +1444,7 @@ class Log:
     @handles_io("Error while renaming dir for %(tp)s in log dir %(dir)s")
     def rename_dir(self, new_dir: str) -> None:
         with self._lock:
+            self._begin_layout_change()  # the segments' paths go: reads from here on take the lock, as before
             os.rename(self.dir, new_dir)
             self.dir = new_dir
 
@@ -1408,6 +1483,7 @@ class Log:
                 future._flush_locked(future._leo)
             future.close()
             step("future_closed")
+            self._begin_layout_change()
             old_dir = self.dir
             future_dir = future.dir
             os.rename(old_dir, retired_dir)
@@ -1451,6 +1527,25 @@ class Log:
 
 
 APPEND_ERROR = "Error while appending records to %(tp)s in dir %(dir)s"
+
+
+def _known_size(view: LogView, i: int) -> int:
+    """Segment ``i``'s readable size where it is known without touching its file (-1 otherwise)."""
+    if i == len(view.segments) - 1:
+        return view.active_size
+    size = view.segments[i]._size
+    return -1 if size is None else size
+
+
+def _collect_aborted_txns(segments: "Sequence[LogSegment]", start_offset: int, upper_bound_offset: int, i: int
+                          ) -> list[AbortedTxn]:
+    out: list[AbortedTxn] = []
+    for seg in segments[i:]:
+        txns, complete = seg.collect_aborted_txns(start_offset, upper_bound_offset)
+        out.extend(txns)
+        if complete:
+            break
+    return out
 
 
 def _already_offline(log_dir: str) -> str:

@@ -13,10 +13,17 @@ not yet below the HW when this was published (Kafka's "unreplicated" transaction
 offset) pairs. The LSO for any HW then follows without the producer state (:meth:`LogOffsets.last_stable_offset`),
 so a HW set on the loop moves the LSO at once; the owner drops those transactions from its producer state at
 its next change (ProducerStateManager.on_high_watermark_updated), which the LSO does not wait for.
+
+:class:`LogView` is what a reader of the data needs with them, published at the same moment (``Log.view``, one
+reference): the segments and their base offsets, the active segment's committed size, and the layout generation
+that says whether a truncation, a retention deletion or a cleaner swap started since (``Log.read``).
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
+
+if TYPE_CHECKING:
+    from .segment import LogSegment
 
 #: no open transaction
 NO_TXN = -1
@@ -58,4 +65,22 @@ class LogOffsets(NamedTuple):
         return first if first < high_watermark else high_watermark
 
 
-__all__ = ["LogOffsets", "NO_TXN"]
+class LogView(NamedTuple):
+    """One publication of what a lock-free read needs (immutable; the segments themselves are shared).
+
+    A closed segment's bytes never change while it is in the list; the active one's only grow, and a reader reads
+    no further than ``active_size``, the bytes whole batches filled when this was published (its last batch ends at
+    ``offsets.log_end_offset``), so it never sees a batch being written. Anything else that changes a segment
+    (truncation, deletion, a cleaner swap, close) first raises the Log's layout generation above ``layout``: a read
+    that sees it raised after reading does not count (see Log.read)."""
+
+    offsets: LogOffsets
+    segments: "tuple[LogSegment, ...]"
+    bases: tuple[int, ...]
+    #: bytes of the last segment holding whole batches below ``offsets.log_end_offset``
+    active_size: int
+    #: the Log's layout generation when this was published
+    layout: int
+
+
+__all__ = ["LogOffsets", "LogView", "NO_TXN"]

@@ -18,11 +18,20 @@ segment; the Log appends to it after each marker and reads it for read_committed
 Descriptors: only the active segment keeps its ``.log`` open (and no index file); a closed segment opens its
 data file through a bounded cache when read (file_cache.py) and reads its indexes on demand (index.py).
 
-Thread-safety: called under the owning Log's lock; a FileSlice holds its file open until it is dropped.
+Thread-safety: changed only under the owning Log's lock. ``read`` (with an explicit ``size``), ``translate_offset``,
+``iter_headers`` (with an end), ``fetch_upper_bound_offset``, ``collect_aborted_txns`` and ``readable_size`` are
+also called by lock-free readers (Log.read) while the owner appends, rolls, truncates or deletes: they write no
+field the owner writes (the lazily made index objects are made under one small lock), read no further than the
+size they are given, and hold the FileHandle object (not its number) for as long as they use its descriptor.
+Descriptors are pinned by reference: a FileHandle closes when its last reference goes, so a reader's handle (or
+a FileSlice's) stays open however the cache or the segment lets go of it, and a descriptor number is never read
+after it was closed and reused. A read that raced a truncation, deletion or swap may have read another file's
+bytes through a stale path; the Log discards such a read (its layout generation moved) and reads again.
 """
 from __future__ import annotations
 
 import os
+import threading
 import time as _time
 from typing import Callable, Iterator, NamedTuple, Optional, Sequence
 
@@ -45,6 +54,8 @@ _RECOVER_CHUNK = 8 << 20
 #: bytes of a Fetch window read per scanner call; a larger window starts its scan at the offset index
 _FETCH_SCAN_CHUNK = 65536
 INT32_MAX = 2147483647
+#: taken to make a segment's index objects on first use: the owner and a lock-free reader must get the same one
+_LAZY = threading.Lock()
 
 
 class LogOffsetMetadata(NamedTuple):
@@ -68,7 +79,7 @@ class LogSegment:
 
     __slots__ = ("dir", "base_offset", "index_interval_bytes", "max_index_size", "created_ms", "_suffix",
                  "_handle", "_size", "_oi", "_ti", "_xi", "_txn_exists", "bytes_since_last_index_entry",
-                 "_rolling_based_timestamp", "_max_ts", "next_offset", "__weakref__")
+                 "_rolling_based_timestamp", "_max_ts", "next_offset", "_fgen", "__weakref__")
 
     def __init__(self, dir_path: str, base_offset: int, *, index_interval_bytes: int, max_index_size: int,
                  now_ms: int, file_already_exists: bool = False, file_suffix: str = "", active: bool = True,
@@ -90,6 +101,9 @@ class LogSegment:
         self._ti: Optional[TimeIndex] = None
         self._xi: Optional[TransactionIndex] = None
         self._txn_exists: Optional[bool] = None
+        #: bumped whenever the segment lets go of, renames or reopens its data file: a handle a reader opened
+        #: meanwhile is used for that read only, never cached (it may be a file about to go)
+        self._fgen = 0
         if not file_already_exists:
             self._handle = open_handle(self.path, os.O_RDWR | os.O_CREAT)
             self._size = 0
@@ -120,23 +134,33 @@ class LogSegment:
     def offset_index(self) -> OffsetIndex:
         oi = self._oi
         if oi is None:
-            oi = self._oi = OffsetIndex(self._file(files.INDEX_SUFFIX), self.base_offset, self.max_index_size,
-                                        resident=False)
+            with _LAZY:  # a reader making it while the owner makes it resident must not replace the owner's
+                oi = self._oi
+                if oi is None:
+                    oi = self._oi = OffsetIndex(self._file(files.INDEX_SUFFIX), self.base_offset,
+                                                self.max_index_size, resident=False)
         return oi
 
     @property
     def time_index(self) -> TimeIndex:
         ti = self._ti
         if ti is None:
-            ti = self._ti = TimeIndex(self._file(files.TIME_INDEX_SUFFIX), self.base_offset, self.max_index_size,
-                                      resident=False)
+            with _LAZY:
+                ti = self._ti
+                if ti is None:
+                    ti = self._ti = TimeIndex(self._file(files.TIME_INDEX_SUFFIX), self.base_offset,
+                                              self.max_index_size, resident=False)
         return ti
 
     @property
     def txn_index(self) -> TransactionIndex:
         xi = self._xi
         if xi is None:
-            xi = self._xi = TransactionIndex(self._file(files.TXN_INDEX_SUFFIX), self.base_offset, self._txn_exists)
+            with _LAZY:
+                xi = self._xi
+                if xi is None:
+                    xi = self._xi = TransactionIndex(self._file(files.TXN_INDEX_SUFFIX), self.base_offset,
+                                                     self._txn_exists)
         return xi
 
     @property
@@ -150,10 +174,20 @@ class LogSegment:
         h = self._handle
         if h is not None:
             return h
-        return SEGMENT_FILES.get(self, self._path_of)
+        gen = self._fgen
+        return SEGMENT_FILES.get(self, self._path_of, lambda: self._fgen == gen)
 
     def _path_of(self) -> str:
         return self.path
+
+    def readable_size(self) -> int:
+        """The bytes of a closed segment, for a lock-free reader: the known size, else the open file's (never
+        stored: a reader writes no field the owner writes)."""
+        size = self._size
+        if size is not None:
+            return size
+        handle = self.log_file
+        return os.fstat(handle.fd).st_size
 
     @property
     def size(self) -> int:
@@ -198,6 +232,7 @@ class LogSegment:
         """Become the active segment: pin the data file, hold the index entries, find the next offset."""
         if self._handle is not None:
             return
+        self._fgen += 1
         SEGMENT_FILES.discard(self)
         self._handle = open_handle(self.path, os.O_RDWR | os.O_CREAT)
         self._size = os.fstat(self._handle.fd).st_size
@@ -340,7 +375,7 @@ class LogSegment:
         """Headers of the batches from ``start_position`` (a batch start) to the end, read in chunks and decoded by
         the record_batch header view (a legacy magic 0/1 entry as a one-record batch). Stops at the first header
         that is torn, of an unknown magic or reaching past the end."""
-        end = self.size if end_position < 0 else min(end_position, self.size)
+        end = self.size if end_position < 0 else end_position  # a reader's end: no look at the owner's size
         pos = start_position
         if end - pos <= LOG_OVERHEAD:
             return
@@ -364,10 +399,12 @@ class LogSegment:
             yield info
             pos += size
 
-    def translate_offset(self, offset: int, starting_position: int = 0) -> Optional[BatchInfo]:
-        """The first batch whose last offset is >= ``offset`` (its position is in the result), or None."""
+    def translate_offset(self, offset: int, starting_position: int = 0, end_position: int = -1
+                         ) -> Optional[BatchInfo]:
+        """The first batch whose last offset is >= ``offset`` (its position is in the result), or None; no batch
+        past ``end_position`` (the segment's size when negative) is looked at."""
         _, pos = self.offset_index.lookup(offset)
-        for info in self.iter_headers(max(pos, starting_position)):
+        for info in self.iter_headers(max(pos, starting_position), end_position):
             if info.base_offset + info.last_offset_delta >= offset:
                 return info
         return None
@@ -403,17 +440,20 @@ class LogSegment:
         return pos
 
     def read(self, start_offset: int, max_size: int, max_position: int = -1,
-             min_one_message: bool = False) -> Optional[tuple[FileSlice, LogOffsetMetadata]]:
+             min_one_message: bool = False, size: int = -1) -> Optional[tuple[FileSlice, LogOffsetMetadata]]:
         """Whole batches from the one holding ``start_offset``, up to ``max_size`` bytes and ``max_position``.
 
         Returns None when ``start_offset`` is past this segment's last batch. With ``min_one_message``
-        the first batch is returned whole even when larger than ``max_size`` (KIP-74).
+        the first batch is returned whole even when larger than ``max_size`` (KIP-74). ``size``: the bytes
+        that may be read (a lock-free reader's published size; the segment's own when negative).
         """
         if max_size < 0:
             raise ValueError("invalid max size %d" % max_size)
-        if max_position < 0:
-            max_position = self.size
-        first = self.translate_offset(start_offset)
+        if size < 0:
+            size = self.size
+        if max_position < 0 or max_position > size:
+            max_position = size
+        first = self.translate_offset(start_offset, 0, size)
         if first is None:
             return None
         start = first.position
@@ -435,14 +475,16 @@ class LogSegment:
         _, pos = self.offset_index.lookup(max(index_offset, starting_offset))
         for info in self.iter_headers(pos):
             if info.max_timestamp >= timestamp and info.base_offset + info.last_offset_delta >= starting_offset:
-                data = bytearray(os.pread(self.log_file.fd, info.size, info.position))
+                handle = self.log_file  # held across the pread: its descriptor cannot be closed and reused
+                data = bytearray(os.pread(handle.fd, info.size, info.position))
                 for rec in iter_stored_records(data):
                     if rec.timestamp >= timestamp and rec.offset >= starting_offset:
                         return rec.offset, rec.timestamp
         return None
 
     def read_batch(self, info: BatchInfo) -> bytes:
-        return os.pread(self.log_file.fd, info.size, info.position)
+        handle = self.log_file  # held across the pread: its descriptor cannot be closed and reused
+        return os.pread(handle.fd, info.size, info.position)
 
     # ------------------------------------------------------------------ recovery / truncation
     def recover(self, on_batch: Optional[Callable[[BatchInfo], None]] = None) -> int:
@@ -459,6 +501,7 @@ class LogSegment:
         self.next_offset = self.base_offset
         self.bytes_since_last_index_entry = 0
         handle = self._handle if self._handle is not None else open_handle(self.path, os.O_RDWR)
+        self._fgen += 1
         SEGMENT_FILES.discard(self)
         fd = handle.fd
         file_size = os.fstat(fd).st_size
@@ -577,7 +620,8 @@ class LogSegment:
     def flush(self) -> None:
         """fsync the segment and its indexes, timed as Kafka's LogFlushStats.LogFlushRateAndTimeMs."""
         start = _time.monotonic_ns()
-        os.fsync(self.log_file.fd)
+        handle = self.log_file  # held across the fsync (flush runs outside the Log's lock)
+        os.fsync(handle.fd)
         for idx in self._indexes():
             idx.flush()
         LOG_FLUSH_STATS.update((_time.monotonic_ns() - start) / 1e6)
@@ -598,6 +642,7 @@ class LogSegment:
     def _drop_files(self) -> None:
         """Let go of the data file; a reader still holding it (a FileSlice in flight) keeps it open."""
         self._handle = None
+        self._fgen += 1
         SEGMENT_FILES.discard(self)
 
     def close_handlers(self) -> None:
@@ -621,8 +666,10 @@ class LogSegment:
                 if kind == files.TXN_INDEX_SUFFIX:  # lazily created: renamed only when it exists
                     renamed.append(src + suffix)
             if idx is not None:
-                idx.path = src + suffix
+                idx.set_path(src + suffix)
         self._suffix += suffix
+        self._fgen += 1
+        SEGMENT_FILES.discard(self)  # a handle opened by the old name is the same file: readers holding it go on
         return renamed
 
     def delete(self) -> None:

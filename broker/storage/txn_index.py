@@ -156,10 +156,22 @@ class TransactionIndex:
         return list(entries)
 
     def collect_aborted_txns(self, fetch_offset: int, upper_bound_offset: int) -> tuple[list[AbortedTxn], bool]:
-        """Entries overlapping [fetch_offset, upper_bound_offset); True when the search is complete."""
-        if self._size == 0:
+        """Entries overlapping [fetch_offset, upper_bound_offset); True when the search is complete.
+
+        Called by lock-free readers too, so it writes nothing: the owner's entries when it holds them (a list it
+        replaces, never changes), else the file's whole entries, read each time as Kafka's reader does."""
+        entries = self._entries
+        if entries is None:
+            if self._size_known == 0:
+                return [], False
+            try:
+                with open(self.path, "rb", buffering=0) as f:
+                    entries = decode_entries(f.read())
+            except FileNotFoundError:
+                return [], False
+        if not entries:
             return [], False
-        return overlapping(self.all_aborted_txns(), fetch_offset, upper_bound_offset)
+        return overlapping(entries, fetch_offset, upper_bound_offset)
 
     def truncate_to(self, offset: int) -> None:
         """Remove the entries whose marker is at or above ``offset``."""
@@ -224,6 +236,10 @@ class TransactionIndex:
             pass
         self._size = 0
         self._entries = []
+
+    def set_path(self, path: str) -> None:
+        """The file was renamed (a segment retired)."""
+        self.path = path
 
     def rename_to(self, path: str) -> None:
         """Move the file (when it exists); the index uses ``path`` from now on either way."""

@@ -1,7 +1,8 @@
 """The event loop never waits for a Log's lock (issue 20): with another thread holding it, as an I/O worker does
 across a disk write, the loop still moves the HW (a follower's fetch, an append), reads the HW, LSO and log start
 offset, answers ListOffsets for the latest offset, applies a topic config and sizes the log; a follower's read of
-the hot tail goes to a worker instead of waiting. A read_committed fetch parked at the LSO completes once a
+the hot tail is made on the loop all the same (it takes no lock), and goes to a worker only while a truncation,
+deletion or swap is under way. A read_committed fetch parked at the LSO completes once a
 follower's fetch moves the HW past the transaction's marker, the LSO having moved with the HW alone."""
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import asyncio
 from typing import Any
 
 from broker.protocol.records.builder import build_batch
-from broker.replica.manager import FetchPartitionInfo, _read_logs_if_unlocked, _ReadJob
+from broker.replica.manager import FetchPartitionInfo, _read_logs_on_loop, _ReadJob
 from broker.storage.config import LogConfig
 
 from ..storage.lock_helpers import lock_held_elsewhere
@@ -46,13 +47,21 @@ def test_loop_paths_do_not_wait_for_the_log_lock(tmp_path) -> None:
                 assert rm._unchanged(TP, FetchPartitionInfo(0, 100, known=(3, 0, 0)), -1, "lso")
                 rm.update_config(TOPIC, LogConfig(file_delete_delay_ms=0, retention_ms=60000))
                 assert plog.size_bytes > 0
-                job = _ReadJob(TP, plog, 3, 1 << 20, "leo", -1)
-                assert _read_logs_if_unlocked([job], 1 << 20, True) is None  # to a worker, not waited for
+                read = _read_logs_on_loop([_ReadJob(TP, plog, 2, 1 << 20, "leo", 0)], 1 << 20, True)
+                assert read is not None and read[TP].error_code == 0  # on the loop, lock held elsewhere
+                assert read[TP].records is not None and read[TP].records.read()[:8] == (2).to_bytes(8, "big")
                 assert rm.start_transaction_verification(TP, PID, 0) is None  # its transaction is open
                 assert still_held(), "a loop-side call waited for the Log's lock"
             assert plog.config.retention_ms == 60000
-            # unlocked, the hot tail is read on the loop as before
-            assert _read_logs_if_unlocked([_ReadJob(TP, plog, 3, 1 << 20, "leo", -1)], 1 << 20, True) is not None
+            # while a truncation, deletion or swap is under way, the loop's read goes to a worker instead of waiting
+            with plog._lock:
+                plog._begin_layout_change()  # a change begun, its view not published yet
+            with lock_held_elsewhere(plog) as still_held:
+                assert _read_logs_on_loop([_ReadJob(TP, plog, 2, 1 << 20, "leo", 0)], 1 << 20, True) is None
+                assert still_held()
+            with plog._lock:
+                plog._publish()
+            assert _read_logs_on_loop([_ReadJob(TP, plog, 2, 1 << 20, "leo", 0)], 1 << 20, True) is not None
             assert not plog._lock._is_owned()
         finally:
             await c.close()

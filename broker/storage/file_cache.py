@@ -18,7 +18,11 @@ and its offsets until someone reads it. Then:
 When ``open`` fails with EMFILE/ENFILE the file cache drops the handles nobody else holds and tries once more,
 so a client connection storm cannot make a log read or a log roll fail while cached descriptors could be freed.
 
-Thread-safety: both caches take their own lock; handles may be used from any thread.
+Thread-safety: both caches take their own lock; handles may be used from any thread. A reader that holds the
+FileHandle object (not only its number) while it uses the descriptor pins it: eviction, ``discard`` and
+``release_idle`` only drop the cache's reference, so the descriptor cannot be closed, and its number reused by
+another file, under a read (lock-free Log reads rely on this rather than on a refcount of their own). What a
+reader opens or reads while the owner is retiring the segment is not cached (the ``valid`` check of ``get``).
 """
 from __future__ import annotations
 

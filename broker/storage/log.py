@@ -27,10 +27,10 @@ any thread without the lock. ``read`` works from the view: it reads no further t
 (never a batch being written), and a change that could make a published segment's bytes differ (truncation,
 retention deletion, a cleaner swap, close) first bumps the layout generation (``_begin_layout_change``); a read
 that finds it moved after reading is discarded and made again, so it returns only bytes read before any such
-change began (Kafka's reader gets OffsetOutOfRange when its offset has gone; so does this one, on the retry). The high watermark
-is kept apart: a leader's is raised on the event loop without the lock (``maybe_increment_high_watermark``); the
-owner sets it under the lock (a follower's, a truncation's clamp), and a loop write that raced such a set does not
-count (the generation check below). fsync happens only in ``flush`` (and in appends when flush.messages says so).
+change began (Kafka's reader gets OffsetOutOfRange when its offset has gone; so does this one, on the retry).
+The high watermark is kept apart: a leader's is raised on the event loop without the lock
+(``maybe_increment_high_watermark``); the owner sets it under the lock (a follower's, a truncation's clamp), and a
+loop write that raced such a set does not count (the generation check below). fsync happens only in ``flush`` (and in appends when flush.messages says so).
 """
 from __future__ import annotations
 

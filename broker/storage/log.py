@@ -30,7 +30,8 @@ that finds it moved after reading is discarded and made again, so it returns onl
 change began (Kafka's reader gets OffsetOutOfRange when its offset has gone; so does this one, on the retry).
 The high watermark is kept apart: a leader's is raised on the event loop without the lock
 (``maybe_increment_high_watermark``); the owner sets it under the lock (a follower's, a truncation's clamp), and a
-loop write that raced such a set does not count (the generation check below). fsync happens only in ``flush`` (and in appends when flush.messages says so).
+loop write that raced such a set does not count (the generation check below). fsync happens only in ``flush``
+(and in appends when flush.messages says so).
 """
 from __future__ import annotations
 

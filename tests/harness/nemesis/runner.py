@@ -605,6 +605,8 @@ class Nemesis:
             i = self._leader_of(spec.pick)
             rec.target = f"broker {i} (leader of p{spec.pick % self.partitions})"
             rec.note = self._hold_descriptor_limit(i, spec.duration)
+            if not self.brokers[i].is_alive():  # Kafka 3.9 halts when EMFILE fails its only log dir: a supervisor
+                self._restart(i, rec)           # restarts it (as after a disk fault); ours keeps running
         else:
             raise ValueError(k)
         if not rec.healed_at:

@@ -42,7 +42,7 @@ def main(argv: Optional[List[str]] = None) -> int:
     try:
         n.start()
     except Exception as exc:
-        print(f"nemesis: could not set the cluster up: {exc}", file=sys.stderr)
+        print(f"nemesis: could not set the cluster up: {exc!r}", file=sys.stderr)
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         n.close()
         return 2

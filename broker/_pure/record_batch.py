@@ -143,7 +143,7 @@ def null_key_records(records_bytes: Any, record_count: int) -> list[int]:
 LZ4_NATIVE = False
 
 
-def lz4_frame_records(data: Any, record_count: int, keys_required: bool) -> list[int]:
+def lz4_frame_records(data: "bytes | bytearray | memoryview", record_count: int, keys_required: bool) -> list[int]:
     """Decompress the LZ4 frame ``data`` (a batch's records) and walk its records as ``null_key_records`` (keys
     required) or ``validate_records`` do; the indexes of the null-key records when keys are required, else [].
     The native twin decodes the frame and walks the records in one pass, without the GIL."""
@@ -156,13 +156,13 @@ def lz4_frame_records(data: Any, record_count: int, keys_required: bool) -> list
     return []
 
 
-def lz4_decompress(data: Any) -> bytes:
+def lz4_decompress(data: "bytes | bytearray | memoryview") -> bytes:
     """The content of the LZ4 frame ``data`` (``compression.decompress(LZ4, data)``; the native twin decodes it
     into a reused buffer without the GIL)."""
     return _decompress(LZ4, data)
 
 
-def decompress_records(codec: int, data: Any) -> bytes:
+def decompress_records(codec: int, data: "bytes | bytearray | memoryview") -> bytes:
     """A compressed batch's records section decompressed (``compression.decompress``; LZ4 natively in the native
     twin)."""
     return _decompress(codec, data)

@@ -50,7 +50,7 @@ def _snappy_compress(data: bytes) -> bytes:
     return b"".join(out)
 
 
-def _snappy_decompress(data: Any) -> bytes:
+def _snappy_decompress(data: "bytes | bytearray | memoryview") -> bytes:
     if bytes(data[:len(XERIAL_MAGIC)]) != XERIAL_MAGIC:
         return snappy.uncompress(data)
     pos = len(_XERIAL_HEADER)
@@ -71,7 +71,7 @@ def _snappy_decompress(data: Any) -> bytes:
     return b"".join(out)
 
 
-def _zstd_decompress(data: Any) -> bytes:
+def _zstd_decompress(data: "bytes | bytearray | memoryview") -> bytes:
     dctx = zstandard.ZstdDecompressor()
     out = []
     while data:

@@ -380,15 +380,20 @@ class Nemesis:
             for sk in socks:
                 sk.close()
 
-    def _longest_ack_gap(self, partitions: Sequence[int], since: float) -> str:
-        """The longest wait between two acknowledgements on ``partitions`` from ``since`` on (the producer's stall
-        while their leader's disk failed and a new one took over), as a note."""
+    def _max_ack_gap(self, partitions: Sequence[int], since: float) -> Optional[float]:
+        """The longest wait between two acknowledgements on one of ``partitions`` from ``since`` on (the producer's
+        stall while their leader failed or its link was bad); None with fewer than two acknowledgements."""
         assert self.load is not None
         gaps = []
         for p in partitions:
-            ts = sorted(a.t for a in self.load.acks_since(since - 1.0, p))
+            ts = sorted(a.t for a in self.load.acks_since(since, p))
             gaps += [b - a for a, b in zip(ts, ts[1:])]
-        return f"longest ack gap on its led partitions {list(partitions)}: " + (f"{max(gaps):.1f}s" if gaps else "-")
+        return max(gaps) if gaps else None
+
+    def _longest_ack_gap(self, partitions: Sequence[int], since: float) -> str:
+        """:meth:`_max_ack_gap` from a second before ``since``, as a note."""
+        gap = self._max_ack_gap(partitions, since - 1.0)
+        return f"longest ack gap on its led partitions {list(partitions)}: " + ("-" if gap is None else f"{gap:.1f}s")
 
     def _hold_syscall_errors(self, i: int, errno_name: str, duration: float) -> str:
         """Make broker ``i``'s write-side syscalls on every file now in its log dir fail with ``errno_name`` (strace
@@ -443,9 +448,8 @@ class Nemesis:
         led = [p for p, (leader, _, _) in view.items() if leader == i]
         during = [a.t for p in led for a in self.load.acks_since(since, p)]
         before = [a.t for p in led for a in self.load.acks_since(since - 5.0, p) if a.t < since]
-        gaps = [y - x for p in led for x, y in _pairs(sorted(a.t for a in self.load.acks_since(since, p)))]
         return (f"acks on its partitions {led}: {len(during) / max(now - since, 1e-3):.0f}/s during "
-                f"({len(before) / 5.0:.0f}/s before), longest gap {max(gaps, default=0.0):.1f}s; "
+                f"({len(before) / 5.0:.0f}/s before), longest gap {self._max_ack_gap(led, since) or 0.0:.1f}s; "
                 f"ISR of p{pick % self.partitions} {view[pick % self.partitions][2]}")
 
     def heal_everything(self) -> None:
@@ -677,10 +681,6 @@ class Nemesis:
                      f"{_fmt(rec.txn_resume_s)} {rec.note}")
             self.result.records.append(rec)
         return self.result
-
-
-def _pairs(ts: List[float]) -> List[Tuple[float, float]]:
-    return list(zip(ts, ts[1:]))
 
 
 def _fmt(x: Optional[float]) -> str:

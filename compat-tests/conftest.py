@@ -1,6 +1,12 @@
 """Fixtures for compatibility tests: a real ZooKeeper and a real broker process per test module."""
 from __future__ import annotations
 
+import os
+
+# Every Log command asserts it runs on its partition's owner (broker/storage/log_owner.py), in this process and in the
+# brokers the tests start (they inherit the environment): a path that reaches a log from another thread fails its test.
+os.environ.setdefault("BROKER_CHECK_LOG_OWNER", "1")
+
 import uuid
 from pathlib import Path
 from typing import Iterator

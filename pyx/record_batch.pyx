@@ -59,6 +59,7 @@ cdef enum:
     MAX_CODEC = 4
     TIMESTAMP_TYPE_MASK = 0x08
     TRANSACTIONAL_MASK = 0x10
+    CONTROL_FLAG = 0x20
 
 # Outcomes of the record walk (0 = valid)
 cdef enum:
@@ -673,12 +674,14 @@ def producer_epoch(buf, Py_ssize_t position=0):
     return epoch
 
 
-def validate_batches(buf, check_crc=True):
-    """Check that ``buf`` is a sequence of complete, valid magic-2 batches and describe them."""
+def validate_batches(buf, check_crc=True, dict null_keys=None):
+    """Check that ``buf`` is a sequence of complete, valid magic-2 batches and describe them; ``null_keys``: see the
+    pure twin (the null-key records of each uncompressed data batch, found by the one framing walk)."""
     cdef Py_buffer view
     cdef const uint8_t* p
     cdef Py_ssize_t n, pos = 0, end
     cdef int32_t length, count, lod
+    cdef int64_t nulls
     cdef int codec
     cdef bint crc = check_crc
     cdef list infos = []
@@ -706,7 +709,14 @@ def validate_batches(buf, check_crc=True):
             if codec > MAX_CODEC:
                 raise CorruptRecordError("unknown compression codec %d" % codec)
             if codec == 0:
-                _walk_checked(p, pos + RECORD_BATCH_OVERHEAD, end, count)
+                if null_keys is not None and not read_i16(p + pos + ATTRIBUTES_OFFSET) & CONTROL_FLAG:
+                    nulls = 0
+                    _walk_checked(p, pos + RECORD_BATCH_OVERHEAD, end, count, &nulls)
+                    if nulls:
+                        null_keys[pos] = _null_key_indexes(p + pos + RECORD_BATCH_OVERHEAD,
+                                                           end - pos - RECORD_BATCH_OVERHEAD, count)
+                else:
+                    _walk_checked(p, pos + RECORD_BATCH_OVERHEAD, end, count)
             lod = read_i32(p + pos + 23)
             if count > 0 and lod != count - 1:
                 raise InvalidRecordError("lastOffsetDelta %d does not match record count %d" % (lod, count))

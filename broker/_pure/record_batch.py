@@ -26,6 +26,7 @@ from broker._pure.crc32c import crc32c
 from broker._pure.varint import decode_varint
 from broker.protocol.records.batch_info import (
     COMPRESSION_MASK,
+    CONTROL_MASK,
     LOG_OVERHEAD,
     RECORD_BATCH_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
@@ -254,8 +255,12 @@ def producer_epoch(buf: Any, position: int = 0) -> int:
     return _I16.unpack_from(buf, position + PRODUCER_EPOCH_OFFSET)[0]
 
 
-def validate_batches(buf: Any, check_crc: bool = True) -> list[BatchInfo]:
-    """Check that ``buf`` is a sequence of complete, valid magic-2 batches and describe them."""
+def validate_batches(buf: Any, check_crc: bool = True, null_keys: dict[int, list[int]] | None = None
+                     ) -> list[BatchInfo]:
+    """Check that ``buf`` is a sequence of complete, valid magic-2 batches and describe them.
+
+    ``null_keys`` (a compacted topic's append): the same walk of each uncompressed data batch's records notes the
+    indexes of those without a key, under the batch's position, so that batch is walked once in all."""
     n = len(buf)
     pos = 0
     infos: list[BatchInfo] = []
@@ -279,7 +284,13 @@ def validate_batches(buf: Any, check_crc: bool = True) -> list[BatchInfo]:
         if codec > MAX_CODEC:
             raise CorruptRecordError("unknown compression codec %d" % codec)
         if codec == 0:
-            _walk_records(buf, pos + RECORD_BATCH_OVERHEAD, end, info.record_count)
+            if null_keys is not None and not info.attributes & CONTROL_MASK:
+                missing: list[int] = []
+                _walk_records(buf, pos + RECORD_BATCH_OVERHEAD, end, info.record_count, missing)
+                if missing:
+                    null_keys[pos] = missing
+            else:
+                _walk_records(buf, pos + RECORD_BATCH_OVERHEAD, end, info.record_count)
         if info.record_count > 0 and info.last_offset_delta != info.record_count - 1:
             raise InvalidRecordError("lastOffsetDelta %d does not match record count %d"
                                      % (info.last_offset_delta, info.record_count))

@@ -37,7 +37,7 @@ async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "Repli
                 parts.append({"partition_index": idx, "error_code": ErrorCode.NOT_LEADER_OR_FOLLOWER,
                               "active_producers": []})
                 continue
-            producers = await rm.run_io(p.log.active_producers)
+            producers = await rm.run_io(p.log.active_producers, key=(t.name, idx))
             parts.append({"partition_index": idx, "error_code": 0, "active_producers": [
                 {"producer_id": s.producer_id, "producer_epoch": s.producer_epoch,
                  "last_sequence": s.last_sequence, "last_timestamp": s.last_timestamp,

@@ -36,7 +36,7 @@ from broker.util.executor import NamedExecutor
 if TYPE_CHECKING:
     from broker.protocol.records.batch_info import Record
     from broker.replica.manager import ReplicaManager
-    from broker.storage.log import Log
+    from broker.storage.partition_log import PartitionLog
 
 GROUP_METADATA_TOPIC_NAME = "__consumer_offsets"
 #: origin of coordinator appends: no client sequence checks (Kafka's AppendOrigin.COORDINATOR)
@@ -161,7 +161,7 @@ class OffsetsTopicIO:
         return p is not None and p.leader_id == self.replica_manager.broker_id
 
 
-def _read_all(log: Log) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
+def _read_all(log: PartitionLog) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
     records, _end = _read_with_markers(log)
     return [(r.offset, r.key, r.value) for r in records if r.marker is None]
 
@@ -189,7 +189,7 @@ def gc_paused() -> Iterator[None]:
                 gc.enable()
 
 
-def _load(log: Log, on_batch: BatchConsumer, buffer_bytes: int, on_end: Optional[Callable[[], None]]
+def _load(log: PartitionLog, on_batch: BatchConsumer, buffer_bytes: int, on_end: Optional[Callable[[], None]]
           ) -> Tuple[int, int]:
     with gc_paused():
         out = read_batches(log, on_batch, buffer_bytes)
@@ -198,7 +198,7 @@ def _load(log: Log, on_batch: BatchConsumer, buffer_bytes: int, on_end: Optional
         return out
 
 
-def _read_with_markers(log: Log) -> Tuple[List[LoadedRecord], int]:
+def _read_with_markers(log: PartitionLog) -> Tuple[List[LoadedRecord], int]:
     out: List[LoadedRecord] = []
 
     def collect(records: Sequence[Record], producer_id: int, marker: Optional[bool]) -> None:
@@ -211,7 +211,7 @@ def _read_with_markers(log: Log) -> Tuple[List[LoadedRecord], int]:
     return out, end
 
 
-def read_batches(log: Log, on_batch: BatchConsumer, buffer_bytes: int) -> Tuple[int, int]:
+def read_batches(log: PartitionLog, on_batch: BatchConsumer, buffer_bytes: int) -> Tuple[int, int]:
     """Kafka's doLoadGroupsAndOffsets read loop: from the log start offset up to the log end, ``buffer_bytes``
     at a time (at least one whole batch), each batch to ``on_batch``; (records read, the end offset)."""
     from broker.accel import record_batch

@@ -43,7 +43,7 @@ THROTTLE_POLL_S = 0.1
 
 def move_step(log_manager: LogManager, partition: Partition, max_bytes: int) -> Tuple[str, int]:
     """Worker thread (the partition's): one copy step, and the swap once caught up. (outcome, bytes copied)."""
-    from broker.storage.log import UnexpectedAppendOffsetError
+    from broker.storage.errors import UnexpectedAppendOffsetError
     tp = partition.tp
     cur, fut = partition.log, partition.future_log
     if partition.deleted or cur is None or fut is None or log_manager.get_future_log(tp) is not fut:

@@ -42,7 +42,7 @@ from broker.util.broker_channel import BrokerChannel, BrokerChannelError, Broker
 
 if TYPE_CHECKING:
     from broker.replica.manager import ReplicaManager
-    from broker.storage.log import Log
+    from broker.storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -801,10 +801,10 @@ def _usable_batches(records: FetchedRecords, leader_epoch: int) -> Tuple[bytes, 
     return bytes(mv[:cut]), last_epoch
 
 
-def _append_fetched(plog: Log, records: FetchedRecords, fetch_offset: int, leader_epoch: int, leader_hw: int,
+def _append_fetched(plog: PartitionLog, records: FetchedRecords, fetch_offset: int, leader_epoch: int, leader_hw: int,
                     leader_log_start: int) -> _AppendOutcome:
     """Worker thread (the partition's): append what the leader sent, then follow its HW and log start."""
-    from broker.storage.log import UnexpectedAppendOffsetError
+    from broker.storage.errors import UnexpectedAppendOffsetError
     if fetch_offset != plog.log_end_offset:
         raise RuntimeError("offset mismatch: fetched offset %d, log end offset %d" % (fetch_offset, plog.log_end_offset))
     buf, last_epoch = _usable_batches(records, leader_epoch)
@@ -832,7 +832,7 @@ def _append_fetched(plog: Log, records: FetchedRecords, fetch_offset: int, leade
     return _AppendOutcome(last, valid, last_epoch, new_hw != old_hw)
 
 
-def _truncate_for_epoch(plog: Log, leader_epoch: int, leader_end_offset: int, fetch_offset: int
+def _truncate_for_epoch(plog: PartitionLog, leader_epoch: int, leader_end_offset: int, fetch_offset: int
                         ) -> Tuple[int, bool, Optional[int]]:
     """Where to truncate given the leader's (epoch, end offset) for our epoch; truncate; returns
     (offset, truncation complete, latest epoch after)."""
@@ -856,12 +856,12 @@ def _truncate_for_epoch(plog: Log, leader_epoch: int, leader_end_offset: int, fe
     return offset, completed, plog.latest_epoch
 
 
-def _truncate_to(plog: Log, offset: int) -> Optional[int]:
+def _truncate_to(plog: PartitionLog, offset: int) -> Optional[int]:
     plog.truncate_to(offset)
     return plog.latest_epoch
 
 
-def _truncate_fully(plog: Log, offset: int) -> Optional[int]:
+def _truncate_fully(plog: PartitionLog, offset: int) -> Optional[int]:
     plog.truncate_fully_and_start_at(offset)
     return plog.latest_epoch
 

@@ -6,14 +6,22 @@ cost one loop wake-up. Jobs with the same ``key`` (a topic-partition) go to the 
 which keeps appends to one log on one thread.
 
 Thread affinity: ``submit`` is called on the event loop; jobs run on the workers.
+
+The workers are also the owners of the partition logs (``broker/storage/log_owner.py``'s ``LogOwners``): a thread
+that is not the loop (the storage scheduler, the cleaner, the checkpoint thread) hands a partition's log command to
+that partition's worker with ``call`` / ``call_each`` and waits for it, so every change to one log runs on one
+thread, in one queue with that partition's appends.
 """
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import threading
 from queue import SimpleQueue
-from typing import Any, Callable, Hashable, List, Optional, Sequence, Tuple
+from typing import Any, Callable, Hashable, List, Optional, Sequence, Tuple, TypeVar
+
+from broker.storage.log_owner import BlockingCommand, TopicPartition
 
 log = logging.getLogger(__name__)
 
@@ -21,6 +29,7 @@ _Job = Tuple["asyncio.Future[Any]", Callable[..., Any], Tuple[Any, ...]]
 #: one item's result, or the exception it raised
 Outcome = Tuple[Any, Optional[Exception]]
 _STOP = None
+T = TypeVar("T")
 
 
 class IoWorkers:
@@ -32,8 +41,70 @@ class IoWorkers:
         self._next = 0
         #: held by each job of a one_at_a_time submit_each while it runs
         self._turn = threading.Lock()
+        #: guards ``_stopped`` against a blocking ``call`` queued after the stop marker (nobody would run it)
+        self._stop_lock = threading.Lock()
+        self._stopped = False
+        #: the workers ended (joined): any thread may run a command now
+        self._gone = False
+        self._idents = [0] * len(self._threads)
         for t in self._threads:
             t.start()
+        for i, t in enumerate(self._threads):
+            self._idents[i] = t.ident or 0
+
+    # --- LogOwners: the partition logs' owner threads, for callers that are not the loop ----------------------
+    def _index(self, key: Hashable) -> int:
+        return hash(key) % len(self._queues)
+
+    def is_owner(self, key: TopicPartition) -> bool:
+        return self._gone or threading.get_ident() == self._idents[self._index(key)]
+
+    def call(self, key: TopicPartition, fn: Callable[[], T], cancelled: Optional[Callable[[], bool]] = None) -> T:
+        i = self._index(key)
+        if threading.get_ident() == self._idents[i]:
+            return fn()
+        cmd = BlockingCommand(fn)
+        with self._stop_lock:
+            if not self._stopped:
+                self._queues[i].put((None, cmd.run, ()))  # type: ignore[arg-type]
+                cmd_queued = True
+            else:
+                cmd_queued = False
+        if not cmd_queued:
+            self._threads[i].join(timeout=30)  # it finishes what was queued before the stop first
+            return fn()  # the owners stopped (broker shutdown): the caller is the only one left
+        return cmd.wait(key, cancelled)  # type: ignore[return-value]
+
+    def call_each(self, keys: Sequence[TopicPartition], fn: Callable[[TopicPartition], T], chunk_size: int = 256
+                  ) -> List[Tuple[Optional[T], Optional[Exception]]]:
+        groups: List[List[int]] = [[] for _ in self._queues]
+        for i, key in enumerate(keys):
+            groups[self._index(key)].append(i)
+        out: List[Tuple[Optional[T], Optional[Exception]]] = [(None, None)] * len(keys)
+        pending: List[Tuple[List[int], BlockingCommand]] = []
+        for qi, indexes in enumerate(groups):
+            for start in range(0, len(indexes), chunk_size):
+                chunk = indexes[start:start + chunk_size]
+                chunk_keys = [keys[j] for j in chunk]
+                if threading.get_ident() == self._idents[qi]:
+                    for j, outcome in zip(chunk, _run_each(fn, chunk_keys)):
+                        out[j] = outcome
+                    continue
+                cmd = BlockingCommand(functools.partial(_run_each, fn, chunk_keys))
+                with self._stop_lock:
+                    queued = not self._stopped
+                    if queued:
+                        self._queues[qi].put((None, cmd.run, ()))  # type: ignore[arg-type]
+                if queued:
+                    pending.append((chunk, cmd))
+                else:
+                    self._threads[qi].join(timeout=30)
+                    for j, outcome in zip(chunk, _run_each(fn, chunk_keys)):
+                        out[j] = outcome
+        for chunk, cmd in pending:
+            for j, outcome in zip(chunk, cmd.wait(keys[chunk[0]], None)):  # type: ignore[call-overload]
+                out[j] = outcome
+        return out
 
     def submit(self, fn: Callable[..., Any], *args: Any, key: Optional[Hashable] = None) -> "asyncio.Future[Any]":
         if key is None:
@@ -97,17 +168,22 @@ class IoWorkers:
             done: List[Tuple["asyncio.Future[Any]", Any, Optional[BaseException]]] = []
             while job is not None:
                 fut, fn, args = job
-                try:
-                    done.append((fut, fn(*args), None))
-                except BaseException as exc:  # delivered to the awaiting coroutine
-                    done.append((fut, None, exc))
+                if fut is None:  # a blocking caller's command (LogOwners.call): it hands its result over itself
+                    fn()
+                else:
+                    try:
+                        done.append((fut, fn(*args), None))
+                    except BaseException as exc:  # delivered to the awaiting coroutine
+                        done.append((fut, None, exc))
                 if q.empty():
                     break
                 job = q.get()
                 if job is _STOP:
-                    self._deliver(done)
+                    if done:
+                        self._deliver(done)
                     return
-            self._deliver(done)
+            if done:
+                self._deliver(done)
 
     def _deliver(self, done: List[Tuple["asyncio.Future[Any]", Any, Optional[BaseException]]]) -> None:
         loop = done[0][0].get_loop()
@@ -117,10 +193,13 @@ class IoWorkers:
             pass
 
     def shutdown(self) -> None:
-        for q in self._queues:
-            q.put(_STOP)
+        with self._stop_lock:
+            self._stopped = True
+            for q in self._queues:
+                q.put(_STOP)
         for t in self._threads:
             t.join(timeout=30)
+        self._gone = True
 
 
 def _run_each(fn: Callable[[Any], Any], items: List[Any]) -> List[Outcome]:

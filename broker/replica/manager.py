@@ -65,7 +65,7 @@ from broker.util.request_time import parked
 
 if TYPE_CHECKING:
     from broker.storage.config import LogConfig
-    from broker.storage.log import Log
+    from broker.storage.partition_log import PartitionLog
     from broker.storage.log_dir_failure_channel import LogDirFailureChannel
     from broker.storage.log_manager import LogManager
 
@@ -200,7 +200,7 @@ def _parse_topic_id(text: Optional[str]) -> Optional[uuid.UUID]:
 @dataclass
 class _ReadJob:
     tp: TopicPartition
-    log: Log
+    log: PartitionLog
     fetch_offset: int
     max_bytes: int
     upper: str  # "leo" | "hw" | "lso"
@@ -280,6 +280,8 @@ class ReplicaManager:
         self._state_lock: Optional[asyncio.Lock] = None
         self._tasks: List["asyncio.Task[None]"] = []
         self._workers = IoWorkers(io_threads)
+        # each partition's worker is its log's owner: the storage scheduler's and the cleaner's commands go there too
+        log_manager.attach_owners(self._workers)
         #: one thread for the periodic HW checkpoint (fsyncs), apart from the append/read workers
         self._checkpoint_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hw-checkpoint")
         self.fetcher_manager: Optional[ReplicaFetcherManager] = None
@@ -513,7 +515,7 @@ class ReplicaManager:
             self.isr_expands += 1
 
     def _ensure_log(self, topic: str, partition: int, log_config: LogConfig, topic_id: Optional[uuid.UUID],
-                    is_new: bool = True) -> Tuple[Log, Optional[uuid.UUID]]:
+                    is_new: bool = True) -> Tuple[PartitionLog, Optional[uuid.UUID]]:
         """(log, topic id stored in partition.metadata); runs on a worker. A log without one gets ours.
         ``is_new``: LeaderAndIsr's isNew (a replica not new is not created while a log dir is offline)."""
         from broker.storage.checkpoints import read_partition_metadata, write_partition_metadata
@@ -692,7 +694,7 @@ class ReplicaManager:
         return failed
 
     def _ensure_log_job(self, job: Tuple[TopicPartition, LogConfig, Optional[uuid.UUID], bool]
-                        ) -> Tuple[Log, Optional[uuid.UUID]]:
+                        ) -> Tuple[PartitionLog, Optional[uuid.UUID]]:
         tp, cfg, topic_id, is_new = job
         return self._ensure_log(tp[0], tp[1], cfg, topic_id, is_new)
 
@@ -776,7 +778,7 @@ class ReplicaManager:
             await self.fetcher_manager.add_fetcher_for_partitions(initial)
         return [p.tp for p, _, _ in changed]
 
-    def _initial_fetch_offset(self, plog: Log) -> int:
+    def _initial_fetch_offset(self, plog: PartitionLog) -> int:
         """From IBP 2.7 a follower with leader epochs starts at its LEO (the leader reports divergence);
         otherwise at its HW (it truncates there first)."""
         if self.config.truncation_on_fetch and plog.latest_epoch is not None:
@@ -976,7 +978,7 @@ class ReplicaManager:
         cannot start a new one (INVALID_TXN_STATE "The transaction was not verified").
         """
         p = self.partitions.get(tp)
-        if p is None or p.log is None or _has_ongoing_txn(p.log, producer_id, producer_epoch):
+        if p is None or p.log is None or p.log.has_ongoing_txn(producer_id, producer_epoch):
             return None
         guard = object()
         self._verification_guards[(tp, producer_id)] = guard
@@ -1135,7 +1137,7 @@ class ReplicaManager:
                 raise error_for_code(ErrorCode.NOT_LEADER_OR_FOLLOWER)(
                     "leadership of %s-%d changed before the append" % p.tp)
             if guard is not None:
-                if not _has_ongoing_txn(plog, _producer_id(buf), _producer_epoch(buf)) \
+                if not plog.has_ongoing_txn(_producer_id(buf), _producer_epoch(buf)) \
                         and self._verification_guards.get((p.tp, _producer_id(buf))) is not guard:
                     raise error_for_code(ErrorCode.INVALID_TXN_STATE)("The transaction was not verified")
             first_offset, last_offset, log_append_time, log_start_offset, *_ = plog.append_as_leader(
@@ -1429,7 +1431,7 @@ class ReplicaManager:
                 return int(ErrorCode.OFFSET_NOT_AVAILABLE), -1, -1, -1
             return 0, -1, last_fetchable, p.leader_epoch
         try:
-            found = await self.run_io(plog.fetch_offset_by_timestamp, timestamp)
+            found = await self.run_io(plog.fetch_offset_by_timestamp, timestamp, key=tp)
         except Exception as exc:
             return error_code_for(exc), -1, -1, -1
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
@@ -1531,17 +1533,11 @@ def _producer_epoch(buf: Any) -> int:
     return record_batch.producer_epoch(buf)
 
 
-def _has_ongoing_txn(plog: Log, producer_id: int, producer_epoch: int) -> bool:
-    """The log holds an open transaction of this producer at this epoch (no verification needed)."""
-    entry = plog.producer_state.last_entry(producer_id)
-    return entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == producer_epoch
-
-
-def _assign_epoch_start_job(job: Tuple[Log, int]) -> int:
+def _assign_epoch_start_job(job: Tuple[PartitionLog, int]) -> int:
     return _assign_epoch_start(*job)
 
 
-def _assign_epoch_start(plog: Log, leader_epoch: int) -> int:
+def _assign_epoch_start(plog: PartitionLog, leader_epoch: int) -> int:
     """Worker thread (the partition's): record ``leader_epoch`` starting at the current LEO; returns it."""
     start = plog.log_end_offset
     plog.assign_epoch_start_offset(leader_epoch, start)

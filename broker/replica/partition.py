@@ -24,7 +24,7 @@ from broker.errors import ErrorCode
 from broker.util import clock as _clock_mod
 
 if TYPE_CHECKING:
-    from broker.storage.log import Log
+    from broker.storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -180,7 +180,7 @@ def _default_clock() -> int:
 class Partition:
     """One hosted topic-partition: its log and, as leader, its followers and ISR."""
 
-    def __init__(self, topic: str, partition: int, local_broker_id: int, *, log: Optional[Log] = None,
+    def __init__(self, topic: str, partition: int, local_broker_id: int, *, log: Optional[PartitionLog] = None,
                  topic_id: Optional[uuid.UUID] = None, replica_lag_time_max_ms: int = 30000,
                  clock: Callable[[], int] = _default_clock,
                  alter_partition_manager: Optional[AlterPartitionSubmitter] = None,
@@ -192,7 +192,7 @@ class Partition:
         self.local_broker_id = local_broker_id
         self.log = log
         #: while moving to another log dir of this broker (AlterReplicaLogDirs): the log being filled there
-        self.future_log: Optional[Log] = None
+        self.future_log: Optional[PartitionLog] = None
         self.topic_id = topic_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self._clock = clock

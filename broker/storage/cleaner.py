@@ -23,6 +23,7 @@ an in-progress clean of that partition to stop.
 """
 from __future__ import annotations
 
+import functools
 import logging
 import multiprocessing
 import os
@@ -40,6 +41,7 @@ from .cleaner_pass import (CleanerStats, CleanPlan, LogCleaningAbortedError, Pas
 from .config import LogConfig
 from .errors import KafkaStorageError
 from .log import NOT_DIR_FAILURES, Log, SwapHook, discard_cleaned_files
+from .log_owner import LogCommandCancelled
 from .segment import LogSegment
 
 logger = logging.getLogger(__name__)
@@ -120,7 +122,7 @@ class Cleaner:
             CleanPlan, dict[int, LogSegment]]:
         """The pass input for ``log`` (segment list read under its lock) and its segments by base offset."""
         cfg: LogConfig = log.config
-        segments, log_start, bound, producers = log.cleaner_view()
+        segments, log_start, bound, producers = log.owners.call(log.owner_key, log.cleaner_view)
         if uncleanable_offset is not None:
             bound = min(bound, uncleanable_offset)
         refs = []
@@ -145,11 +147,27 @@ class Cleaner:
         plan, by_base = self.plan(log, first_dirty_offset, uncleanable_offset, now)
         result = self._run(plan, check_abort)
         swapped = i = 0
+
+        def aborted() -> bool:
+            try:
+                check_abort()
+                return False
+            except LogCleaningAbortedError:
+                return True
+
         try:
             for i, g in enumerate(result.groups):
                 check_abort()
                 old = [by_base[b] for b in g.old_bases]
-                if log.replace_segments(old, list(g.old_sizes), g.base_offset, g.end_offset, self.swap_hook):
+                # a command to the partition's owner, withdrawn if the clean is aborted before the owner takes it (the
+                # owner may itself be waiting for this abort: a partition deletion, a truncation)
+                try:
+                    done = log.owners.call(log.owner_key, functools.partial(
+                        log.replace_segments, old, list(g.old_sizes), g.base_offset, g.end_offset, self.swap_hook),
+                        cancelled=aborted)
+                except LogCommandCancelled:
+                    raise LogCleaningAbortedError("cleaning of %s-%d aborted" % log.owner_key) from None
+                if done:
                     swapped += 1
                 else:
                     logger.info("Skipped swapping cleaned segment %d of %s: the log changed meanwhile",
@@ -221,7 +239,7 @@ def log_to_clean(tp: TopicPartition, log: Log, checkpoint_offset: Optional[int],
     first uncleanable offset (active segment, LSO/HW, min.compaction.lag.ms), section sizes, and
     whether max.compaction.lag.ms or a due tombstone horizon forces a clean."""
     cfg = log.config
-    segments, log_start, bound, _ = log.cleaner_view()
+    segments, log_start, bound = log.cleaner_bounds()
     first_dirty = checkpoint_offset if checkpoint_offset is not None else log_start
     if first_dirty < log_start or first_dirty > log.log_end_offset:
         first_dirty = log_start

@@ -99,3 +99,14 @@ class LogSegmentOffsetOverflowError(StorageError):
 
 class IndexFullError(StorageError):
     """An index has no room for another entry; the log rolls before this happens."""
+
+
+class UnexpectedAppendOffsetError(StorageError):
+    """A follower append starts below the LEO (the replica fetcher must truncate first)."""
+
+    error_name = "UNKNOWN_SERVER_ERROR"
+
+    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
+        super().__init__(message)
+        self.first_offset = first_offset
+        self.last_offset = last_offset

@@ -53,11 +53,13 @@ from broker.util.file_slice import FileSlice
 
 from . import files
 from .config import LogConfig
-from .errors import (InvalidRecordError, KafkaStorageError, LogBusyError, OffsetOutOfRangeError, StorageError)
+from .errors import (InvalidRecordError, KafkaStorageError, LogBusyError, OffsetOutOfRangeError,
+                     UnexpectedAppendOffsetError)
 from .checkpoints import atomic_write, fsync_dir, fsync_file
 from .cleaner_batch import iter_stored_records
 from .leader_epoch_file import LeaderEpochFileCache
 from .log_offsets import NO_TXN, LogOffsets, LogView
+from .log_owner import CHECK_OWNER, InlineLogOwners, LogOwners, NotLogOwnerError
 from .log_dir_failure_channel import LogDirFailureChannel, describe_cause
 from .producer_state import (CLIENT, COORDINATOR, REPLICATION, CompletedTxn, ProducerAppendInfo, ProducerStateManager,
                              last_sequence)
@@ -103,19 +105,25 @@ def handles_io(what: str, check_offline: bool = True) -> Callable[[_F], _F]:
     return deco
 
 
+def owner_command(fn: _F) -> _F:
+    """Marks a Log command: run only by the partition's owner (``log_owner.py``). With BROKER_CHECK_LOG_OWNER (the
+    test suites) it asserts that; otherwise it is the method itself, at no cost."""
+    if not CHECK_OWNER:
+        return fn
+
+    @functools.wraps(fn)
+    def wrapper(self: "Log", *args: Any, **kwargs: Any) -> Any:
+        if not self.owners.is_owner(self.owner_key):
+            raise NotLogOwnerError("%s of %s-%d ran on thread %s, not on the partition's owner" % (
+                fn.__name__, self.owner_key[0], self.owner_key[1], threading.current_thread().name))
+        return fn(self, *args, **kwargs)
+    return wrapper  # type: ignore[return-value]
+
+
+_INLINE_OWNERS = InlineLogOwners()
+
 # tuple.__new__ builds a NamedTuple (every field given) without its Python-level __new__: once per append
 _tuple_new = tuple.__new__
-
-
-class UnexpectedAppendOffsetError(StorageError):
-    """A follower append starts below the LEO (the replica fetcher must truncate first)."""
-
-    error_name = "UNKNOWN_SERVER_ERROR"
-
-    def __init__(self, message: str, first_offset: int, last_offset: int) -> None:
-        super().__init__(message)
-        self.first_offset = first_offset
-        self.last_offset = last_offset
 
 
 class ActiveProducer(NamedTuple):
@@ -125,6 +133,15 @@ class ActiveProducer(NamedTuple):
     last_timestamp: int
     coordinator_epoch: int
     current_txn_start_offset: int
+
+
+class FlushPlan(NamedTuple):
+    """A flush taken by the owner (``Log.begin_flush``): the fsyncs another thread may do, then ``end_flush``."""
+
+    up_to: int
+    segments: tuple[LogSegment, ...]
+    unflushed: int
+    unsynced: tuple[list[str], bool]
 
 
 class LogAppendInfo(NamedTuple):
@@ -199,6 +216,10 @@ class Log:
         name = os.path.basename(dir_path)
         tp = files.parse_topic_partition_dir(name)
         self.topic_partition = tp if tp is not None else (name, -1)
+        #: who runs this log's commands, and its key there (the partition; a future log's is its partition's too):
+        #: set by the LogManager. Inline (the caller is the owner) for a Log used alone.
+        self.owners: LogOwners = _INLINE_OWNERS
+        self.owner_key = self.topic_partition
 
     # ------------------------------------------------------------------ opening
     @classmethod
@@ -617,6 +638,7 @@ class Log:
             self._publish()
         return hw
 
+    @owner_command
     def update_high_watermark(self, hw: int) -> int:
         """Set the HW, clamped to [log start offset, LEO]; returns the value stored (a follower's HW, on its
         worker; a log opening)."""
@@ -651,6 +673,7 @@ class Log:
         ``config`` once where its steps must agree (an append, a retention pass)."""
         self.config = config
 
+    @owner_command
     @handles_io("Error while writing the leader epoch checkpoint of %(tp)s in dir %(dir)s")
     def assign_epoch_start_offset(self, leader_epoch: int, start_offset: int) -> None:
         """Record that ``leader_epoch`` starts at ``start_offset`` (on becoming leader)."""
@@ -666,6 +689,14 @@ class Log:
         leo = self.offsets.log_end_offset
         return self.leader_epoch_cache.end_offset_for(leader_epoch, leo)
 
+    def has_ongoing_txn(self, producer_id: int, producer_epoch: int) -> bool:
+        """The log holds an open transaction of this producer at this epoch (KIP-890: no verification needed). Read on
+        the event loop without the lock (one dict lookup, as Kafka's, which reads its producer map unlocked); an
+        append with a verification guard checks it again on the owner."""
+        entry = self.producer_state.last_entry(producer_id)
+        return entry is not None and entry.current_txn_first_offset >= 0 and entry.producer_epoch == producer_epoch
+
+    @owner_command
     def active_producers(self) -> list[ActiveProducer]:
         """Idempotent/transactional producers with state in this log (DescribeProducers)."""
         with self._lock:
@@ -674,6 +705,7 @@ class Log:
                     for e in self.producer_state.producers.values()]
 
     # ------------------------------------------------------------------ appends
+    @owner_command
     def append_as_leader(self, buf: "bytearray | memoryview", leader_epoch: int, *, is_from_client: bool = True
                          ) -> LogAppendInfo:
         """Validate ``buf`` (whole batches), assign offsets in place, append; see LogAppendInfo.
@@ -684,18 +716,21 @@ class Log:
         The HW is not moved here, even for a leader without followers: the event loop raises it after the append
         (Partition.maybe_increment_leader_hw), without the lock.
         """
-        batches = parse_batches(buf)
+        # a compacted topic's null keys are found by the same walk that checks an uncompressed batch's records
+        null_keys: Optional[dict[int, list[int]]] = {} if self.config.compact else None
+        batches = parse_batches(buf, True, null_keys)
         lock = self._lock
         lock.acquire()  # not ``with``: the context-manager protocol costs as much again as the lock itself
         try:
-            return self._append_as_leader_locked(buf, batches, leader_epoch, is_from_client)
+            return self._append_as_leader_locked(buf, batches, leader_epoch, is_from_client, null_keys)
         except OSError as exc:
             self._raise_io_error(APPEND_ERROR, exc)
         finally:
             lock.release()
 
     def _append_as_leader_locked(self, buf: "bytearray | memoryview", batches: list[BatchInfo], leader_epoch: int,
-                                 is_from_client: bool) -> LogAppendInfo:
+                                 is_from_client: bool, null_keys: Optional[dict[int, list[int]]] = None
+                                 ) -> LogAppendInfo:
         """append_as_leader under the lock. Every step of a plain append (one batch, no producer id, the topic's
         codec kept) is a field read or one call: this runs once per partition of every Produce, and a Python call
         costs more than most steps."""
@@ -710,9 +745,10 @@ class Log:
             if converted is not None:
                 buf = converted
                 batches = parse_batches(buf)
+                null_keys = None
         (_, appended, first_offset, last_offset, max_timestamp, offset_of_max_timestamp, num_records,
          valid_bytes) = validate_and_assign_offsets(buf, batches, self._leo, leader_epoch, config, now,
-                                                    is_from_client)
+                                                    is_from_client, null_keys)
         updates: Optional[dict[int, ProducerAppendInfo]] = None
         completed: list[CompletedTxn] = []
         if len(batches) > 1 or batches[0].producer_id >= 0:  # else no producer state to check or keep
@@ -790,6 +826,7 @@ class Log:
                                       last, info.is_transactional)
         return updates
 
+    @owner_command
     def append_as_follower(self, buf: "bytes | bytearray") -> LogAppendInfo:
         """Append replicated batches keeping their offsets and epochs (CRC checked; offsets >= LEO)."""
         batches = parse_batches(buf)
@@ -894,6 +931,7 @@ class Log:
         j = self.config.segment_jitter_ms
         return (hash(base_offset) % j) if j > 0 else 0
 
+    @owner_command
     @handles_io("Error while rolling log segment for %(tp)s in dir %(dir)s")
     def roll(self) -> LogSegment:
         """Start a new active segment at the LEO (no-op if the active segment is empty)."""
@@ -1012,6 +1050,7 @@ class Log:
         # an index entry past the view (the active segment grew since) says nothing about what was read
         return _collect_aborted_txns(segs, start_offset, min(upper, leo), i)
 
+    @owner_command
     @handles_io("Exception while reading from %(tp)s in dir %(dir)s")
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int) -> list[AbortedTxn]:
         """Aborted transactions overlapping [start_offset, upper_bound_offset), from the segment holding
@@ -1032,6 +1071,7 @@ class Log:
         found = view.segments[i].translate_offset(max_offset_exclusive, 0, size)
         return size if found is None else found.position
 
+    @owner_command
     @handles_io("Error while fetching offset by timestamp for %(tp)s in dir %(dir)s")
     def fetch_offset_by_timestamp(self, timestamp: int) -> Optional[tuple[int, int, int]]:
         """ListOffsets: (offset, timestamp, leader_epoch or -1), or None when nothing matches.
@@ -1089,6 +1129,7 @@ class Log:
         return info.base_offset + info.last_offset_delta, target_ts, ple
 
     # ------------------------------------------------------------------ log start, truncation
+    @owner_command
     @handles_io("Exception while increasing log start offset for %(tp)s in dir %(dir)s")
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: raise the log start offset to ``offset`` (<= HW); returns the new low watermark."""
@@ -1110,6 +1151,7 @@ class Log:
             self._recovery_point = offset
         self._publish()
 
+    @owner_command
     @handles_io("Error while truncating log for %(tp)s in dir %(dir)s")
     def truncate_to(self, offset: int) -> bool:
         """Remove every batch with offsets >= ``offset`` (follower truncation); False if nothing to do."""
@@ -1144,6 +1186,7 @@ class Log:
             self._set_high_watermark_locked(self.high_watermark)
             return True
 
+    @owner_command
     @handles_io("Error while truncating the entire log for %(tp)s in dir %(dir)s")
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete every segment and restart the log, empty, at ``offset``."""
@@ -1153,6 +1196,7 @@ class Log:
     def _note_truncation(self, offset: int) -> None:
         self._truncated_to = offset if self._truncated_to is None else min(self._truncated_to, offset)
 
+    @owner_command
     def pop_truncation_point(self) -> Optional[int]:
         """The lowest offset this log was truncated to since the last call (None: no truncation since)."""
         with self._lock:
@@ -1173,6 +1217,7 @@ class Log:
         self._set_high_watermark_locked(offset)
 
     # ------------------------------------------------------------------ retention
+    @owner_command
     @handles_io("Error while deleting segments for %(tp)s in dir %(dir)s")
     def delete_old_segments(self, now_ms: Optional[int] = None) -> int:
         """Apply retention.ms, retention.bytes and the log start offset; returns segments deleted.
@@ -1238,6 +1283,7 @@ class Log:
             remove()
 
     # ------------------------------------------------------------------ log cleaner support
+    @owner_command
     def cleaner_view(self) -> tuple[list[LogSegment], int, int, dict[int, tuple[int, int]]]:
         """(segments, log start offset, first uncleanable offset bound, {producer id: (last data offset, epoch)}).
 
@@ -1252,6 +1298,15 @@ class Log:
                          for pid, e in self.producer_state.producers.items()}
             return list(self.segments), self._log_start_offset, bound, producers
 
+    def cleaner_bounds(self) -> tuple[tuple[LogSegment, ...], int, int]:
+        """(segments, log start offset, min(active segment base, LSO)) from the published view, on any thread: what
+        the cleaner measures to choose a log (``cleaner_view``, on the owner, is what it then cleans)."""
+        self._check_open()
+        view = self._view
+        segs = view.segments
+        return segs, view.offsets.log_start_offset, min(segs[-1].base_offset, self.last_stable_offset)
+
+    @owner_command
     @handles_io("Error while replacing segments of %(tp)s in dir %(dir)s")
     def replace_segments(self, old: list[LogSegment], old_sizes: list[int], base_offset: int, end_offset: int,
                          hook: Optional[SwapHook] = None) -> bool:
@@ -1316,33 +1371,49 @@ class Log:
             return True
 
     # ------------------------------------------------------------------ flush / close
+    @owner_command
     @handles_io("Error while flushing log for %(tp)s in dir %(dir)s")
     def flush(self, up_to_offset: Optional[int] = None) -> None:
-        """fsync segments holding offsets below ``up_to_offset`` (default LEO); advances the recovery point.
+        """fsync segments holding offsets below ``up_to_offset`` (default LEO); advances the recovery point. All on
+        the owner (a log dir move's copy); the LogManager's flushes do the fsyncs on their own thread instead
+        (``begin_flush``, ``flush_files``, ``end_flush``), so the owner's appends do not wait for the disk."""
+        plan = self.begin_flush(up_to_offset)
+        if plan is not None:
+            self.flush_files(plan)
+            self.end_flush(plan)
 
-        The fsyncs run outside the lock so appends are not blocked behind the disk.
-        """
+    @owner_command
+    def begin_flush(self, up_to_offset: Optional[int] = None) -> Optional[FlushPlan]:
+        """What a flush to ``up_to_offset`` must fsync (None: nothing below the recovery point is left); takes the
+        small files written without fsync with it."""
         with self._lock:
             up_to = self._leo if up_to_offset is None else min(up_to_offset, self._leo)
             if up_to <= self._recovery_point:
-                return
+                return None
             lo = max(bisect.bisect_right(self._bases, self._recovery_point) - 1, 0)
-            todo = [seg for seg in self.segments[lo:] if seg.base_offset < up_to]
-            unflushed = self._unflushed_messages
-        for seg in todo:
+            todo = tuple(seg for seg in self.segments[lo:] if seg.base_offset < up_to)
+            return FlushPlan(up_to, todo, self._unflushed_messages, self._take_unsynced())
+
+    @handles_io("Error while flushing log for %(tp)s in dir %(dir)s")
+    def flush_files(self, plan: FlushPlan) -> None:
+        """The fsyncs of ``plan``, on any thread (they change no state of the log). A segment deleted meanwhile is
+        fine; any other error is a storage failure."""
+        for seg in plan.segments:
             try:
                 seg.flush()
             except (ValueError, OSError):
-                with self._lock:
-                    gone = self._closed or all(seg is not s for s in self.segments)
-                if not gone:
-                    raise  # a segment deleted meanwhile is fine; anything else is a storage failure
-        self.sync_metadata_files()
+                if not (self._closed or all(seg is not s for s in self._view.segments)):
+                    raise
+        self._sync_metadata_files(plan.unsynced)
+
+    @owner_command
+    def end_flush(self, plan: FlushPlan) -> None:
+        """After ``flush_files``: the recovery point reaches the plan's offset."""
         with self._lock:
-            if up_to > self._recovery_point:
-                self._recovery_point = up_to
-            if up_to >= self._leo:
-                self._unflushed_messages = max(0, self._unflushed_messages - unflushed)
+            if plan.up_to > self._recovery_point:
+                self._recovery_point = plan.up_to
+            if plan.up_to >= self._leo:
+                self._unflushed_messages = max(0, self._unflushed_messages - plan.unflushed)
 
     def _flush_locked(self, up_to: int) -> None:
         if up_to <= self._recovery_point:
@@ -1358,6 +1429,7 @@ class Log:
             self._unflushed_messages = 0
 
     # ------------------------------------------------------------------ small files made durable with the segments
+    @owner_command
     def note_unsynced_file(self, path: str) -> None:
         """``path`` (a file of this partition written without fsync) becomes durable with the next flush."""
         with self._lock:
@@ -1382,6 +1454,7 @@ class Log:
             fsync_file(path)
         fsync_dir(self.dir)
 
+    @owner_command
     @handles_io("Error while writing the leader epoch checkpoint of %(tp)s in dir %(dir)s")
     def take_unsynced_files(self) -> list[str]:
         """The small files written without fsync since the last sync (a marked leader-epoch change written now),
@@ -1389,6 +1462,7 @@ class Log:
         with self._lock:
             return self._take_unsynced()[0]
 
+    @owner_command
     @handles_io("Error while flushing the metadata files of %(tp)s in dir %(dir)s")
     def sync_metadata_files(self) -> None:
         """fsync the small files (leader epochs, producer snapshots, partition.metadata) written without fsync
@@ -1397,10 +1471,12 @@ class Log:
             taken = self._take_unsynced()
         self._sync_metadata_files(taken)
 
+    @owner_command
     def remove_expired_producers(self, now_ms: Optional[int] = None) -> None:
         with self._lock:
             self.producer_state.remove_expired_producers(self._now_ms() if now_ms is None else now_ms)
 
+    @owner_command
     @handles_io("Error while closing %(tp)s in dir %(dir)s", check_offline=False)
     def close(self, sync: bool = True) -> None:
         """Snapshot producer state at the LEO and close every segment (indexes trimmed).
@@ -1422,6 +1498,7 @@ class Log:
                 self.leader_epoch_cache.write_pending()
             self._closed = True
 
+    @owner_command
     def mark_flushed(self) -> None:
         """Everything of this log was made durable by the caller (``sync_filesystem`` after ``close(False)``):
         the recovery point is the LEO."""
@@ -1431,6 +1508,7 @@ class Log:
             self._recovery_point = self._leo
             self._unflushed_messages = 0
 
+    @owner_command
     @handles_io("Error while deleting log for %(tp)s in dir %(dir)s")
     def delete(self) -> None:
         """Close and remove the whole directory."""
@@ -1442,6 +1520,7 @@ class Log:
                 self._closed = True
             shutil.rmtree(self.dir, ignore_errors=True)
 
+    @owner_command
     @handles_io("Error while renaming dir for %(tp)s in log dir %(dir)s")
     def rename_dir(self, new_dir: str) -> None:
         with self._lock:
@@ -1449,6 +1528,7 @@ class Log:
             os.rename(self.dir, new_dir)
             self.dir = new_dir
 
+    @owner_command
     @handles_io("Error while replacing the log of %(tp)s in dir %(dir)s with its future log")
     def replace_with_future(self, future: "Log", new_dir: str, retired_dir: str,
                             reopen: Callable[[str, int, int, int], "Log"],

@@ -47,6 +47,8 @@ from .log_dir_check import LogDirsError
 from .cleaner import CleanerConfig, LogCleaner
 from .log import NOT_DIR_FAILURES, Log
 from .log_dir_failure_channel import LogDirFailureChannel, describe_cause
+from .log_owner import InlineLogOwners, LogOwners
+from .partition_log import PartitionLog
 from .scheduler import Scheduler
 
 logger = logging.getLogger(__name__)
@@ -59,6 +61,13 @@ SYNCFS_ABOVE_FILES = 256
 
 class InconsistentBrokerIdError(KafkaStorageError):
     error_name = "KAFKA_STORAGE_ERROR"
+
+
+def _outcome(fn: Callable[[Log], object], log: Log) -> tuple[object, Optional[Exception]]:
+    try:
+        return fn(log), None
+    except Exception as exc:  # noqa: BLE001 - handed back with the log it belongs to
+        return None, exc
 
 
 def future_dir_name(topic: str, partition: int) -> str:
@@ -147,6 +156,8 @@ class LogManager:
         self.recovery_threads_per_data_dir = recovery_threads_per_data_dir
         file_cache.SEGMENT_FILES.set_capacity(segment_file_cache_size)
         self._lock = threading.RLock()
+        #: who runs each log's commands (``attach_owners``; until then whoever calls, as at start-up)
+        self.owners: LogOwners = InlineLogOwners()
         #: one writer at a time per checkpoint file (this scheduler and the ReplicaManager's HW checkpoints)
         self._checkpoint_lock = threading.Lock()
         self._logs: dict[TopicPartition, Log] = {}
@@ -181,7 +192,7 @@ class LogManager:
             raise
         self._load_logs()
         self.cleaner = LogCleaner(cleaner_config if cleaner_config is not None else CleanerConfig(),
-                                  self.live_log_dirs, self.all_logs, self.log_dir_of, time=time)
+                                  self.live_log_dirs, self._current_logs, self.log_dir_of, time=time)
         self.cleaner.failure_channel = self.failure_channel
         for tp in self._future_logs:  # a moving partition is not cleaned (Kafka's abortAndPauseCleaning)
             self.cleaner.abort_and_pause_cleaning(tp)
@@ -264,7 +275,20 @@ class LogManager:
                        producer_id_expiration_ms=self.producer_id_expiration_ms,
                        log_dir_failure_channel=self.failure_channel, **kwargs)  # type: ignore[arg-type]
         log.on_roll = self._on_roll
+        log.owners = self.owners
+        if log.topic_partition[1] < 0:  # a future log: its partition's owner runs it too
+            tp = parse_future_dir(os.path.basename(path))
+            if tp is not None:
+                log.owner_key = tp
         return log
+
+    def attach_owners(self, owners: LogOwners) -> None:
+        """From now on each log's commands run on its partition's owner in ``owners`` (the ReplicaManager's I/O
+        workers); the periodic tasks and the cleaner hand theirs over."""
+        with self._lock:
+            self.owners = owners
+            for log in list(self._logs.values()) + list(self._future_logs.values()):
+                log.owners = owners
 
     def _load_logs(self) -> None:
         """Load every partition dir of every log dir, ``num.recovery.threads.per.data.dir`` threads per dir as
@@ -370,11 +394,15 @@ class LogManager:
         self.cleaner.startup()
 
     # ------------------------------------------------------------------ access
-    def get_log(self, tp: TopicPartition) -> Optional[Log]:
+    def get_log(self, tp: TopicPartition) -> Optional[PartitionLog]:
         with self._lock:
             return self._logs.get(tp)
 
-    def all_logs(self) -> dict[TopicPartition, Log]:
+    def all_logs(self) -> dict[TopicPartition, PartitionLog]:
+        return dict(self._current_logs())
+
+    def _current_logs(self) -> dict[TopicPartition, Log]:
+        """The logs themselves, for storage's own tasks and the cleaner (the layers above get PartitionLogs)."""
         with self._lock:
             return dict(self._logs)
 
@@ -383,7 +411,7 @@ class LogManager:
             return self._log_dir_of.get(tp)
 
     def get_or_create_log(self, topic: str, partition: int, config: Optional[LogConfig] = None,
-                          topic_id: Optional[str] = None, is_new: bool = True) -> Log:
+                          topic_id: Optional[str] = None, is_new: bool = True) -> PartitionLog:
         """The partition's log; a new one goes to the live log dir holding the fewest partitions.
 
         ``is_new`` False (LeaderAndIsr for a replica that existed before) while a log dir is offline: the log may
@@ -469,13 +497,13 @@ class LogManager:
         log.rename_dir(target)
         delay = log.config.file_delete_delay_ms
         if delay > 0 and not self._shut_down:
-            self.scheduler.schedule("delete-log", log.delete, delay / 1000.0)
+            self.scheduler.schedule("delete-log", lambda: self.owners.call(tp, log.delete), delay / 1000.0)
         else:
             log.delete()
         return True
 
     # ------------------------------------------------------------------ moves between log dirs (KIP-113)
-    def get_future_log(self, tp: TopicPartition) -> Optional[Log]:
+    def get_future_log(self, tp: TopicPartition) -> Optional[PartitionLog]:
         with self._lock:
             return self._future_logs.get(tp)
 
@@ -483,7 +511,7 @@ class LogManager:
         with self._lock:
             return self._future_dir_of.get(tp)
 
-    def all_future_logs(self) -> dict[TopicPartition, Log]:
+    def all_future_logs(self) -> dict[TopicPartition, PartitionLog]:
         with self._lock:
             return dict(self._future_logs)
 
@@ -554,7 +582,7 @@ class LogManager:
             if self._log_dir_of.get(tp) != d and self._future_dir_of.get(tp) != d:
                 self._preferred_dirs[tp] = d
 
-    def create_future_log(self, tp: TopicPartition, log_dir: str, topic_id: Optional[str] = None) -> Log:
+    def create_future_log(self, tp: TopicPartition, log_dir: str, topic_id: Optional[str] = None) -> PartitionLog:
         """The future log of ``tp`` in ``log_dir`` (created empty at the current log's start offset if needed)."""
         d = os.path.normpath(log_dir)
         if d not in self.log_dirs:
@@ -657,35 +685,43 @@ class LogManager:
         """Retention pass over every log; returns the number of segments deleted."""
         total = 0
         now = int(self._time() * 1000)
-        for tp, log in self.all_logs().items():
-            try:
-                total += log.delete_old_segments(now)
-            except KafkaStorageError:
-                pass  # the log dir failed: reported to the LogDirFailureChannel
-            except Exception:
-                logger.exception("Retention failed for %s-%d", tp[0], tp[1])
+        logs = self._current_logs()
+        tps = list(logs)
+        for tp, (n, exc) in zip(tps, self.owners.call_each(tps, lambda tp: logs[tp].delete_old_segments(now))):
+            if exc is None:
+                total += n or 0
+            elif not isinstance(exc, KafkaStorageError):  # a failed log dir was reported to the channel
+                logger.error("Retention failed for %s-%d", tp[0], tp[1], exc_info=exc)
         return total
 
     def flush_dirty_logs(self) -> None:
         """fsync logs whose flush.ms elapsed since their last flush (a monotonic interval: a wall-clock jump back
         must not delay the fsyncs; Kafka uses the wall clock here)."""
         now = int(_time.monotonic() * 1000)
-        for tp, log in self.all_logs().items():
+        for tp, log in self._current_logs().items():
             last = self._last_flush_ms.setdefault(tp, now)
             if now - last >= log.config.flush_ms:
                 try:
-                    log.flush()
+                    self._flush(tp, log, None)
                 except KafkaStorageError:
                     pass  # the log dir failed: reported to the LogDirFailureChannel
                 except Exception:
                     logger.exception("Flush failed for %s-%d", tp[0], tp[1])
                 self._last_flush_ms[tp] = now
 
+    def _flush(self, tp: TopicPartition, log: Log, up_to: Optional[int]) -> None:
+        """Flush ``log`` from this thread: the owner says what to fsync and moves the recovery point; the fsyncs run
+        here, so the partition's appends do not wait for the disk (Kafka's flush holds no log lock either)."""
+        plan = self.owners.call(tp, lambda: log.begin_flush(up_to))
+        if plan is not None:
+            log.flush_files(plan)
+            self.owners.call(tp, lambda: log.end_flush(plan))
+
     def _on_roll(self, log: Log, new_base: int) -> None:
         """Kafka flushes a rolled segment in the background right after the roll."""
         def flush() -> None:
             try:
-                log.flush(new_base)
+                self._flush(log.owner_key, log, new_base)
             except KafkaStorageError:
                 pass  # the log dir failed: reported to the LogDirFailureChannel
 
@@ -693,8 +729,11 @@ class LogManager:
 
     def remove_expired_producers(self) -> None:
         now = int(self._time() * 1000)
-        for log in self.all_logs().values():
-            log.remove_expired_producers(now)
+        logs = self._current_logs()
+        tps = list(logs)
+        for tp, (_, exc) in zip(tps, self.owners.call_each(tps, lambda tp: logs[tp].remove_expired_producers(now))):
+            if exc is not None and not isinstance(exc, KafkaStorageError):
+                logger.error("Producer expiration failed for %s-%d", tp[0], tp[1], exc_info=exc)
 
     def checkpoint_all(self) -> None:
         """Write recovery point, log start offset and HW checkpoints of every log dir; first make durable the
@@ -708,13 +747,15 @@ class LogManager:
         """fsync every partition's small files written without fsync; past ``SYNCFS_ABOVE_FILES`` of them (after
         thousands of partitions were created or changed leader) one syncfs per log dir does it at once."""
         pending: list[tuple[Log, list[str]]] = []
-        for log in self.all_logs().values():
-            try:
-                paths = log.take_unsynced_files()
-            except KafkaStorageError:
-                continue  # the log dir failed: reported to the LogDirFailureChannel
+        logs = self._current_logs()
+        tps = list(logs)
+        for tp, (paths, exc) in zip(tps, self.owners.call_each(tps, lambda tp: logs[tp].take_unsynced_files())):
+            if exc is not None:
+                if not isinstance(exc, KafkaStorageError):  # a failed log dir was reported to the channel
+                    logger.error("Taking the unsynced files of %s-%d failed", tp[0], tp[1], exc_info=exc)
+                continue
             if paths:
-                pending.append((log, paths))
+                pending.append((logs[tp], paths))
         if sum(len(p) for _, p in pending) > SYNCFS_ABOVE_FILES:
             for d in self.live_log_dirs:
                 try:
@@ -730,6 +771,26 @@ class LogManager:
             except OSError as exc:
                 self.report_io_error(log.parent_dir, "Error while flushing the metadata files of %s-%d in dir %s"
                                      % (*log.topic_partition, log.parent_dir), exc)
+
+    def _each_log(self, logs: list[Log], fn: Callable[[Log], object]) -> list[tuple[object, Optional[Exception]]]:
+        """``fn(log)`` for each of ``logs`` (a current and a future log of one partition may both be there) on its
+        owner, a few hand-offs in all."""
+        out: list[tuple[object, Optional[Exception]]] = []
+        by_key: dict[TopicPartition, list[Log]] = {}
+        for log in logs:
+            by_key.setdefault(log.owner_key, []).append(log)
+        keys = list(by_key)
+        results = dict(zip(keys, self.owners.call_each(keys, lambda tp: [_outcome(fn, x) for x in by_key[tp]])))
+        pos: dict[TopicPartition, int] = {}
+        for log in logs:
+            res, exc = results[log.owner_key]
+            if exc is not None:
+                out.append((None, exc))
+                continue
+            i = pos.get(log.owner_key, 0)
+            pos[log.owner_key] = i + 1
+            out.append(res[i])  # type: ignore[index]
+        return out
 
     def _logs_in_dir(self, log_dir: str) -> dict[TopicPartition, Log]:
         """Current and future logs in ``log_dir`` (one partition has at most one log per dir)."""
@@ -799,16 +860,13 @@ class LogManager:
             self.scheduler.shutdown()
         self.scheduler.run_pending_now()
         with self._lock:
-            everything = list(self._future_logs.items()) + list(self._logs.items())
+            everything = list(self._future_logs.values()) + list(self._logs.values())
         closed = []
-        for tp, log in everything:
-            try:
-                log.close(sync=False)
+        for log, (_, exc) in zip(everything, self._each_log(everything, lambda log: log.close(sync=False))):
+            if exc is None:
                 closed.append(log)
-            except KafkaStorageError:
-                pass  # its log dir failed meanwhile: reported to the LogDirFailureChannel
-            except Exception:
-                logger.exception("Error closing log %s-%d", tp[0], tp[1])
+            elif not isinstance(exc, KafkaStorageError):  # a failed log dir was reported to the channel
+                logger.error("Error closing log %s-%d", log.owner_key[0], log.owner_key[1], exc_info=exc)
         # One syncfs per log dir instead of an fsync per segment, index and snapshot of every partition (at
         # 10,000 partitions that is tens of thousands of fsyncs); only then do recovery points reach the LEO.
         # An offline dir gets nothing: no checkpoint, no clean shutdown marker (its logs are recovered at the next
@@ -820,9 +878,7 @@ class LogManager:
                 synced.add(d)
             except OSError as exc:
                 self.report_io_error(d, "Error while flushing log dir %s at shutdown" % d, exc)
-        for log in closed:
-            if log.parent_dir in synced:
-                log.mark_flushed()
+        self._each_log([log for log in closed if log.parent_dir in synced], lambda log: log.mark_flushed())
         self.checkpoint_all()
         for d in self.live_log_dirs:
             try:

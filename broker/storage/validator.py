@@ -9,7 +9,7 @@ LogAppendTime topics, the max timestamp rewritten (CRC recomputed).
 """
 from __future__ import annotations
 
-from typing import NamedTuple
+from typing import NamedTuple, NoReturn, Optional
 
 from broker.accel import record_batch
 from broker.protocol.records import errors as record_errors
@@ -40,10 +40,12 @@ class ValidatedBatches(NamedTuple):
     valid_bytes: int
 
 
-def parse_batches(buf: "bytes | bytearray | memoryview", check_crc: bool = True) -> list[BatchInfo]:
-    """validate_batches with the record-layer errors turned into storage errors."""
+def parse_batches(buf: "bytes | bytearray | memoryview", check_crc: bool = True,
+                  null_keys: Optional[dict[int, list[int]]] = None) -> list[BatchInfo]:
+    """validate_batches with the record-layer errors turned into storage errors. ``null_keys`` (a compacted topic):
+    filled with the null-key records of the uncompressed data batches, by position, from the same walk."""
     try:
-        return record_batch.validate_batches(buf, check_crc)
+        return record_batch.validate_batches(buf, check_crc, null_keys)
     except record_errors.CorruptRecordError as e:
         raise CorruptRecordError(e.message) from None
     except record_errors.InvalidRecordError as e:
@@ -60,14 +62,17 @@ def _batch_records(buf: "bytearray | memoryview", info: BatchInfo) -> list:
 
 
 def validate_and_assign_offsets(buf: "bytearray | memoryview", batches: list[BatchInfo], next_offset: int,
-                                leader_epoch: int, config: LogConfig, now_ms: int, is_from_client: bool
-                                ) -> ValidatedBatches:
+                                leader_epoch: int, config: LogConfig, now_ms: int, is_from_client: bool,
+                                null_keys: Optional[dict[int, list[int]]] = None) -> ValidatedBatches:
     """Apply Kafka's per-batch validation rules, then stamp offsets/epoch (and LogAppendTime) in place.
 
     Every batch passes the rules before any is stamped (one native pass stamps them all): a rejected append leaves
     the offsets it would have had unwritten. This runs once per partition of every Produce, so the rules read each
     header by unpacking it (a ``BatchInfo`` attribute read costs a descriptor call) and the result is built without
     the NamedTuple's Python-level ``__new__``.
+
+    ``null_keys``: what ``parse_batches`` found of a compacted topic's uncompressed batches (None when it was not
+    asked, e.g. the topic became compacted since: then they are walked here).
     """
     max_bytes = config.max_message_bytes
     segment_bytes = config.segment_bytes
@@ -96,7 +101,12 @@ def validate_and_assign_offsets(buf: "bytearray | memoryview", batches: list[Bat
             if producer_id >= 0 and base_sequence < 0:
                 raise InvalidRecordError("invalid sequence %d for producer %d" % (base_sequence, producer_id))
         if compact and not attributes & CONTROL_MASK:
-            _check_records(buf, info, attributes & COMPRESSION_MASK, True)
+            if null_keys is not None and not attributes & COMPRESSION_MASK:
+                missing = null_keys.get(info[0])
+                if missing:
+                    _refuse_null_keys(missing)
+            else:
+                _check_records(buf, info, attributes & COMPRESSION_MASK, True)
         elif attributes & COMPRESSION_MASK:
             _check_records(buf, info, attributes & COMPRESSION_MASK, False)
         if check_timestamps and not attributes & TIMESTAMP_TYPE_MASK:
@@ -109,12 +119,11 @@ def validate_and_assign_offsets(buf: "bytearray | memoryview", batches: list[Bat
 
 
 def _check_records(buf: "bytearray | memoryview", info: BatchInfo, codec: int, keys_required: bool) -> None:
-    """The one pass over a batch's records an append makes after ``parse_batches`` (which checked the CRC once and
-    walked an uncompressed batch's records): a compressed batch is decompressed once and its framing walked; for a
-    compacted topic that same walk finds the records without a key, which it refuses (each one named in the error,
-    as Kafka's). An uncompressed batch of a compacted topic is walked a second time here (framing only: no CRC, no
-    copy), since ``parse_batches`` runs before the topic's config is read. No record object is made. LZ4 (the
-    codec of most Kafka producers) is decoded and walked in one native call, without the GIL."""
+    """The one pass over a compressed batch's records an append makes after ``parse_batches`` (which checked the CRC
+    once and walked the uncompressed batches' records, noting a compacted topic's null keys): the batch is
+    decompressed once and its framing walked; for a compacted topic that same walk finds the records without a key,
+    which it refuses (each one named in the error, as Kafka's). No record object is made. LZ4 (the codec of most
+    Kafka producers) is decoded and walked in one native call, without the GIL."""
     try:
         data: "bytes | memoryview" = memoryview(buf)[info.position + RECORD_BATCH_OVERHEAD:info.position + info.size]
         if codec == LZ4:
@@ -133,9 +142,13 @@ def _check_records(buf: "bytearray | memoryview", info: BatchInfo, codec: int, k
     except Exception as e:  # a broken compressed stream
         raise CorruptRecordError("cannot decompress batch: %s" % e) from None
     if missing:
-        raise InvalidRecordError("One or more records have been rejected due to missing keys",
-                                 [(i, "Compacted topic cannot accept message without key in topic partition.")
-                                  for i in missing])
+        _refuse_null_keys(missing)
+
+
+def _refuse_null_keys(missing: list[int]) -> NoReturn:
+    raise InvalidRecordError("One or more records have been rejected due to missing keys",
+                             [(i, "Compacted topic cannot accept message without key in topic partition.")
+                              for i in missing])
 
 
 def _check_timestamps(base_timestamp: int, max_timestamp: int, now_ms: int, before_max: int, after_max: int) -> None:

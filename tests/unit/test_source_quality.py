@@ -63,6 +63,17 @@ def test_storage_never_sees_requests() -> None:
         assert not bad, f"{path.relative_to(ROOT)} imports {bad}"
 
 
+def test_no_log_outside_storage() -> None:
+    """Issue 20: above storage a partition's log is a ``PartitionLog`` (published state and owner commands), never the
+    ``Log`` itself, so nothing up there can reach its lock, segments or producer state."""
+    for path in sorted(BROKER.rglob("*.py")):
+        rel = path.relative_to(BROKER).as_posix()
+        if rel.startswith("storage/"):
+            continue
+        bad = {m for m in _imports(path) if m == "broker.storage.log"}
+        assert not bad, f"broker/{rel} imports broker.storage.log; use broker.storage.partition_log.PartitionLog"
+
+
 def test_only_cluster_coordinator_and_server_use_zookeeper() -> None:
     for path in sorted(BROKER.rglob("*.py")):
         rel = path.relative_to(BROKER).as_posix()

@@ -245,17 +245,18 @@ def test_the_copy_follows_truncations_of_the_current_log(tmp_path) -> None:
             await _produce(n.rm, 50)
             p = n.rm.get_partition(TP)
             cur = p.log
-            cur.pop_truncation_point()
+            on_owner = n.lm.owners.call  # the log's commands run on the partition's worker, as in the broker
+            on_owner(TP, cur.pop_truncation_point)
             fut = n.lm.create_future_log(TP, d1)
             part = SimpleNamespace(tp=TP, log=cur, future_log=fut, deleted=False)
-            outcome, copied = move_step(n.lm, part, 2000)  # a few batches
+            outcome, copied = on_owner(TP, lambda: move_step(n.lm, part, 2000))  # a few batches
             assert outcome == COPIED and copied > 0 and 0 < fut.log_end_offset < 50
             # as a follower would after a leader change: truncate, then take the new leader's records
-            cur.truncate_to(3)
-            cur.assign_epoch_start_offset(1, 3)
-            cur.append_as_leader(records(b"new-a", b"new-b"), 1)
+            on_owner(TP, lambda: cur.truncate_to(3))
+            on_owner(TP, lambda: cur.assign_epoch_start_offset(1, 3))
+            on_owner(TP, lambda: cur.append_as_leader(records(b"new-a", b"new-b"), 1))
             for _ in range(100):
-                outcome, _ = move_step(n.lm, part, 2000)
+                outcome, _ = on_owner(TP, lambda: move_step(n.lm, part, 2000))
                 if outcome == SWAPPED:
                     break
             assert outcome == SWAPPED and part.future_log is None

@@ -164,7 +164,7 @@ def test_not_enough_replicas_before_and_after_append(tmp_path) -> None:
             # The record got replicated, but by the time the waiting request looks the ISR is [1].
             p = rm.get_partition(TP)
             from broker.replica.partition import IsrState
-            b.log.update_high_watermark(2)
+            b.log_manager.owners.call(TP, lambda: b.log.update_high_watermark(2))  # as its owner would
             p.isr_state = IsrState.committed([1])
             rm.try_complete_delayed(TP)
             assert (await asyncio.wait_for(waiting, 8))[TP].error_code == ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND

@@ -169,12 +169,12 @@ def test_out_of_range_follower_ahead_of_new_leader_truncates_to_its_end(tmp_path
             await c.crash(2)
             b1 = c.start(1)
             # Forget broker 1's last two records and its epochs, and its HW: it comes back with a short log.
-            b1.log_manager.get_log(TP).truncate_to(2)
+            b1.log_manager.owners.call(TP, lambda: b1.log_manager.get_log(TP).truncate_to(2))
             b1.log_manager.get_log(TP).leader_epoch_cache.clear()
             await c.leader_and_isr(1, state(1, 1, [1], [1, 2]))
             b1.log.leader_epoch_cache.clear()
             b2 = c.start(2)
-            b2.log_manager.get_log(TP).update_high_watermark(4)
+            b2.log_manager.owners.call(TP, lambda: b2.log_manager.get_log(TP).update_high_watermark(4))
             await c.leader_and_isr(2, state(1, 1, [1], [1, 2]))
             # Broker 2 starts at its HW (4) > leader LEO (2): OFFSET_OUT_OF_RANGE -> truncate to 2.
             await wait_until(lambda: b2.log.log_end_offset == 2 and b2.rm.fetcher_manager.fetch_state(TP) is not None

@@ -12,6 +12,8 @@ import pytest
 from broker.replica.config import ReplicaConfig
 from broker.replica.manager import _topic_id_str
 from broker.storage.checkpoints import OffsetCheckpointFile
+from broker.storage.log import Log
+from broker.storage.log_manager import LogManager
 
 from .harness import TOPIC_ID, TP, FakeCluster, read_all_bytes, records, state, values_of, wait_until
 
@@ -116,12 +118,14 @@ def test_follower_with_an_epoch_unknown_to_the_leader_truncates_in_steps(tmp_pat
         try:
             a, b = c.start(1), c.start(2)
             tid = _topic_id_str(TOPIC_ID)
-            la = a.log_manager.get_or_create_log("t", 0, c.log_config, tid)
-            lb = b.log_manager.get_or_create_log("t", 0, c.log_config, tid)
-            la.append_as_leader(records(b"a"), 0)
-            la.append_as_leader(records(b"x", b"y"), 2)
-            lb.append_as_leader(records(b"a"), 0)
-            lb.append_as_leader(records(b"b"), 1)
+            def fill(lm: LogManager, epochs: list) -> Log:  # on the partition's owner, as the broker's appends
+                plog = lm.get_or_create_log("t", 0, c.log_config, tid)
+                for values, epoch in epochs:
+                    plog.append_as_leader(records(*values), epoch)
+                return plog
+
+            la = a.log_manager.owners.call(TP, lambda: fill(a.log_manager, [((b"a",), 0), ((b"x", b"y"), 2)]))
+            lb = b.log_manager.owners.call(TP, lambda: fill(b.log_manager, [((b"a",), 0), ((b"b",), 1)]))
             await c.leader_and_isr(2, state(2, 3, [2], [1, 2]))
             await b.rm.append_records(1, {TP: records(b"c")})
             assert lb.leader_epoch_cache.entries == [(0, 0), (1, 1), (3, 2)]

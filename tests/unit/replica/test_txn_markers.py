@@ -45,7 +45,7 @@ def test_markers_are_appended_as_leader_and_the_listener_hears_of_them(tmp_path)
             assert errors == {TP: 0, (TOPIC, 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
             assert heard == [(TOPIC, 0, PID, False)]
             assert b.log.last_stable_offset == b.log.log_end_offset == 3
-            assert b.log.active_producers()[0].coordinator_epoch == 3
+            assert b.log_manager.owners.call(TP, b.log.active_producers)[0].coordinator_epoch == 3
             # a zombie coordinator (older coordinator epoch) is fenced; nothing is appended, nobody hears of it
             assert await rm.append_txn_markers(PID, 0, 2, True, [TP], 5000) == {
                 TP: ErrorCode.TRANSACTION_COORDINATOR_FENCED}

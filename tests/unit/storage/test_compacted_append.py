@@ -25,9 +25,11 @@ class _Counting:
         self.crc_checks = 0
         self.decompressions = 0
         self.record_objects = 0
+        #: walks of a batch's records after validate_batches (which walks an uncompressed batch's itself)
+        self.later_walks = 0
 
-        def validate_batches(buf: Any, check_crc: bool = True) -> Any:
-            infos = real.validate_batches(buf, check_crc)
+        def validate_batches(buf: Any, check_crc: bool = True, null_keys: Any = None) -> Any:
+            infos = real.validate_batches(buf, check_crc, null_keys)
             self.crc_checks += len(infos) if check_crc else 0
             return infos
 
@@ -43,11 +45,21 @@ class _Counting:
 
         def lz4_frame_records(data: Any, record_count: int, keys_required: bool) -> Any:
             self.decompressions += 1  # an LZ4 batch is decompressed and walked in this one call
+            self.later_walks += 1
             return real.lz4_frame_records(data, record_count, keys_required)
+
+        def null_key_records(data: Any, record_count: int) -> Any:
+            self.later_walks += 1
+            return real.null_key_records(data, record_count)
+
+        def validate_records(data: Any, record_count: int) -> Any:
+            self.later_walks += 1
+            return real.validate_records(data, record_count)
 
         names = {n: getattr(real, n) for n in dir(real) if not n.startswith("__")}
         names.update(validate_batches=validate_batches, iter_records=iter_records,
-                     lz4_frame_records=lz4_frame_records)
+                     lz4_frame_records=lz4_frame_records, null_key_records=null_key_records,
+                     validate_records=validate_records)
         monkeypatch.setattr(validator, "record_batch", SimpleNamespace(**names))
         monkeypatch.setattr(validator, "decompress", decompress)
 
@@ -63,6 +75,9 @@ def test_each_batch_is_crc_checked_and_decompressed_once(open_log: Callable[...,
     assert (info.first_offset, info.last_offset) == (0, 14)
     assert counting.crc_checks == 3
     assert counting.decompressions == (3 if codec else 0)
+    # each batch's records are walked once: an uncompressed one by validate_batches, a compressed one after its
+    # decompression
+    assert counting.later_walks == (3 if codec else 0)
     assert counting.record_objects == 0
 
 

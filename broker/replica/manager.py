@@ -43,7 +43,7 @@ from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, Lis
                     Sequence, Tuple, Union, cast)
 
 from broker.accel import record_batch
-from broker.errors import ErrorCode, error_for_code
+from broker.errors import ErrorCode
 from broker.util import clock as _clock
 from broker.metrics.stats import BrokerTopicStats
 from broker.replica.alter_log_dirs import ReplicaAlterLogDirsManager
@@ -57,10 +57,10 @@ from broker.replica.partition_changes import PartitionChanges
 from broker.replica.purgatory import (DelayedDeleteRecords, DelayedElectLeader, DelayedFetch, DelayedOperationPurgatory,
                                       DelayedProduce, DeleteRecordsStatus, ProduceStatus)
 from broker.replica.replication_quota import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, ReplicationQuotas
+from broker.replica.results import ProduceResult, ReadResult
 from broker.storage.errors import LogBusyError
 from broker.util import runtime_tuning
 from broker.util.broker_channel import BrokerChannelFactory, BrokerNode
-from broker.util.file_slice import FileSlice
 from broker.util.request_time import parked
 
 if TYPE_CHECKING:
@@ -81,40 +81,6 @@ EARLIEST_LOCAL_TIMESTAMP = -4
 
 __all__ = ["ReplicaManager", "Partition", "LeaderAndIsrPartitionState", "ProduceResult", "ReadResult",
            "FetchPartitionInfo", "ClientMetadata", "fetch_request_replica", "ReplicaConfig"]
-
-
-@dataclass(slots=True)
-class ProduceResult:
-    """One partition's append outcome (slots and no per-result list: a Produce may carry thousands)."""
-
-    error_code: int = 0
-    base_offset: int = -1
-    log_append_time_ms: int = -1
-    log_start_offset: int = -1
-    record_errors: Sequence[Tuple[int, Optional[str]]] = ()
-    error_message: Optional[str] = None
-    last_offset: int = -1
-    #: Kafka's hasCustomErrorMessage: the message goes on the wire (record validation, KIP-890 verification)
-    custom_message: bool = False
-
-
-@dataclass
-class ReadResult:
-    error_code: int = 0
-    high_watermark: int = -1
-    last_stable_offset: int = -1
-    log_start_offset: int = -1
-    #: the log's read (a FileSlice), or bytes once down-converted for a Fetch v0-v3 client
-    records: Union[FileSlice, bytes, bytearray, None] = None
-    size: int = 0
-    log_end_offset: int = -1
-    #: (epoch, end offset) when the fetcher's last fetched epoch diverges from this log (Fetch v12+)
-    diverging_epoch: Optional[Tuple[int, int]] = None
-    #: KIP-392: the replica the consumer should fetch from instead (-1 = none)
-    preferred_read_replica: int = -1
-    #: read_committed reads: (producer id, first offset) of the aborted transactions overlapping the data
-    #: (None for other reads: Kafka's response then carries null)
-    aborted_transactions: Optional[List[Tuple[int, int]]] = None
 
 
 @dataclass
@@ -200,6 +166,8 @@ def _parse_topic_id(text: Optional[str]) -> Optional[uuid.UUID]:
 @dataclass
 class _ReadJob:
     tp: TopicPartition
+    partition: Partition
+    #: the partition's log when the read was accepted (a deletion meanwhile leaves the read on it, then closed)
     log: PartitionLog
     fetch_offset: int
     max_bytes: int
@@ -1051,13 +1019,10 @@ class ReplicaManager:
             p = partitions.get(tp)
             if p is None or p.log is None:
                 results[tp] = ProduceResult(self._missing_partition_error(tp))
-            elif p.leader_id != p.local_broker_id:  # not p.is_leader (its log is there)
-                results[tp] = ProduceResult(int(ErrorCode.NOT_LEADER_OR_FOLLOWER))
-            elif acks == -1 and p.is_under_min_isr:
-                results[tp] = ProduceResult(
-                    int(ErrorCode.NOT_ENOUGH_REPLICAS), error_message=(
-                        "The size of the current ISR %s is insufficient to satisfy the min.isr requirement of %d for "
-                        "partition %s-%d" % (list(p.isr), p.effective_min_isr(), tp[0], tp[1])))
+                continue
+            refused = p.refuse_append(acks)  # Partition is the gate: leadership, min.insync.replicas
+            if refused is not None:
+                results[tp] = refused
             else:
                 tps.append(tp)
                 jobs.append((p, buf, p.leader_epoch, is_from_client, guards.get(tp) if guards else None))
@@ -1132,16 +1097,15 @@ class ReplicaManager:
         """
         p, buf, epoch, is_from_client, guard = job
         try:
-            plog = p.log  # never None: a job is made only for a partition with a log, which it keeps
-            if p.deleted or plog is None or p.leader_id != self.broker_id or p.leader_epoch != epoch:
-                raise error_for_code(ErrorCode.NOT_LEADER_OR_FOLLOWER)(
-                    "leadership of %s-%d changed before the append" % p.tp)
+            verified = None
             if guard is not None:
-                if not plog.has_ongoing_txn(_producer_id(buf), _producer_epoch(buf)) \
-                        and self._verification_guards.get((p.tp, _producer_id(buf))) is not guard:
-                    raise error_for_code(ErrorCode.INVALID_TXN_STATE)("The transaction was not verified")
-            first_offset, last_offset, log_append_time, log_start_offset, *_ = plog.append_as_leader(
-                buf, epoch, is_from_client=is_from_client)
+                guards = self._verification_guards
+
+                def verified(plog: PartitionLog) -> bool:
+                    pid = _producer_id(buf)
+                    return plog.has_ongoing_txn(pid, _producer_epoch(buf)) or guards.get((p.tp, pid)) is guard
+            first_offset, last_offset, log_append_time, log_start_offset, *_ = p.append_records_to_leader(
+                buf, epoch, is_from_client, verified)
             if guard is not None or not is_from_client:
                 pid = _producer_id(buf)
                 if pid >= 0:
@@ -1377,7 +1341,7 @@ class ReplicaManager:
                 results[tp] = ReadResult(err)
                 continue
             parts[tp] = p
-            jobs.append(_ReadJob(tp, p.log, info.fetch_offset, info.max_bytes, upper, info.last_fetched_epoch))
+            jobs.append(_ReadJob(tp, p, p.log, info.fetch_offset, info.max_bytes, upper, info.last_fetched_epoch))
         return results, jobs, parts
 
     def _find_preferred_read_replica(self, p: Partition, client: ClientMetadata, fetch_offset: int,
@@ -1562,63 +1526,16 @@ def _read_logs_on_loop(jobs: List[_ReadJob], max_bytes: int, min_one_message: bo
 
 def _read_logs(jobs: List[_ReadJob], max_bytes: int, min_one_message: bool, wait: bool = True
                ) -> Dict[TopicPartition, ReadResult]:
-    """Read each partition (up to its bound), checking the fetcher's last fetched epoch: on a worker, or on the
-    loop with ``wait=False`` (LogBusyError when a read would wait for a log's lock)."""
-    from broker.storage.errors import OffsetOutOfRangeError
+    """Read each partition through its Partition (the read gate: bounds, the fetcher's last fetched epoch) within the
+    response's byte budget: on a worker, or on the loop with ``wait=False`` (LogBusyError when a read would wait for
+    a log's lock)."""
     out: Dict[TopicPartition, ReadResult] = {}
     budget = max_bytes
     for job in jobs:
-        plog = job.log
-        # Offsets before the read: appends after it must not make a follower look caught up. The HW first (the
-        # LSO from it), then the owner's published offsets: one publication, whole.
-        hw = plog.high_watermark
-        offsets = plog.offsets
-        leo = offsets.log_end_offset
-        start = offsets.log_start_offset
-        lso = offsets.last_stable_offset(hw)
-        res = ReadResult(0, hw, lso, start, None, 0, leo)
-        if (job.upper == "leo" and job.fetch_offset == leo and start <= leo
-                and (job.last_fetched_epoch < 0 or job.last_fetched_epoch == plog.latest_epoch)):
-            # A follower at the end of the log, in the leader's latest epoch: nothing to read, nothing can have
-            # diverged (the epoch's end is the LEO). Most partitions of an idle follower's fetch are this case.
-            out[job.tp] = res
-            continue
-        try:
-            if job.last_fetched_epoch >= 0:
-                epoch, end = plog.end_offset_for_epoch(job.last_fetched_epoch)
-                if epoch < 0 or end < 0:
-                    raise OffsetOutOfRangeError("cannot determine the end offset of epoch %d" % job.last_fetched_epoch)
-                if job.fetch_offset < start:
-                    raise OffsetOutOfRangeError("offset %d is below the log start offset %d" % (job.fetch_offset, start))
-                if epoch < job.last_fetched_epoch or end < job.fetch_offset:
-                    res.diverging_epoch = (epoch, end)
-                    out[job.tp] = res
-                    continue
-            if job.throttled:
-                out[job.tp] = res
-                continue
-            bound = None if job.upper == "leo" else (lso if job.upper == "lso" else hw)
-            if job.upper == "lso":
-                info = plog.read(job.fetch_offset, max(0, min(job.max_bytes, budget)), bound, min_one_message,
-                                 include_aborted_txns=True, wait=wait)
-                aborted = info.aborted_transactions
-                if aborted is not None:
-                    res.aborted_transactions = [(t.producer_id, t.first_offset) for t in aborted]
-            else:
-                info = plog.read(job.fetch_offset, max(0, min(job.max_bytes, budget)), bound, min_one_message,
-                                 wait=wait)
-            recs = info.records
-            if recs is not None and len(recs) > 0:
-                res.records = recs
-                res.size = len(recs)
-                budget = max(0, budget - res.size)
-                min_one_message = False
-        except LogBusyError:
-            raise
-        except Exception as exc:
-            # Kafka's createLogReadResult(e): a failed read reports no offsets (-1), no data
-            res = ReadResult(error_code_for(exc))
-            if res.error_code == ErrorCode.UNKNOWN_SERVER_ERROR:
-                log.exception("Unexpected error reading %s-%d at %d", job.tp[0], job.tp[1], job.fetch_offset)
+        res = job.partition.read_records(job.log, job.fetch_offset, max(0, min(job.max_bytes, budget)), job.upper,
+                                         job.last_fetched_epoch, job.throttled, min_one_message, wait)
+        if res.size:
+            budget = max(0, budget - res.size)
+            min_one_message = False
         out[job.tp] = res
     return out

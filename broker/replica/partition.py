@@ -20,11 +20,13 @@ from dataclasses import dataclass, field
 from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Set,
                     Tuple)
 
-from broker.errors import ErrorCode
+from broker.errors import ErrorCode, error_for_code
+from broker.replica.errors import error_code_for
+from broker.replica.results import ProduceResult, ReadResult
 from broker.util import clock as _clock_mod
 
 if TYPE_CHECKING:
-    from broker.storage.partition_log import PartitionLog
+    from broker.storage.partition_log import LogAppendInfo, PartitionLog
 
 log = logging.getLogger(__name__)
 
@@ -218,6 +220,89 @@ class Partition:
         self.deleted = False
         #: told "shrink" or "expand" when the controller commits an ISR change this leader asked for
         self.isr_change_listener: Optional[Callable[[str], None]] = None
+
+    # ------------------------------------------------------------------ the gate of appends and reads
+    def refuse_append(self, acks: int) -> Optional[ProduceResult]:
+        """On the event loop, before an append goes to the partition's owner: why this replica may not append as
+        leader now (not the leader; for acks=-1, an ISR below min.insync.replicas, as Kafka's appendRecordsToLeader
+        checks it), or None. The caller has checked that the log is here."""
+        if self.leader_id != self.local_broker_id:  # not is_leader (its log is there)
+            return ProduceResult(_NOT_LEADER_OR_FOLLOWER)
+        if acks == -1 and self.is_under_min_isr:
+            return ProduceResult(int(ErrorCode.NOT_ENOUGH_REPLICAS), error_message=(
+                "The size of the current ISR %s is insufficient to satisfy the min.isr requirement of %d for "
+                "partition %s-%d" % (list(self.isr), self.effective_min_isr(), self.topic, self.partition)))
+        return None
+
+    def append_records_to_leader(self, buf: "bytearray | memoryview", leader_epoch: int, is_from_client: bool,
+                                 verified: Optional[Callable[["PartitionLog"], bool]] = None) -> "LogAppendInfo":
+        """Kafka's Partition.appendRecordsToLeader, on the partition's owner: append as leader in ``leader_epoch``,
+        unless leadership moved since the request was accepted on the loop (NOT_LEADER_OR_FOLLOWER) or
+        ``verified(log)`` says a transactional append was not verified (KIP-890: INVALID_TXN_STATE). The HW is
+        moved afterwards on the loop (``maybe_increment_leader_hw``)."""
+        plog = self.log
+        if self.deleted or plog is None or self.leader_id != self.local_broker_id or self.leader_epoch != leader_epoch:
+            raise error_for_code(ErrorCode.NOT_LEADER_OR_FOLLOWER)(
+                "leadership of %s-%d changed before the append" % (self.topic, self.partition))
+        if verified is not None and not verified(plog):
+            raise error_for_code(ErrorCode.INVALID_TXN_STATE)("The transaction was not verified")
+        return plog.append_as_leader(buf, leader_epoch, is_from_client=is_from_client)
+
+    def read_records(self, plog: "PartitionLog", fetch_offset: int, max_bytes: int, upper: str,
+                     last_fetched_epoch: int, throttled: bool, min_one_message: bool, wait: bool = True
+                     ) -> ReadResult:
+        """Kafka's Partition.fetchRecords/readRecords for one partition of a Fetch, from ``plog`` (this partition's
+        log when the read was accepted on the loop) up to ``upper`` ("leo" for a follower, "hw", or "lso" for
+        read_committed), on the loop or a worker: no lock (the log's published state). Checks the fetcher's last
+        fetched epoch (KIP-320: a diverging epoch answers where it ends, no data); ``throttled`` (a leader's
+        replication quota) answers the offsets without records. A failed read answers its error and no offsets.
+        Raises LogBusyError only with ``wait=False`` (the loop), when the log's segments are being changed."""
+        from broker.storage.errors import LogBusyError, OffsetOutOfRangeError
+        # Offsets before the read: appends after it must not make a follower look caught up. The HW first (the LSO
+        # from it), then the owner's published offsets: one publication, whole.
+        hw = plog.high_watermark
+        offsets = plog.offsets
+        leo = offsets.log_end_offset
+        start = offsets.log_start_offset
+        lso = offsets.last_stable_offset(hw)
+        res = ReadResult(0, hw, lso, start, None, 0, leo)
+        if (upper == "leo" and fetch_offset == leo and start <= leo
+                and (last_fetched_epoch < 0 or last_fetched_epoch == plog.latest_epoch)):
+            # A follower at the end of the log, in the leader's latest epoch: nothing to read, nothing can have
+            # diverged (the epoch's end is the LEO). Most partitions of an idle follower's fetch are this case.
+            return res
+        try:
+            if last_fetched_epoch >= 0:
+                epoch, end = plog.end_offset_for_epoch(last_fetched_epoch)
+                if epoch < 0 or end < 0:
+                    raise OffsetOutOfRangeError("cannot determine the end offset of epoch %d" % last_fetched_epoch)
+                if fetch_offset < start:
+                    raise OffsetOutOfRangeError("offset %d is below the log start offset %d" % (fetch_offset, start))
+                if epoch < last_fetched_epoch or end < fetch_offset:
+                    res.diverging_epoch = (epoch, end)
+                    return res
+            if throttled:
+                return res
+            bound = None if upper == "leo" else (lso if upper == "lso" else hw)
+            if upper == "lso":
+                info = plog.read(fetch_offset, max_bytes, bound, min_one_message, include_aborted_txns=True, wait=wait)
+                aborted = info.aborted_transactions
+                if aborted is not None:
+                    res.aborted_transactions = [(t.producer_id, t.first_offset) for t in aborted]
+            else:
+                info = plog.read(fetch_offset, max_bytes, bound, min_one_message, wait=wait)
+            recs = info.records
+            if recs is not None and len(recs) > 0:
+                res.records = recs
+                res.size = len(recs)
+        except LogBusyError:
+            raise
+        except Exception as exc:
+            # Kafka's createLogReadResult(e): a failed read reports no offsets (-1), no data
+            res = ReadResult(error_code_for(exc))
+            if res.error_code == ErrorCode.UNKNOWN_SERVER_ERROR:
+                log.exception("Unexpected error reading %s-%d at %d", self.topic, self.partition, fetch_offset)
+        return res
 
     # ------------------------------------------------------------------ views
     @property

@@ -49,7 +49,6 @@ from broker.accel import record_batch
 from broker.protocol.records import errors as record_errors
 from broker.protocol.records.batch_info import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchInfo
 from broker.protocol.records.control import EndTxnMarker, parse_end_txn_marker
-from broker.util.file_slice import FileSlice
 
 from . import files
 from .config import LogConfig
@@ -60,6 +59,7 @@ from .cleaner_batch import iter_stored_records
 from .leader_epoch_file import LeaderEpochFileCache
 from .log_offsets import NO_TXN, LogOffsets, LogView
 from .log_owner import CHECK_OWNER, InlineLogOwners, LogOwners, NotLogOwnerError
+from .partition_log import ActiveProducer, FetchDataInfo, LogAppendInfo
 from .log_dir_failure_channel import LogDirFailureChannel, describe_cause
 from .producer_state import (CLIENT, COORDINATOR, REPLICATION, CompletedTxn, ProducerAppendInfo, ProducerStateManager,
                              last_sequence)
@@ -126,15 +126,6 @@ _INLINE_OWNERS = InlineLogOwners()
 _tuple_new = tuple.__new__
 
 
-class ActiveProducer(NamedTuple):
-    producer_id: int
-    producer_epoch: int
-    last_sequence: int
-    last_timestamp: int
-    coordinator_epoch: int
-    current_txn_start_offset: int
-
-
 class FlushPlan(NamedTuple):
     """A flush taken by the owner (``Log.begin_flush``): the fsyncs another thread may do, then ``end_flush``."""
 
@@ -142,32 +133,6 @@ class FlushPlan(NamedTuple):
     segments: tuple[LogSegment, ...]
     unflushed: int
     unsynced: tuple[list[str], bool]
-
-
-class LogAppendInfo(NamedTuple):
-    """Outcome of an append; for a duplicate, the offsets of the original write."""
-
-    first_offset: int
-    last_offset: int
-    log_append_time: int
-    log_start_offset: int
-    duplicate: bool = False
-    num_records: int = 0
-    valid_bytes: int = 0
-    max_timestamp: int = -1
-    offset_of_max_timestamp: int = -1
-
-
-class FetchDataInfo(NamedTuple):
-    """A read: ``records`` is None when there is nothing to return (e.g. start offset == LEO).
-
-    ``aborted_transactions``: with ``include_aborted_txns``, the aborted transactions overlapping the read
-    (None otherwise, as Kafka leaves it unset for read_uncommitted)."""
-
-    fetch_offset_metadata: LogOffsetMetadata
-    records: Optional[FileSlice]
-    first_entry_incomplete: bool = False
-    aborted_transactions: Optional[list[AbortedTxn]] = None
 
 
 class Log:

@@ -18,16 +18,55 @@ are messages to that process's owner and whose published state is a snapshot it 
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Optional, Protocol
+
+from broker.util.file_slice import FileSlice
+
+from .segment import LogOffsetMetadata
+from .txn_index import AbortedTxn
 
 if TYPE_CHECKING:
     from .config import LogConfig
     from .errors import KafkaStorageError
-    from .log import ActiveProducer, FetchDataInfo, LogAppendInfo
     from .log_offsets import LogOffsets, LogView
     from .log_owner import TopicPartition
 
-__all__ = ["PartitionLog"]
+__all__ = ["PartitionLog", "ActiveProducer", "LogAppendInfo", "FetchDataInfo"]
+
+
+class ActiveProducer(NamedTuple):
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+class LogAppendInfo(NamedTuple):
+    """Outcome of an append; for a duplicate, the offsets of the original write."""
+
+    first_offset: int
+    last_offset: int
+    log_append_time: int
+    log_start_offset: int
+    duplicate: bool = False
+    num_records: int = 0
+    valid_bytes: int = 0
+    max_timestamp: int = -1
+    offset_of_max_timestamp: int = -1
+
+
+class FetchDataInfo(NamedTuple):
+    """A read: ``records`` is None when there is nothing to return (e.g. start offset == LEO).
+
+    ``aborted_transactions``: with ``include_aborted_txns``, the aborted transactions overlapping the read
+    (None otherwise, as Kafka leaves it unset for read_uncommitted)."""
+
+    fetch_offset_metadata: LogOffsetMetadata
+    records: Optional[FileSlice]
+    first_entry_incomplete: bool = False
+    aborted_transactions: Optional[list[AbortedTxn]] = None
 
 
 class PartitionLog(Protocol):

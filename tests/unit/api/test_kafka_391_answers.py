@@ -139,7 +139,10 @@ def test_failed_log_read_reports_no_offsets() -> None:
         def read(self, *a: Any, **kw: Any) -> Any:
             raise OffsetOutOfRangeError("offset 50 is past the log end 12")
 
-    res = _read_logs([_ReadJob(("t", 0), Log(), 50, 1000, "hw", -1)], 1000, True)[("t", 0)]
+    from broker.replica.partition import Partition
+    plog: Any = Log()
+    p = Partition("t", 0, 1, log=plog)
+    res = _read_logs([_ReadJob(("t", 0), p, plog, 50, 1000, "hw", -1)], 1000, True)[("t", 0)]
     assert (res.error_code, res.high_watermark, res.last_stable_offset, res.log_start_offset, res.records) == (
         ErrorCode.OFFSET_OUT_OF_RANGE, -1, -1, -1, None)
 

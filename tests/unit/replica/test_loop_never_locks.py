@@ -47,7 +47,7 @@ def test_loop_paths_do_not_wait_for_the_log_lock(tmp_path) -> None:
                 assert rm._unchanged(TP, FetchPartitionInfo(0, 100, known=(3, 0, 0)), -1, "lso")
                 rm.update_config(TOPIC, LogConfig(file_delete_delay_ms=0, retention_ms=60000))
                 assert plog.size_bytes > 0
-                read = _read_logs_on_loop([_ReadJob(TP, plog, 2, 1 << 20, "leo", 0)], 1 << 20, True)
+                read = _read_logs_on_loop([_ReadJob(TP, p, plog, 2, 1 << 20, "leo", 0)], 1 << 20, True)
                 assert read is not None and read[TP].error_code == 0  # on the loop, lock held elsewhere
                 assert read[TP].records is not None and read[TP].records.read()[:8] == (2).to_bytes(8, "big")
                 assert rm.start_transaction_verification(TP, PID, 0) is None  # its transaction is open
@@ -57,11 +57,11 @@ def test_loop_paths_do_not_wait_for_the_log_lock(tmp_path) -> None:
             with plog._lock:
                 plog._begin_layout_change()  # a change begun, its view not published yet
             with lock_held_elsewhere(plog) as still_held:
-                assert _read_logs_on_loop([_ReadJob(TP, plog, 2, 1 << 20, "leo", 0)], 1 << 20, True) is None
+                assert _read_logs_on_loop([_ReadJob(TP, p, plog, 2, 1 << 20, "leo", 0)], 1 << 20, True) is None
                 assert still_held()
             with plog._lock:
                 plog._publish()
-            assert _read_logs_on_loop([_ReadJob(TP, plog, 2, 1 << 20, "leo", 0)], 1 << 20, True) is not None
+            assert _read_logs_on_loop([_ReadJob(TP, p, plog, 2, 1 << 20, "leo", 0)], 1 << 20, True) is not None
             assert not plog._lock._is_owned()
         finally:
             await c.close()

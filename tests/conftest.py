@@ -17,6 +17,12 @@ import uuid
 from typing import Iterator
 
 import pytest
+from hypothesis import settings
+
+# Property tests check values, never time: hypothesis' default 200 ms deadline per example fails them at random on a
+# shared 2-core machine (CI runs the process tests beside the unit lane).
+settings.register_profile("broker", deadline=None)
+settings.load_profile("broker")
 
 from tests.harness.zookeeper import ZooKeeperServer, ZooKeeperUnavailable
 

@@ -134,7 +134,7 @@ def test_differential_header_view(both, buf, position, file_position):
             _outcome(getattr(native.record_batch, name), buf, position), name
 
 
-@settings(max_examples=200)
+@settings(max_examples=200, deadline=None)  # no timing: the CI machine is shared
 @given(st.one_of(st.binary(max_size=80),
                  st.lists(st.tuples(st.one_of(st.none(), st.binary(max_size=3)), st.binary(max_size=3)), max_size=4)
                  .map(lambda rs: b"".join(encode_record(i, 0, k, v) for i, (k, v) in enumerate(rs)))),

@@ -21,7 +21,7 @@ import threading
 from queue import SimpleQueue
 from typing import Any, Callable, Hashable, List, Optional, Sequence, Tuple, TypeVar
 
-from broker.storage.log_owner import BlockingCommand, TopicPartition
+from broker.storage.log_owner import BlockingCommand, TopicPartition, run_each
 
 log = logging.getLogger(__name__)
 
@@ -204,13 +204,7 @@ class IoWorkers:
 
 def _run_each(fn: Callable[[Any], Any], items: List[Any]) -> List[Outcome]:
     """Worker side of :meth:`IoWorkers.submit_each`: one item's failure does not stop the others."""
-    out: List[Outcome] = []
-    for item in items:
-        try:
-            out.append((fn(item), None))
-        except Exception as exc:  # noqa: BLE001 - handed back with the item it belongs to
-            out.append((None, exc))
-    return out
+    return run_each(fn, items)
 
 
 def _run_each_in_turn(turn: threading.Lock, fn: Callable[[Any], Any], items: List[Any]) -> List[Outcome]:

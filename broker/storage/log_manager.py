@@ -47,7 +47,7 @@ from .log_dir_check import LogDirsError
 from .cleaner import CleanerConfig, LogCleaner
 from .log import NOT_DIR_FAILURES, Log
 from .log_dir_failure_channel import LogDirFailureChannel, describe_cause
-from .log_owner import InlineLogOwners, LogOwners
+from .log_owner import InlineLogOwners, LogOwners, run_each
 from .partition_log import PartitionLog
 from .scheduler import Scheduler
 
@@ -61,13 +61,6 @@ SYNCFS_ABOVE_FILES = 256
 
 class InconsistentBrokerIdError(KafkaStorageError):
     error_name = "KAFKA_STORAGE_ERROR"
-
-
-def _outcome(fn: Callable[[Log], object], log: Log) -> tuple[object, Optional[Exception]]:
-    try:
-        return fn(log), None
-    except Exception as exc:  # noqa: BLE001 - handed back with the log it belongs to
-        return None, exc
 
 
 def future_dir_name(topic: str, partition: int) -> str:
@@ -780,7 +773,7 @@ class LogManager:
         for log in logs:
             by_key.setdefault(log.owner_key, []).append(log)
         keys = list(by_key)
-        results = dict(zip(keys, self.owners.call_each(keys, lambda tp: [_outcome(fn, x) for x in by_key[tp]])))
+        results = dict(zip(keys, self.owners.call_each(keys, lambda tp: run_each(fn, by_key[tp]))))
         pos: dict[TopicPartition, int] = {}
         for log in logs:
             res, exc = results[log.owner_key]

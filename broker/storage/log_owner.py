@@ -26,7 +26,7 @@ from typing import Callable, Optional, Protocol, Sequence, TypeVar
 from broker.storage.errors import StorageError
 
 __all__ = ["LogOwners", "InlineLogOwners", "LogCommandCancelled", "NotLogOwnerError", "CHECK_OWNER",
-           "TopicPartition"]
+           "TopicPartition", "run_each"]
 
 T = TypeVar("T")
 TopicPartition = tuple[str, int]
@@ -74,16 +74,25 @@ class InlineLogOwners:
 
     def call_each(self, keys: Sequence[TopicPartition], fn: Callable[[TopicPartition], T]
                   ) -> list[tuple[Optional[T], Optional[Exception]]]:
-        out: list[tuple[Optional[T], Optional[Exception]]] = []
-        for key in keys:
-            try:
-                out.append((fn(key), None))
-            except Exception as exc:  # noqa: BLE001 - handed back with the key it belongs to
-                out.append((None, exc))
-        return out
+        return run_each(fn, keys)
 
     def is_owner(self, key: TopicPartition) -> bool:
         return True
+
+
+I = TypeVar("I")
+
+
+def run_each(fn: Callable[[I], T], items: Sequence[I]) -> list[tuple[Optional[T], Optional[Exception]]]:
+    """``fn(item)`` for each item: (result, None) or (None, exception) each, so one item's failure does not stop the
+    others (a pass over thousands of partitions, where one log's dir may have failed)."""
+    out: list[tuple[Optional[T], Optional[Exception]]] = []
+    for item in items:
+        try:
+            out.append((fn(item), None))
+        except Exception as exc:  # noqa: BLE001 - handed back with the item it belongs to
+            out.append((None, exc))
+    return out
 
 
 class BlockingCommand:

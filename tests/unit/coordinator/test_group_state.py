@@ -1,7 +1,7 @@
 """The pure classic-group state machine, driven with a manual clock (no asyncio, no I/O).
 
-``Driver`` plays the service's role: it keeps the parked replies, "writes" records by appending
-them to a list (optionally failing), runs write callbacks and fires due timers.
+``Driver`` plays the runtime's and the service's role: it keeps the parked replies, "writes" records by appending
+them to a list (optionally failing), replays written offset commits, runs write callbacks and fires due timers.
 """
 from __future__ import annotations
 
@@ -48,6 +48,8 @@ class Driver:
             else:
                 batch_offset = len(self.log)
                 self.log.extend(out.records)
+                if out.replay:  # as the runtime: the records are applied through replay once written
+                    self.state.replay_written(out.records, batch_offset, out.producer[0] if out.producer else -1)
                 after = out.on_written(self.now, batch_offset) if out.on_written else None
             if after is not None:
                 r = self.finish(after)

@@ -238,7 +238,7 @@ class CoordinatorRuntime(Generic[S]):
         a later load still waits for it."""
         ctx = self._contexts.get(partition)
         if ctx is None or ctx.shard is not shard:
-            return WriteResult(self._fence_error(partition), fenced=True)
+            return WriteResult(int(ErrorCode.NOT_COORDINATOR), fenced=True)
         if not records:
             return WriteResult(0)
         if producer is not None:

@@ -67,12 +67,6 @@ class FakeOffsetsTopic:
         self.records.append(LoadedRecord(len(self.records), None, None, producer_id, committed))
         return len(self.records) - 1
 
-    async def run_io(self, fn, *args):
-        return fn(*args)
-
-    async def read_all_with_markers(self, partition: int) -> Tuple[List[LoadedRecord], int]:
-        return list(self.records), len(self.records)
-
     async def load(self, partition: int, on_batch: Any, buffer_bytes: int, on_end: Any = None) -> Tuple[int, int]:
         """One batch per record, as OffsetsTopicIO.load hands them over."""
         if self.load_gate is not None:

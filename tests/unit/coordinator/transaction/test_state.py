@@ -1,8 +1,8 @@
 """The pure transaction coordinator (one ``__transaction_state`` partition) with a manual clock: every transition
 and every error of Kafka 3.9's TransactionCoordinator at transaction.version 0, and load by replay.
 
-``Log`` plays the partition: it appends an outcome's records (or fails them with a given error) and follows the
-write callbacks, as the asyncio service does.
+``Log`` plays the partition and the runtime: it appends an outcome's records (or fails them with a given error),
+replays what it wrote and runs the post-write action, as the asyncio service does.
 """
 from __future__ import annotations
 
@@ -35,13 +35,13 @@ class Log:
         self.markers.extend(out.markers)
         if not out.records:
             return out.response
-        assert out.on_written is not None and out.on_write_failed is not None
+        assert out.on_write_failed is not None
         if fail:
-            after = out.on_write_failed(self.now, fail)
-        else:
-            self.records.extend(out.records)
-            after = out.on_written(self.now)
-        return self.run(after)
+            return self.run(out.on_write_failed(self.now, fail))
+        base = len(self.records)
+        self.records.extend(out.records)
+        self.state.replay_written(out.records, base, -1)  # as the runtime: written, then replayed
+        return out.response if out.after_write is None else self.run(out.after_write(self.now))
 
     # shortcuts ------------------------------------------------------------------------------------------------
     def init(self, tid: str = "tx", timeout_ms: int = 60000, expected: Optional[Tuple[int, int]] = None,

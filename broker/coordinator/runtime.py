@@ -217,11 +217,6 @@ class CoordinatorRuntime(Generic[S]):
             return int(ErrorCode.NOT_COORDINATOR), None
         return 0, ctx.shard
 
-    def is_current(self, partition: int, shard: S) -> bool:
-        """``shard`` is still the active shard of ``partition`` (not unloaded, not reloaded)."""
-        ctx = self._contexts.get(partition)
-        return ctx is not None and ctx.shard is shard
-
     def _fence_error(self, partition: int) -> int:
         return int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.is_loading(partition)
                    else ErrorCode.NOT_COORDINATOR)

@@ -561,3 +561,16 @@ def test_member_validation_with_instance_ids_and_admin_commits() -> None:
     # generation -1 into an empty group is an admin/standalone commit, whatever the member id says
     assert d.commit("g", {("t", 0): 3}, member="stale-member", gen=-1) == {("t", 0): 0}
     assert d.commit("g", {("t", 0): 3}, member="stale-member", gen=2) == {("t", 0): E.UNKNOWN_MEMBER_ID}
+
+
+def test_a_commit_is_applied_by_replaying_its_records_once_written() -> None:
+    d = Driver()
+    out = d.state.commit_offsets(d.now, "g", "", None, -1, {("t", 0): OffsetAndMetadata(4, 2, "m", d.now)})
+    assert out.replay and out.response == {("t", 0): 0}
+    assert d.state.fetch_offsets("g", [("t", 0)], False)[0][1] == -1  # not applied while in flight
+    d.state.replay_written(out.records, 7, -1)
+    assert d.state.fetch_offsets("g", [("t", 0)], True) == [(("t", 0), 4, 2, "m", 0)]  # applied, pending settled
+    replayed = GroupCoordinatorState(GroupConfig())
+    for i, (k, v) in enumerate(out.records):
+        replayed.replay(k, v, 7 + i)
+    assert replayed.snapshot() == d.state.snapshot()

@@ -536,3 +536,22 @@ def test_illegal_transitions_raise() -> None:
     txn.producer_epoch = 32767
     with pytest.raises(IllegalTransitionError):
         txn.prepare_fence_producer_epoch()                      # would overflow
+
+
+def test_a_transition_is_applied_by_replaying_its_record_once_written_and_not_on_failure() -> None:
+    log = fresh()
+    pid, epoch = log.init()[1:]
+    before = log.state.snapshot()
+    out = log.state.add_partitions(log.now + 1, "tx", pid, epoch, {TP_A})
+    assert log.state.snapshot() == before and log.txn().pending_state == ONGOING  # only prepared
+    assert out.on_write_failed is not None
+    assert out.on_write_failed(log.now, E.NOT_COORDINATOR).response == E.NOT_COORDINATOR
+    assert log.state.snapshot() == before and log.txn().pending_state is None
+    out = log.state.add_partitions(log.now + 2, "tx", pid, epoch, {TP_A})
+    log.state.replay_written(out.records, 5, -1)
+    assert log.txn().state == ONGOING and log.txn().topic_partitions == {TP_A}
+    assert log.txn().pending_state is None and out.response == 0
+    replayed = TransactionCoordinatorState(7, 3, TransactionConfig())
+    for key, value in log.records + out.records:
+        replayed.replay(key, value)
+    assert replayed.snapshot() == log.state.snapshot()

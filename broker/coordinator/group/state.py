@@ -7,10 +7,10 @@ immediate reply (``None`` while the request is parked) and replies for requests 
 
 Two write paths, as Kafka's runtime has for classic groups (``CoordinatorResult.replayRecords``):
 
-- offset commits (plain and transactional) go through replay only: the operation answers with the records and
-  the reply to give once they are durable (``replay=True``); the runtime appends them and then applies the same
-  records through :meth:`GroupCoordinatorState.replay_written`, which is :meth:`replay` at their offsets, as a load
-  applies them. A failed append applies nothing; ``on_write_failed`` only settles the in-memory marks of the commit
+- offset commits (plain and transactional) and OffsetDelete go through replay only: the operation answers with the
+  records and the reply to give once they are durable (``replay=True``); the runtime appends them and then applies
+  the same records through :meth:`GroupCoordinatorState.replay_written`, which is :meth:`replay` at their offsets,
+  as a load applies them. A failed append applies nothing; ``on_write_failed`` only settles the in-memory marks of the commit
   in flight (``pending_commits``) and maps the error.
 - a classic group's metadata (join, sync, leave, expiry, deletion) lives in memory between records (members,
   waiters, timers, the generation being formed), so those operations change the state themselves and the
@@ -1108,9 +1108,10 @@ class GroupCoordinatorState:
                 errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 continue
             errors[tp] = 0
-            if group.offsets.pop(tp, None) is not None:
+            if tp in group.offsets:
                 out.records.append((rec.offset_commit_key(group_id, tp[0], tp[1]), None))
-        out.response = (0, errors)
+        # the offsets go when their tombstones are written and replayed
+        out.response, out.replay = (0, errors), True
         return out
 
     def expire_offsets(self, now: int, group_ids: Optional[Iterable[str]] = None) -> Outcome:
@@ -1194,7 +1195,7 @@ class GroupCoordinatorState:
             tp = (ok[1], ok[2])
             if producer_id < 0:
                 self.replay(key, value, offset)
-                if group is not None:
+                if group is not None and value is not None:  # a commit (a tombstone is OffsetDelete's)
                     self._settle_pending_commit(group, tp)
                 continue
             mine = group.pending_txn_commits.get(producer_id) if group is not None else None

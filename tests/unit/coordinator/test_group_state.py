@@ -574,3 +574,14 @@ def test_a_commit_is_applied_by_replaying_its_records_once_written() -> None:
     for i, (k, v) in enumerate(out.records):
         replayed.replay(k, v, 7 + i)
     assert replayed.snapshot() == d.state.snapshot()
+
+
+def test_offset_delete_removes_offsets_by_replaying_its_tombstones_once_written() -> None:
+    d = Driver()
+    d.commit("g", {("x", 0): 5, ("x", 1): 6})
+    out = d.state.delete_offsets("g", [("x", 0)])
+    assert out.replay and out.response == (0, {("x", 0): 0}) and out.records == [(rec.offset_commit_key("g", "x", 0),
+                                                                                     None)]
+    assert d.state.fetch_offsets("g", [("x", 0)], False)[0][1] == 5  # a failed write would leave it: still there
+    d.state.replay_written(out.records, 10, -1)
+    assert [r[1] for r in d.state.fetch_offsets("g", [("x", 0), ("x", 1)], False)] == [-1, 6]

@@ -1,4 +1,5 @@
-"""Reading and writing ``__consumer_offsets`` partitions for the group coordinator.
+"""Reading and writing ``__consumer_offsets`` and ``__transaction_state`` partitions: the coordinator log that
+:class:`~broker.coordinator.runtime.CoordinatorRuntime` loads from and appends to.
 
 The coordinator produces its records (offset commits, group metadata, tombstones) here as
 ordinary record batches, appended as leader with acks=all, and replays a partition from its
@@ -25,7 +26,7 @@ import gc
 import threading
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Any, Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
+from typing import TYPE_CHECKING, Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
 from broker.accel import varint as _varint
 from broker.errors import KafkaError, error_for_code
@@ -138,32 +139,9 @@ class OffsetsTopicIO:
             raise error_for_code(3)(f"{self.topic}-{partition} is not hosted here")
         return await self.loader.run(_load, p.log, on_batch, buffer_bytes, on_end)
 
-    async def read_all_with_markers(self, partition: int) -> Tuple[List[LoadedRecord], int]:
-        """Every record and transaction marker up to the log end; (records, the log end offset read to)."""
-        p = self.replica_manager.get_partition((self.topic, partition))
-        if p is None:
-            raise error_for_code(3)(f"{self.topic}-{partition} is not hosted here")
-        return await self.loader.run(_read_with_markers, p.log)
-
-    async def read_all(self, partition: int) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
-        """Every record of the partition up to its log end offset, as (offset, key, value)."""
-        p = self.replica_manager.get_partition((self.topic, partition))
-        if p is None:
-            raise error_for_code(3)(f"{self.topic}-{partition} is not hosted here")
-        return await self.loader.run(_read_all, p.log)
-
-    async def run_io(self, fn: Any, *args: Any) -> Any:
-        """Run ``fn`` on the loader thread (rebuilding state off the event loop and off the I/O workers)."""
-        return await self.loader.run(fn, *args)
-
     def is_leader(self, partition: int) -> bool:
         p = self.replica_manager.get_partition((self.topic, partition))
         return p is not None and p.leader_id == self.replica_manager.broker_id
-
-
-def _read_all(log: PartitionLog) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]:
-    records, _end = _read_with_markers(log)
-    return [(r.offset, r.key, r.value) for r in records if r.marker is None]
 
 
 _gc_lock = threading.Lock()
@@ -196,19 +174,6 @@ def _load(log: PartitionLog, on_batch: BatchConsumer, buffer_bytes: int, on_end:
         if on_end is not None:
             on_end()
         return out
-
-
-def _read_with_markers(log: PartitionLog) -> Tuple[List[LoadedRecord], int]:
-    out: List[LoadedRecord] = []
-
-    def collect(records: Sequence[Record], producer_id: int, marker: Optional[bool]) -> None:
-        if marker is not None:
-            out.append(LoadedRecord(records[0].offset, None, None, producer_id, marker))
-        else:
-            out.extend(LoadedRecord(r.offset, r.key, r.value, producer_id) for r in records)
-
-    _n, end = read_batches(log, collect, DEFAULT_LOAD_BUFFER_BYTES)
-    return out, end
 
 
 def read_batches(log: PartitionLog, on_batch: BatchConsumer, buffer_bytes: int) -> Tuple[int, int]:

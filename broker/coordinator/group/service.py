@@ -1,11 +1,11 @@
 """GroupCoordinator: the asyncio side of the classic group protocol.
 
-Routes each group to its ``__consumer_offsets`` partition (Java ``String.hashCode``), keeps one
-pure :class:`GroupCoordinatorState` per partition this broker leads, loads it by replaying the
-partition when leadership arrives (COORDINATOR_LOAD_IN_PROGRESS meanwhile), appends the records
-the state asks for through :class:`OffsetsTopicIO`, runs the timers it arms (session, join,
-sync), parks JoinGroup/SyncGroup requests on futures until their rebalance step completes,
-and expires offsets every ``offsets.retention.check.interval.ms``.
+Routes each group to its ``__consumer_offsets`` partition (Java ``String.hashCode``). The
+:class:`~broker.coordinator.runtime.CoordinatorRuntime` keeps one pure :class:`GroupCoordinatorState` per
+partition this broker leads (loading it on election, COORDINATOR_LOAD_IN_PROGRESS meanwhile; unloading it on
+resignation) and writes the records the state asks for, applying offset commits through replay once written.
+This service runs the timers the state arms (session, join, sync), parks JoinGroup/SyncGroup requests on
+futures until their rebalance step completes, and expires offsets every ``offsets.retention.check.interval.ms``.
 
 At scale (a thousand groups, a million committed offsets): a load streams the log batch by batch
 into the state on the loader thread (see OffsetsTopicIO.load and GroupCoordinatorState.begin_loading);
@@ -21,11 +21,10 @@ coordinator's loader thread.
 from __future__ import annotations
 
 import asyncio
-import functools
 import itertools
 import logging
 import time
-from typing import TYPE_CHECKING, Any, Dict, Iterator, List, Optional, Protocol, Sequence, Set, Tuple
+from typing import Any, Dict, Iterator, List, Optional, Protocol, Set, Tuple
 
 from broker.coordinator.group import records as rec
 from broker.util.java_hash import partition_for
@@ -33,12 +32,10 @@ from broker.coordinator.group.state import (C_OFFSET, GroupConfig, GroupCoordina
                                             Outcome, TimerKey, TopicPartition, join_result, sync_result,
                                             write_error_for_commit)
 from broker.coordinator.offsets_topic import DEFAULT_LOAD_BUFFER_BYTES, GROUP_METADATA_TOPIC_NAME, OffsetsTopicIO
-from broker.errors import ErrorCode, KafkaError
+from broker.coordinator.runtime import CoordinatorRuntime, LoadSummary
+from broker.errors import ErrorCode
 from broker.util import clock
 from broker.util.request_time import parked
-
-if TYPE_CHECKING:
-    from broker.protocol.records.batch_info import Record
 
 log = logging.getLogger(__name__)
 
@@ -87,8 +84,12 @@ class GroupCoordinator:
         #: KIP-890 verification of TxnOffsetCommit's partition with the transaction coordinator (None: off)
         self.verifier = verifier
         self.num_partitions = int(self._cfg("offsets.topic.num.partitions", 50))
-        self.shards: Dict[int, GroupCoordinatorState] = {}
-        self.loading: Dict[int, "asyncio.Task[None]"] = {}
+        self.runtime: CoordinatorRuntime[GroupCoordinatorState] = CoordinatorRuntime(
+            "GroupCoordinator", GROUP_METADATA_TOPIC_NAME, io, self._new_shard, self._on_loaded, self._drop_shard,
+            load_buffer_bytes=lambda: int(self._cfg("offsets.load.buffer.size", DEFAULT_LOAD_BUFFER_BYTES)),
+            mono_ms=lambda: _mono_ms())
+        #: the active shards by partition (the runtime's)
+        self.shards: Dict[int, GroupCoordinatorState] = self.runtime.shards
         #: armed timers: (partition, key) -> (handle, the deadline it was armed for, ms)
         self._timers: Dict[Tuple[int, TimerKey], Tuple[asyncio.TimerHandle, int]] = {}
         #: the latest deadline the state asked for per timer (may be later than the armed one; see _apply)
@@ -125,27 +126,43 @@ class GroupCoordinator:
         self.active = False
         if self._expiry_task is not None:
             self._expiry_task.cancel()
-        for p in list(self.shards) + list(self.loading):
+        for p in self.runtime.partitions():
             await self.on_resign(GROUP_METADATA_TOPIC_NAME, p)
         for t in list(self._tasks):
             t.cancel()
 
+    @property
+    def loading(self) -> Set[int]:
+        """The partitions being loaded."""
+        return self.runtime.loading
+
     async def on_become_leader(self, topic: str, partition: int) -> None:
-        if topic != GROUP_METADATA_TOPIC_NAME or partition in self.loading:
-            return
-        self._drop_shard(partition)
-        self.loading[partition] = asyncio.get_running_loop().create_task(self._load(partition))
+        if topic == GROUP_METADATA_TOPIC_NAME:
+            self.runtime.schedule_load(partition)
 
     async def on_resign(self, topic: str, partition: int) -> None:
-        if topic != GROUP_METADATA_TOPIC_NAME:
-            return
-        task = self.loading.pop(partition, None)
-        if task is not None:
-            task.cancel()
-        self._drop_shard(partition)
+        if topic == GROUP_METADATA_TOPIC_NAME:
+            self.runtime.schedule_unload(partition)
 
-    def _drop_shard(self, partition: int) -> None:
-        state = self.shards.pop(partition, None)
+    def _new_shard(self, partition: int, _epoch: int) -> GroupCoordinatorState:
+        """A state to load into: it only notes each key's latest record until the end (see begin_loading)."""
+        state = GroupCoordinatorState(self.group_config(), wall_clock=lambda: _wall_ms())
+        state.begin_loading()
+        self._markers_while_loading.setdefault(partition, [])
+        return state
+
+    def _on_loaded(self, partition: int, state: GroupCoordinatorState, load: LoadSummary) -> None:
+        """The load read the log up to ``load.end_offset``: apply the markers that came later, arm the timers."""
+        for offset, producer_id, committed in self._markers_while_loading.pop(partition, []):
+            if offset < 0 or offset >= load.end_offset:  # -1: offset not known
+                state.complete_txn(producer_id, committed)
+        self._apply(partition, state.finish_loading(_mono_ms()))
+        log.info("[GroupCoordinator] Loaded %d groups from %s-%d (%d records) in %d ms", len(state.groups),
+                 GROUP_METADATA_TOPIC_NAME, partition, load.records, load.elapsed_ms)
+
+    def _drop_shard(self, partition: int, state: Optional[GroupCoordinatorState]) -> None:
+        """Unloaded: its timers go, its parked requests are answered NOT_COORDINATOR."""
+        self._markers_while_loading.pop(partition, None)
         for key in [k for k in self._timers if k[0] == partition]:
             self._timers.pop(key)[0].cancel()
         for key in [k for k in self._deadlines if k[0] == partition]:
@@ -156,37 +173,9 @@ class GroupCoordinator:
             log.log(logging.INFO if n else logging.DEBUG, "[GroupCoordinator] Unloaded %d groups of %s-%d", n,
                     GROUP_METADATA_TOPIC_NAME, partition)
 
-    async def _load(self, partition: int) -> None:
-        started = time.monotonic()
-        try:
-            state = GroupCoordinatorState(self.group_config(), wall_clock=lambda: _wall_ms())
-            state.begin_loading()
-            self._markers_while_loading[partition] = []
-            # The state is not visible to anyone yet, so it is rebuilt off the event loop, batch by batch.
-            records, end = await self.io.load(partition, functools.partial(_replay_batch, state, partition),
-                                              int(self._cfg("offsets.load.buffer.size", DEFAULT_LOAD_BUFFER_BYTES)),
-                                              state.end_replay)
-            # markers appended after the read above ended (at the log end it saw); -1: offset not known
-            for offset, producer_id, committed in self._markers_while_loading.pop(partition, []):
-                if offset < 0 or offset >= end:
-                    state.complete_txn(producer_id, committed)
-            self.shards[partition] = state
-            self._apply(partition, state.finish_loading(_mono_ms()))
-            log.info("[GroupCoordinator] Loaded %d groups from %s-%d (%d records) in %.0f ms", len(state.groups),
-                     GROUP_METADATA_TOPIC_NAME, partition, records, (time.monotonic() - started) * 1000)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("[GroupCoordinator] Loading %s-%d failed", GROUP_METADATA_TOPIC_NAME, partition)
-        finally:
-            if self.loading.get(partition) is asyncio.current_task():
-                del self.loading[partition]
-                self._markers_while_loading.pop(partition, None)
-
     async def wait_loaded(self) -> None:
         """Wait until no partition is loading (tests and tools)."""
-        while self.loading:
-            await asyncio.gather(*self.loading.values(), return_exceptions=True)
+        await self.runtime.wait_loaded()
 
     # ------------------------------------------------------------------ plumbing
     def partition_for(self, group_id: str) -> int:
@@ -197,12 +186,8 @@ class GroupCoordinator:
         p = self.partition_for(group_id)
         if not self.active:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE, p, None
-        if p in self.loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, p, None
-        state = self.shards.get(p)
-        if state is None or not self.io.is_leader(p):
-            return ErrorCode.NOT_COORDINATOR, p, None
-        return 0, p, state
+        err, state = self.runtime.route(p)
+        return err, p, state
 
     def _new_waiter(self) -> Tuple[int, "asyncio.Future[Any]"]:
         token = next(self._tokens)
@@ -255,7 +240,7 @@ class GroupCoordinator:
             return
         out = state.on_timer(now, key)
         if out.records:
-            self._spawn(self._finish(partition, out))
+            self._spawn(self._finish(partition, state, out))
         else:
             self._apply(partition, out)
 
@@ -264,22 +249,16 @@ class GroupCoordinator:
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
 
-    async def _finish(self, partition: int, out: Outcome) -> Any:
-        """Apply ``out``, append its records, then run its write callbacks; the caller's reply."""
+    async def _finish(self, partition: int, state: GroupCoordinatorState, out: Outcome) -> Any:
+        """Apply ``out``'s timers and replies, write its records through the runtime (which replays them into
+        ``state`` when ``out.replay``), then complete what waited for the write; the caller's reply."""
         self._apply(partition, out)
         if not out.records:
             return out.response
-        try:
-            if out.producer is not None:
-                last = await self.io.append_transactional(partition, out.records, *out.producer, out.guard)
-            else:
-                last = await self.io.append(partition, out.records, out.base_sequence)
-            code = 0
-        except KafkaError as exc:
-            code = int(exc.error_code)
-        except Exception:
-            log.exception("[GroupCoordinator] Appending to %s-%d failed", GROUP_METADATA_TOPIC_NAME, partition)
-            code = int(ErrorCode.UNKNOWN_SERVER_ERROR)
+        written = await self.runtime.write(partition, state, out.records, replay=out.replay,
+                                           base_sequence=out.base_sequence, producer=out.producer, guard=out.guard)
+        # unloaded or reloaded meanwhile: answered as leadership lost (NOT_COORDINATOR)
+        code = int(ErrorCode.NOT_LEADER_OR_FOLLOWER) if written.fenced else written.error
         if code:
             # Kafka logs the expected failures (leadership moved, replication timed out) at DEBUG: under load
             # they come by the thousand and each already reaches its client as an error code.
@@ -288,17 +267,18 @@ class GroupCoordinator:
                     GROUP_METADATA_TOPIC_NAME, partition, ErrorCode(code).name)
             after = out.on_write_failed(_mono_ms(), code) if out.on_write_failed else None
         else:
-            after = out.on_written(_mono_ms(), last - len(out.records) + 1) if out.on_written else None
+            after = out.on_written(_mono_ms(), written.base_offset) if out.on_written else None
         if after is None:
             return out.response
         if after.records:  # not produced by the current state machine; kept general
-            await self._finish(partition, after)
+            await self._finish(partition, state, after)
         else:
             self._apply(partition, after)
         return after.response if after.response is not None else out.response
 
-    async def _parked(self, partition: int, out: Outcome, token: int, fut: "asyncio.Future[Any]") -> Any:
-        response = await self._finish(partition, out)
+    async def _parked(self, partition: int, state: GroupCoordinatorState, out: Outcome, token: int,
+                      fut: "asyncio.Future[Any]") -> Any:
+        response = await self._finish(partition, state, out)
         if response is not None:
             self._waiters.pop(token, None)
             return response
@@ -317,7 +297,7 @@ class GroupCoordinator:
         out = state.join_group(_mono_ms(), token, group_id, member_id, group_instance_id, client_id, client_host,
                                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                                require_known_member_id, support_skip_assignment)
-        return await self._parked(p, out, token, fut)
+        return await self._parked(p, state, out, token, fut)
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: Optional[str],
                          protocol_type: Optional[str], protocol_name: Optional[str],
@@ -330,14 +310,14 @@ class GroupCoordinator:
         token, fut = self._new_waiter()
         out = state.sync_group(_mono_ms(), token, group_id, generation_id, member_id, group_instance_id,
                                protocol_type, protocol_name, assignments)
-        return await self._parked(p, out, token, fut)
+        return await self._parked(p, state, out, token, fut)
 
     async def heartbeat(self, group_id: str, member_id: str, group_instance_id: Optional[str],
                         generation_id: int) -> int:
         err, p, state = self._route(group_id)
         if state is None:
             return 0 if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else err
-        return await self._finish(p, state.heartbeat(_mono_ms(), group_id, member_id, group_instance_id,
+        return await self._finish(p, state, state.heartbeat(_mono_ms(), group_id, member_id, group_instance_id,
                                                      generation_id))
 
     async def leave_group(self, group_id: str,
@@ -345,7 +325,7 @@ class GroupCoordinator:
         err, p, state = self._route(group_id)
         if state is None:
             return err, []
-        return await self._finish(p, state.leave_group(_mono_ms(), group_id, members))
+        return await self._finish(p, state, state.leave_group(_mono_ms(), group_id, members))
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: Optional[str],
                              generation_id: int,
@@ -354,7 +334,7 @@ class GroupCoordinator:
         if state is None:
             return {tp: err for tp in offsets}
         out = state.commit_offsets(_mono_ms(), group_id, member_id, group_instance_id, generation_id, offsets)
-        return await self._finish(p, out)
+        return await self._finish(p, state, out)
 
     async def txn_commit_offsets(self, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
                                  member_id: str, group_instance_id: Optional[str], generation_id: int,
@@ -384,7 +364,7 @@ class GroupCoordinator:
         out = state.txn_commit_offsets(_mono_ms(), group_id, producer_id, producer_epoch, member_id,
                                        group_instance_id, generation_id, offsets)
         out.guard = guard
-        return await self._finish(p, out)
+        return await self._finish(p, state, out)
 
     def on_txn_marker(self, topic: str, partition: int, producer_id: int, committed: bool,
                       offset: int = -1) -> None:
@@ -394,8 +374,8 @@ class GroupCoordinator:
         state = self.shards.get(partition)
         if state is not None:
             state.complete_txn(producer_id, committed)
-        elif partition in self._markers_while_loading:
-            self._markers_while_loading[partition].append((offset, producer_id, committed))
+        elif self.runtime.is_loading(partition):
+            self._markers_while_loading.setdefault(partition, []).append((offset, producer_id, committed))
 
     async def fetch_offsets(self, group_id: str, partitions: Optional[List[TopicPartition]],
                             require_stable: bool) -> Tuple[int, List[Tuple[TopicPartition, int, int, str, int]]]:
@@ -436,7 +416,7 @@ class GroupCoordinator:
                 by_partition.setdefault(p, []).append(gid)
         for p, gids in by_partition.items():
             state = self.shards[p]
-            result.update(await self._finish(p, state.delete_groups(gids)))
+            result.update(await self._finish(p, state, state.delete_groups(gids)))
         return result
 
     async def delete_offsets(self, group_id: str,
@@ -444,7 +424,7 @@ class GroupCoordinator:
         err, p, state = self._route(group_id)
         if state is None:
             return err, {}
-        return await self._finish(p, state.delete_offsets(group_id, partitions))
+        return await self._finish(p, state, state.delete_offsets(group_id, partitions))
 
     async def expire_offsets(self) -> None:
         """Kafka's cleanupGroupMetadata over every loaded group, a slice of groups at a time (about
@@ -471,7 +451,7 @@ class GroupCoordinator:
                 out = state.expire_offsets(_wall_ms(), chunk)
                 if out.records:
                     removed += sum(1 for k, _v in out.records if rec.decode_offset_key(k) is not None)
-                    await self._finish(p, out)
+                    await self._finish(p, state, out)
                 else:
                     await asyncio.sleep(0)
         if removed:
@@ -499,25 +479,3 @@ class GroupCoordinator:
             GROUP_METADATA_TOPIC_NAME, self.num_partitions,
             int(self._cfg("offsets.topic.replication.factor", 3)), configs))
 
-
-def _replay_batch(state: GroupCoordinatorState, partition: int, records: Sequence[Record], producer_id: int,
-                  marker: Optional[bool]) -> None:
-    """Apply one loaded batch (records, or a transaction marker) to a state being built (on the loader thread)."""
-    if marker is not None:
-        state.replay_txn_marker(producer_id, marker)
-        return
-    if producer_id < 0:
-        try:
-            state.replay_records(records)
-            return
-        except Exception:  # one unreadable record: go through the batch one record at a time
-            pass
-    for r in records:
-        try:
-            if producer_id >= 0:
-                state.replay_txn_record(r.key, r.value, r.offset, producer_id)
-            else:
-                state.replay(r.key, r.value, r.offset)
-        except Exception:
-            log.exception("[GroupCoordinator] Skipping unreadable record at %s-%d offset %d",
-                          GROUP_METADATA_TOPIC_NAME, partition, r.offset)

@@ -3,11 +3,20 @@
 No asyncio, sockets or files: every call takes ``now`` (milliseconds) and returns an
 :class:`Outcome` naming the records to append to the partition, the timers to (re)arm, the
 immediate reply (``None`` while the request is parked) and replies for requests parked earlier
-(by the opaque token the caller passed). When records must be written before replies are sent
-(sync from the leader, offset commits, a static member's re-join), the outcome carries
-``on_written`` / ``on_write_failed`` callbacks that the I/O layer calls once the append ends;
-each returns a further Outcome. ``replay(key, value)`` rebuilds state from the partition's
-records on load. Behaviour follows Kafka 3.9's classic GroupCoordinator.
+(by the opaque token the caller passed). Behaviour follows Kafka 3.9's classic GroupCoordinator.
+
+Two write paths, as Kafka's runtime has for classic groups (``CoordinatorResult.replayRecords``):
+
+- offset commits (plain and transactional) and OffsetDelete go through replay only: the operation answers with the
+  records and the reply to give once they are durable (``replay=True``); the runtime appends them and then applies
+  the same records through :meth:`GroupCoordinatorState.replay_written`, which is :meth:`replay` at their offsets,
+  as a load applies them. A failed append applies nothing; ``on_write_failed`` only settles the in-memory marks of the commit
+  in flight (``pending_commits``) and maps the error.
+- a classic group's metadata (join, sync, leave, expiry, deletion) lives in memory between records (members,
+  waiters, timers, the generation being formed), so those operations change the state themselves and the
+  record only persists it (``replay=False``, as Kafka's ``replayRecords = false`` for classic groups); where
+  the reply waits for the write (sync from the leader, a static member's re-join) ``on_written`` /
+  ``on_write_failed`` complete it. ``replay(key, value)`` rebuilds the same state from those records on load.
 
 Transactional offset commits (TxnOffsetCommit) are written as a transactional batch of the
 producer and stay *pending* per producer id until the transaction's marker reaches the partition:
@@ -32,7 +41,7 @@ import logging
 import sys
 import uuid
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Dict, Final, Iterable, List, Optional, Set, Tuple
+from typing import TYPE_CHECKING, Any, Callable, Dict, Final, Iterable, List, Optional, Sequence, Set, Tuple
 
 from broker.coordinator.group import records as rec
 from broker.errors import ErrorCode
@@ -259,6 +268,8 @@ class Outcome:
     guard: Optional[object] = None
     #: the batch's base sequence: Kafka writes offset commits at 0 (GroupMetadataManager.storeOffsets), the rest at -1
     base_sequence: int = -1
+    #: the records are applied through replay once written (offset commits); False: the call changed the state
+    replay: bool = False
 
     def merge(self, other: "Outcome") -> "Outcome":
         self.completions.extend(other.completions)
@@ -869,30 +880,27 @@ class GroupCoordinatorState:
             return out
         for tp in accepted:
             group.pending_commits[tp] = group.pending_commits.get(tp, 0) + 1
-
-        def done_pending() -> None:
-            for tp in accepted:
-                n = group.pending_commits.get(tp, 0) - 1
-                if n > 0:
-                    group.pending_commits[tp] = n
-                else:
-                    group.pending_commits.pop(tp, None)
-
-        def written(t: int, batch_offset: int) -> Outcome:
-            done_pending()
-            if self.groups.get(group_id) is group:
-                for tp, om in accepted.items():
-                    group.offsets[tp] = committed_offset(om, batch_offset)
-            return Outcome(response=result)
+        # written: replay_written applies the records and settles pending_commits; the reply is ``result``
+        out.response, out.replay = result, True
 
         def failed(t: int, code: int) -> Outcome:
-            done_pending()
+            for tp in accepted:
+                self._settle_pending_commit(group, tp)
             err = write_error_for_commit(code)
             self._maybe_drop(group)
             return Outcome(response={tp: (err if tp in accepted else e) for tp, e in result.items()})
 
-        out.on_written, out.on_write_failed = written, failed
+        out.on_write_failed = failed
         return out
+
+    @staticmethod
+    def _settle_pending_commit(group: Group, tp: TopicPartition) -> None:
+        """One commit of ``tp`` in flight ended (written or not)."""
+        n = group.pending_commits.get(tp, 0) - 1
+        if n > 0:
+            group.pending_commits[tp] = n
+        else:
+            group.pending_commits.pop(tp, None)
 
     def _offset_records(self, group: Group, offsets: Dict[TopicPartition, OffsetAndMetadata], out: Outcome
                         ) -> Tuple[Dict[TopicPartition, int], Dict[TopicPartition, OffsetAndMetadata]]:
@@ -968,15 +976,8 @@ class GroupCoordinatorState:
         pending = group.pending_txn_commits.setdefault(producer_id, {})
         for tp, om in accepted.items():
             pending[tp] = (None, om)
-
-        def written(t: int, batch_offset: int) -> Outcome:
-            mine = group.pending_txn_commits.get(producer_id)
-            if mine is not None:  # else the transaction already ended: the marker beat the callback
-                for tp in accepted:
-                    entry = mine.get(tp)
-                    if entry is not None and entry[0] is None:
-                        mine[tp] = (batch_offset, entry[1])
-            return Outcome(response=result)
+        # written: replay_written records the batch's offset in the pending commits; the reply is ``result``
+        out.response, out.replay = result, True
 
         def failed(t: int, code: int) -> Outcome:
             mine = group.pending_txn_commits.get(producer_id)
@@ -991,7 +992,7 @@ class GroupCoordinatorState:
             self._maybe_drop(group)
             return Outcome(response={tp: (err if tp in accepted else e) for tp, e in result.items()})
 
-        out.on_written, out.on_write_failed = written, failed
+        out.on_write_failed = failed
         return out
 
     def complete_txn(self, producer_id: int, committed: bool) -> None:
@@ -1107,9 +1108,10 @@ class GroupCoordinatorState:
                 errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 continue
             errors[tp] = 0
-            if group.offsets.pop(tp, None) is not None:
+            if tp in group.offsets:
                 out.records.append((rec.offset_commit_key(group_id, tp[0], tp[1]), None))
-        out.response = (0, errors)
+        # the offsets go when their tombstones are written and replayed
+        out.response, out.replay = (0, errors), True
         return out
 
     def expire_offsets(self, now: int, group_ids: Optional[Iterable[str]] = None) -> Outcome:
@@ -1157,6 +1159,50 @@ class GroupCoordinatorState:
         finally:
             if buffered is not None:
                 self._load_buffer = {}
+
+    def replay_batch(self, records: Sequence[StoredRecord], producer_id: int, marker: Optional[bool]) -> None:
+        """Apply one loaded batch (records, or a transaction marker) while loading (on the loader thread)."""
+        if marker is not None:
+            self.replay_txn_marker(producer_id, marker)
+            return
+        if producer_id < 0:
+            try:
+                self.replay_records(records)
+                return
+            except Exception:  # one unreadable record: go through the batch one record at a time
+                pass
+        for r in records:
+            try:
+                if producer_id >= 0:
+                    self.replay_txn_record(r.key, r.value, r.offset, producer_id)
+                else:
+                    self.replay(r.key, r.value, r.offset)
+            except Exception:
+                log.exception("[GroupCoordinator] Skipping unreadable record at offset %d", r.offset)
+
+    def replay_written(self, records: Sequence[Record], base_offset: int, producer_id: int) -> None:
+        """Apply offset commits this broker just wrote at ``base_offset`` (the runtime calls it once they are
+        durable): :meth:`replay` / :meth:`replay_txn_record` at their offsets, plus what is not in the records: the
+        commit in flight is settled (a plain one), and a transactional one whose transaction already ended (its
+        marker was applied before this append's answer) is not made pending again."""
+        for i, (key, value) in enumerate(records):
+            offset = base_offset + i
+            ok = rec.decode_offset_key(key)
+            if ok is None:
+                self.replay(key, value, offset)
+                continue
+            group = self.groups.get(ok[0])
+            tp = (ok[1], ok[2])
+            if producer_id < 0:
+                self.replay(key, value, offset)
+                if group is not None and value is not None:  # a commit (a tombstone is OffsetDelete's)
+                    self._settle_pending_commit(group, tp)
+                continue
+            mine = group.pending_txn_commits.get(producer_id) if group is not None else None
+            entry = mine.get(tp) if mine is not None else None
+            if entry is not None and entry[0] is None:
+                # the batch's offset, as Kafka's appendedBatchOffset (compared with plain commits' offsets)
+                self.replay_txn_record(key, value, base_offset, producer_id)
 
     def replay_records(self, records: Iterable[StoredRecord]) -> None:
         """Replay a plain batch's records (objects with ``offset``, ``key``, ``value``) in order."""

@@ -1,17 +1,19 @@
 """TransactionCoordinator: the asyncio side of the transaction coordinator.
 
-Routes each transactional id to its ``__transaction_state`` partition (Java ``String.hashCode``), keeps one pure
-:class:`TransactionCoordinatorState` per partition this broker leads, at the partition's leader epoch (the
-coordinator epoch), loads it by replaying the partition when leadership arrives (COORDINATOR_LOAD_IN_PROGRESS
-meanwhile) and resumes the markers of transactions found in PrepareCommit/PrepareAbort. It appends the records the
-state asks for through the same reader/writer the group coordinator uses (acks=all), hands markers to the
-:class:`TransactionMarkerChannelManager` and logs CompleteCommit/CompleteAbort once they are written (retrying
+Routes each transactional id to its ``__transaction_state`` partition (Java ``String.hashCode``). The
+:class:`~broker.coordinator.runtime.CoordinatorRuntime` keeps one pure :class:`TransactionCoordinatorState` per
+partition this broker leads, at the partition's leader epoch (the coordinator epoch), loading it on election
+(COORDINATOR_LOAD_IN_PROGRESS meanwhile), and writes the records the state asks for (acks=all), replaying each into
+the state once written. This service resumes the markers of transactions a load found in PrepareCommit/PrepareAbort,
+hands markers to the :class:`TransactionMarkerChannelManager` once a PrepareCommit/PrepareAbort is written (the
+post-write action) and logs CompleteCommit/CompleteAbort once they are written (retrying
 while the log is unavailable), aborts transactions that outlive their timeout
 (``transaction.abort.timed.out.transaction.cleanup.interval.ms``) and expires idle transactional ids
 (``transactional.id.expiration.ms``, checked every ``transaction.remove.expired.transaction.cleanup.interval.ms``).
 
 A shard that emigrates (or reloads at a newer epoch) is replaced by a new object, so a write that completes after
-that is answered NOT_COORDINATOR (Kafka's coordinator-epoch check after the append) and its markers are dropped.
+that is answered NOT_COORDINATOR (Kafka's coordinator-epoch check after the append; the runtime's fence) and its
+markers are dropped.
 
 Loop affinity: everything runs on the broker's event loop; only log reads and the replay go to the loader thread.
 """
@@ -25,11 +27,12 @@ from typing import Any, Callable, Dict, List, Optional, Protocol, Set, Tuple
 from broker.util.java_hash import partition_for
 from broker.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
 from broker.coordinator.transaction.metadata import BY_NAME
+from broker.coordinator.runtime import CoordinatorLog, CoordinatorRuntime, LoadSummary
 from broker.coordinator.transaction.records import TRANSACTION_STATE_TOPIC_NAME
 from broker.coordinator.transaction.state import (Outcome, PendingCompleteTxn, ProducerIdAndEpoch,
                                                   TransactionConfig, TransactionCoordinatorState,
                                                   check_init_producer_id, describe_error, log_error)
-from broker.errors import ErrorCode, KafkaError
+from broker.errors import ErrorCode
 
 log = logging.getLogger(__name__)
 
@@ -50,18 +53,6 @@ class ConfigSource(Protocol):
     def get(self, name: str) -> Any: ...
 
 
-class TxnLogIO(Protocol):
-    """Appends to and reads ``__transaction_state`` partitions (``broker.coordinator.offsets_topic.OffsetsTopicIO``)."""
-
-    async def append(self, partition: int, records: Any) -> int: ...
-
-    async def read_all(self, partition: int) -> List[Tuple[int, Optional[bytes], Optional[bytes]]]: ...
-
-    async def run_io(self, fn: Any, *args: Any) -> Any: ...
-
-    def is_leader(self, partition: int) -> bool: ...
-
-
 class InternalTopicCreator(Protocol):
     async def ensure_internal_topic(self, name: str, num_partitions: int, replication_factor: int,
                                     configs: Dict[str, str]) -> int: ...
@@ -74,7 +65,7 @@ class ProducerIdSource(Protocol):
 class TransactionCoordinator:
     """One per broker; registered as a leadership listener of ``__transaction_state``."""
 
-    def __init__(self, config: ConfigSource, io: TxnLogIO, topics: InternalTopicCreator,
+    def __init__(self, config: ConfigSource, io: CoordinatorLog, topics: InternalTopicCreator,
                  producer_ids: ProducerIdSource, leader_epoch: Callable[[int], int],
                  markers: TransactionMarkerChannelManager) -> None:
         self.config = config
@@ -85,12 +76,13 @@ class TransactionCoordinator:
         self.leader_epoch = leader_epoch
         self.markers = markers
         self.num_partitions = int(self._cfg("transaction.state.log.num.partitions", 50))
-        self.shards: Dict[int, TransactionCoordinatorState] = {}
-        self.loading: Dict[int, "asyncio.Task[None]"] = {}
+        self.runtime: CoordinatorRuntime[TransactionCoordinatorState] = CoordinatorRuntime(
+            "TransactionCoordinator", TRANSACTION_STATE_TOPIC_NAME, io,
+            lambda p, epoch: TransactionCoordinatorState(p, epoch, self.txn_config()), self._on_loaded,
+            self._on_unloaded, leader_epoch=leader_epoch)
+        #: the active shards by partition (the runtime's)
+        self.shards: Dict[int, TransactionCoordinatorState] = self.runtime.shards
         self._tasks: Set["asyncio.Task[Any]"] = set()
-        #: appends under way per partition: a (re)load waits for them, so it reads every record they wrote (Kafka
-        #: holds its state lock across the local append, which keeps a load from starting in between)
-        self._appending: Dict[int, Set["asyncio.Future[Any]"]] = {}
         self._periodic: List["asyncio.Task[None]"] = []
         self.active = False
 
@@ -121,7 +113,7 @@ class TransactionCoordinator:
         self.active = False
         for t in self._periodic:
             t.cancel()
-        for p in list(self.shards) + list(self.loading):
+        for p in self.runtime.partitions():
             await self.on_resign(TRANSACTION_STATE_TOPIC_NAME, p)
         await self.markers.stop()
         tasks = list(self._tasks) + self._periodic
@@ -129,66 +121,45 @@ class TransactionCoordinator:
             t.cancel()
         await asyncio.gather(*tasks, return_exceptions=True)
 
+    @property
+    def loading(self) -> Set[int]:
+        """The partitions being loaded."""
+        return self.runtime.loading
+
     async def on_become_leader(self, topic: str, partition: int) -> None:
         if topic != TRANSACTION_STATE_TOPIC_NAME:
             return
-        epoch = int(self.leader_epoch(partition))
         log.debug("[TransactionCoordinator] Elected as the txn coordinator for partition %d at epoch %d", partition,
-                  epoch)
-        self._unload(partition)
-        self.loading[partition] = asyncio.get_running_loop().create_task(self._load(partition, epoch))
+                  self.runtime.epoch_of(partition))
+        self.runtime.schedule_load(partition)
 
     async def on_resign(self, topic: str, partition: int) -> None:
         if topic != TRANSACTION_STATE_TOPIC_NAME:
             return
-        if partition in self.shards or partition in self.loading:
+        if partition in self.runtime.partitions():
             log.debug("[TransactionCoordinator] Resigned as the txn coordinator for partition %d", partition)
-        self._unload(partition)
+        self.runtime.schedule_unload(partition)
 
-    def _unload(self, partition: int) -> None:
-        task = self.loading.pop(partition, None)
-        if task is not None:
-            task.cancel()
-        state = self.shards.pop(partition, None)
+    def _on_unloaded(self, partition: int, state: Optional[TransactionCoordinatorState]) -> None:
+        """Unloaded: its markers are no longer ours to send."""
         self.markers.remove_markers_for_txn_partition(partition)
         if state is not None and state.transactions:
             log.info("[TransactionCoordinator] Unloaded transaction metadata of %d transactional ids of %s-%d",
                      len(state.transactions), TRANSACTION_STATE_TOPIC_NAME, partition)
 
-    async def _load(self, partition: int, epoch: int) -> None:
-        started = time.monotonic()
-        try:
-            state = TransactionCoordinatorState(partition, epoch, self.txn_config())
-            in_flight = list(self._appending.get(partition, ()))
-            if in_flight:
-                await asyncio.gather(*in_flight, return_exceptions=True)
-            records = await self.io.read_all(partition)
-            # the state is not visible to anyone yet, so it can be rebuilt off the event loop
-            await self.io.run_io(_replay_all, state, records, partition)
-            if self.loading.get(partition) is not asyncio.current_task():
-                return
-            self.shards[partition] = state
-            del self.loading[partition]  # before the markers: their completion must not see a loading partition
-            resumed = state.finish_loading(_now_ms())
-            log.log(logging.INFO if records else logging.DEBUG,
-                    "[TransactionCoordinator] Loaded %d transactional ids from %s-%d (%d records) at coordinator "
-                    "epoch %d in %.0f ms; %d transactions resume sending markers", len(state.transactions),
-                    TRANSACTION_STATE_TOPIC_NAME, partition, len(records), epoch,
-                    (time.monotonic() - started) * 1000, len(resumed))
-            for pending in resumed:
-                self.markers.add_markers(pending)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("[TransactionCoordinator] Loading %s-%d failed", TRANSACTION_STATE_TOPIC_NAME, partition)
-        finally:
-            if self.loading.get(partition) is asyncio.current_task():
-                del self.loading[partition]
+    def _on_loaded(self, partition: int, state: TransactionCoordinatorState, load: LoadSummary) -> None:
+        """Loaded: resume the markers of the transactions found prepared."""
+        resumed = state.finish_loading(_now_ms())
+        log.log(logging.INFO if load.records else logging.DEBUG,
+                "[TransactionCoordinator] Loaded %d transactional ids from %s-%d (%d records) at coordinator "
+                "epoch %d in %d ms; %d transactions resume sending markers", len(state.transactions),
+                TRANSACTION_STATE_TOPIC_NAME, partition, load.records, load.epoch, load.elapsed_ms, len(resumed))
+        for pending in resumed:
+            self.markers.add_markers(pending)
 
     async def wait_loaded(self) -> None:
         """Wait until no partition is loading (tests and tools)."""
-        while self.loading:
-            await asyncio.gather(*self.loading.values(), return_exceptions=True)
+        await self.runtime.wait_loaded()
 
     # ------------------------------------------------------------------ plumbing
     def partition_for(self, transactional_id: str) -> int:
@@ -197,12 +168,8 @@ class TransactionCoordinator:
     def _route(self, tid: str) -> Tuple[int, int, Optional[TransactionCoordinatorState]]:
         """(error, partition, state): Kafka's getTransactionState errors."""
         p = self.partition_for(tid)
-        if p in self.loading:
-            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, p, None
-        state = self.shards.get(p)
-        if state is None or not self.io.is_leader(p):
-            return ErrorCode.NOT_COORDINATOR, p, None
-        return 0, p, state
+        err, state = self.runtime.route(p)
+        return err, p, state
 
     def _spawn(self, coro: Any) -> None:
         task = asyncio.get_running_loop().create_task(coro)
@@ -210,48 +177,31 @@ class TransactionCoordinator:
         task.add_done_callback(self._tasks.discard)
 
     async def _finish(self, partition: int, state: TransactionCoordinatorState, out: Outcome) -> Any:
-        """Send the outcome's markers, append its records, then follow its write callbacks; the caller's reply."""
+        """Send the outcome's markers, write its records through the runtime (which replays them into ``state``),
+        then run its post-write action or failure; the caller's reply."""
         for pending in out.markers:
             self.markers.add_markers(pending)
         if not out.records:
             return out.response
-        if self.shards.get(partition) is not state:
-            code = int(ErrorCode.NOT_COORDINATOR)
-        else:
-            append = asyncio.ensure_future(self.io.append(partition, out.records))
-            append.add_done_callback(_retrieve)  # the append outlives a cancelled caller: its error is not lost
-            appending = self._appending.setdefault(partition, set())
-            appending.add(append)
-            try:
-                await asyncio.shield(append)
-                code = 0
-            except KafkaError as exc:
-                code = log_error(int(exc.error_code))
-            except Exception:
-                log.exception("[TransactionCoordinator] Appending to %s-%d failed", TRANSACTION_STATE_TOPIC_NAME,
-                              partition)
-                code = int(ErrorCode.UNKNOWN_SERVER_ERROR)
-            finally:
-                appending.discard(append)
-            if self.shards.get(partition) is not state:
-                # emigrated (or reloaded at a new coordinator epoch) while appending: Kafka's epoch check
-                code = int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if partition in self.loading
-                           else ErrorCode.NOT_COORDINATOR)
+        written = await self.runtime.write(partition, state, out.records)
+        # fenced (emigrated, or reloaded at a new coordinator epoch): Kafka's epoch check answers as it is
+        code = written.error if written.fenced else log_error(written.error)
         if code:
             log.info("[TransactionCoordinator] Appending to %s-%d failed with %s; the transition is abandoned",
                      TRANSACTION_STATE_TOPIC_NAME, partition, ErrorCode(code).name)
             assert out.on_write_failed is not None
             after = out.on_write_failed(_now_ms(), code)
+        elif out.after_write is not None:
+            after = out.after_write(_now_ms())
         else:
-            assert out.on_written is not None
-            after = out.on_written(_now_ms())
+            return out.response
         return await self._finish(partition, state, after)
 
     # ------------------------------------------------------------------ MarkerOwner
     def is_current(self, pending: PendingCompleteTxn) -> bool:
         p = pending.txn_partition
         state = self.shards.get(p)
-        return self.active and state is not None and p not in self.loading and state.is_current(pending)
+        return self.active and state is not None and state.is_current(pending)
 
     def on_marker_written(self, pending: PendingCompleteTxn, tp: TopicPartition) -> None:
         state = self.shards.get(pending.txn_partition)
@@ -265,7 +215,7 @@ class TransactionCoordinator:
         """Log CompleteCommit/CompleteAbort, retrying while the log answers COORDINATOR_NOT_AVAILABLE."""
         while self.active:
             state = self.shards.get(pending.txn_partition)
-            if state is None or pending.txn_partition in self.loading:
+            if state is None:
                 return
             out = state.complete_transaction(pending)
             if out is None:
@@ -415,17 +365,3 @@ class TransactionCoordinator:
             TRANSACTION_STATE_TOPIC_NAME, self.num_partitions,
             int(self._cfg("transaction.state.log.replication.factor", 3)), configs))
 
-
-def _retrieve(fut: "asyncio.Future[Any]") -> None:
-    if not fut.cancelled():
-        fut.exception()
-
-
-def _replay_all(state: TransactionCoordinatorState, records: list, partition: int) -> None:
-    """Apply a loaded partition's records to a fresh state (on the loader thread)."""
-    for offset, key, value in records:
-        try:
-            state.replay(key, value)
-        except Exception:
-            log.exception("[TransactionCoordinator] Skipping unreadable record at %s-%d offset %d",
-                          TRANSACTION_STATE_TOPIC_NAME, partition, offset)

@@ -1,11 +1,16 @@
 """The transaction coordinator as a pure state machine: one instance per ``__transaction_state`` partition led here.
 
 No asyncio, sockets or files: every call takes ``now`` (wall-clock ms) and returns an :class:`Outcome` naming the
-record to append to the partition and what follows once the append ends: ``on_written(now)`` /
-``on_write_failed(now, coordinator_error)`` each return a further Outcome carrying the reply and, after a
-PrepareCommit/PrepareAbort, the markers to send (:class:`PendingCompleteTxn`). An Outcome without records answers at
-once. ``replay(key, value)`` rebuilds the state from the partition's records on load; ``finish_loading`` then
-resumes the transactions found in PrepareCommit/PrepareAbort.
+record to append to the partition and the reply once it is durable. Replay is the only write path: a transition is
+only *prepared* by the call (the transactional id's ``pending_state``, in memory, as Kafka's); once the record is
+written the runtime hands it to :meth:`TransactionCoordinatorState.replay_written`, which completes the transition
+from the record itself, as a load applies the same record through :meth:`TransactionCoordinatorState.replay`. What
+the record does not carry (the previous producer id and last producer epoch, in-memory fields of KIP-360) is kept
+from the prepared transition meanwhile. ``on_write_failed(now, coordinator_error)`` clears the pending state and
+answers; ``after_write(now)``, where a reply reads the state the record made, is the explicit post-write action:
+after a PrepareCommit/PrepareAbort it names the markers to send (:class:`PendingCompleteTxn`) and changes nothing the
+record holds. An Outcome without records answers at once. ``finish_loading`` resumes the transactions a load found
+in PrepareCommit/PrepareAbort.
 
 Behaviour follows Kafka 3.9's TransactionCoordinator and TransactionStateManager at transaction.version 0 (the only
 version of ZooKeeper mode): the epoch is bumped by InitProducerId, fencing and timeouts, never by EndTxn. The
@@ -16,7 +21,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass, field
-from typing import Any, Callable, Dict, FrozenSet, List, Optional, Set, Tuple
+from typing import Any, Callable, Dict, FrozenSet, List, Optional, Sequence, Set, Tuple
 
 from broker.coordinator.transaction import records as rec
 from broker.coordinator.transaction.metadata import (BY_ID, BY_NAME, COMPLETE_ABORT, COMPLETE_COMMIT, DEAD, EMPTY,
@@ -57,9 +62,11 @@ class PendingCompleteTxn:
 @dataclass
 class Outcome:
     """What one call produced; see the module docstring."""
+    #: the reply (once the records are written and replayed, when there are records)
     response: Any = None
     records: List[Record] = field(default_factory=list)
-    on_written: Optional[Callable[[int], "Outcome"]] = None
+    #: the post-write action, run after the replay: a further Outcome with the reply and the markers to send
+    after_write: Optional[Callable[[int], "Outcome"]] = None
     on_write_failed: Optional[Callable[[int, int], "Outcome"]] = None
     markers: List[PendingCompleteTxn] = field(default_factory=list)
     #: InitProducerId needs a fresh producer id: call again with ``new_producer_id``
@@ -114,20 +121,24 @@ class TransactionCoordinatorState:
         self.coordinator_epoch = coordinator_epoch
         self.config = config
         self.transactions: Dict[str, TransactionMetadata] = {}
+        #: transitions prepared and being written, by transactional id: what replay_written takes from them is only
+        #: what their record does not carry
+        self._in_flight: Dict[str, TxnTransitMetadata] = {}
 
     # ================================================================== append plumbing
-    def _append(self, txn: TransactionMetadata, t: TxnTransitMetadata, written: Callable[[int], Outcome],
-                failed: Callable[[int, int], Outcome]) -> Outcome:
-        """Write ``t``; once written, complete the transition and continue with ``written``; on failure clear the
-        pending state (Kafka's appendTransactionToLog) and continue with ``failed``."""
-        def on_written(now: int) -> Outcome:
-            txn.complete_transition_to(t)
-            return written(now)
+    def _append(self, txn: TransactionMetadata, t: TxnTransitMetadata, failed: Callable[[int, int], Outcome],
+                response: Any = None, after_write: Optional[Callable[[int], Outcome]] = None) -> Outcome:
+        """Write ``t``'s record; once written, :meth:`replay_written` completes the transition and the reply is
+        ``response`` (or ``after_write``'s); on failure clear the pending state (Kafka's appendTransactionToLog)
+        and continue with ``failed``."""
+        tid = txn.transactional_id
+        self._in_flight[tid] = t
 
         def on_failed(now: int, code: int) -> Outcome:
+            self._in_flight.pop(tid, None)
             txn.pending_state = None
             return failed(now, code)
-        return Outcome(records=[transit_record(txn.transactional_id, t)], on_written=on_written,
+        return Outcome(response=response, records=[transit_record(tid, t)], after_write=after_write,
                        on_write_failed=on_failed)
 
     # ================================================================== InitProducerId
@@ -160,9 +171,8 @@ class TransactionCoordinatorState:
                     return Outcome(response=_init_error(err))
                 transit = maybe
             log.debug("InitProducerId of %s: %s", tid, transit)
-            return self._append(txn, transit,
-                                lambda _now: Outcome(response=(0, transit.producer_id, transit.producer_epoch)),
-                                lambda _now, code: Outcome(response=_init_error(code)))
+            return self._append(txn, transit, lambda _now, code: Outcome(response=_init_error(code)),
+                                response=(0, transit.producer_id, transit.producer_epoch))
         if txn.state == ONGOING:
             # Abort the open transaction under a bumped epoch; the client retries (CONCURRENT_TRANSACTIONS) and the
             # retry bumps the epoch again, rotating the producer id if fencing used up the last epoch.
@@ -192,8 +202,7 @@ class TransactionCoordinatorState:
         if txn.state == ONGOING and partitions <= txn.topic_partitions:
             return Outcome(response=0)
         transit = txn.prepare_add_partitions(partitions, now)
-        return self._append(txn, transit, lambda _now: Outcome(response=0),
-                            lambda _now, code: Outcome(response=code))
+        return self._append(txn, transit, lambda _now, code: Outcome(response=code), response=0)
 
     def verify_partitions(self, tid: str, pid: int, epoch: int,
                           partitions: Set[TopicPartition]) -> Dict[TopicPartition, int]:
@@ -267,7 +276,7 @@ class TransactionCoordinatorState:
                             "transaction log with error %s. The epoch was increased to %d but not returned to the "
                             "client", tid, ErrorCode(code).name, transit.producer_epoch)
             return Outcome(response=answer(code))
-        return self._append(txn, transit, written, failed)
+        return self._append(txn, transit, failed, after_write=written)
 
     def _pending_complete(self, now: int, txn: TransactionMetadata, commit: bool) -> PendingCompleteTxn:
         partitions = frozenset(txn.topic_partitions)
@@ -291,17 +300,15 @@ class TransactionCoordinatorState:
         if not self.is_current(pending):
             return None
         txn = pending.txn
-
-        def on_written(now: int) -> Outcome:
-            txn.complete_transition_to(pending.complete)
-            return Outcome(response=0)
+        tid = txn.transactional_id
+        self._in_flight[tid] = pending.complete
 
         def on_failed(now: int, code: int) -> Outcome:
+            self._in_flight.pop(tid, None)
             if code != ErrorCode.COORDINATOR_NOT_AVAILABLE:
                 txn.pending_state = None
             return Outcome(response=code)
-        return Outcome(records=[transit_record(txn.transactional_id, pending.complete)], on_written=on_written,
-                       on_write_failed=on_failed)
+        return Outcome(response=0, records=[transit_record(tid, pending.complete)], on_write_failed=on_failed)
 
     # ================================================================== timeouts and expiration
     def timed_out_transactions(self, now: int) -> List[Tuple[str, int, int]]:
@@ -342,22 +349,16 @@ class TransactionCoordinatorState:
         return outcomes
 
     def _tombstones(self, chunk: List[Tuple[TransactionMetadata, TxnTransitMetadata]]) -> Outcome:
-        def on_written(now: int) -> Outcome:
-            for txn, t in chunk:
-                tid = txn.transactional_id
-                if self.transactions.get(tid) is txn and txn.pending_state == DEAD \
-                        and txn.producer_epoch == t.producer_epoch:
-                    del self.transactions[tid]
-                    log.info("Expired transactional id %s (producer id %d)", tid, txn.producer_id)
-                else:
-                    txn.pending_state = None
-            return Outcome()
+        """One append of tombstones; each id leaves the cache when :meth:`replay_written` meets its tombstone."""
+        for txn, t in chunk:
+            self._in_flight[txn.transactional_id] = t
 
         def on_failed(now: int, code: int) -> Outcome:
             for txn, _ in chunk:
+                self._in_flight.pop(txn.transactional_id, None)
                 txn.pending_state = None
             return Outcome()
-        return Outcome(records=[transit_record(txn.transactional_id, t) for txn, t in chunk], on_written=on_written,
+        return Outcome(records=[transit_record(txn.transactional_id, t) for txn, t in chunk],
                        on_write_failed=on_failed)
 
     # ================================================================== Describe / List
@@ -390,7 +391,44 @@ class TransactionCoordinatorState:
             out.append({"transactional_id": tid, "producer_id": txn.producer_id, "transaction_state": txn.state.name})
         return out
 
-    # ================================================================== load
+    # ================================================================== replay
+    def replay_written(self, records: Sequence[Record], base_offset: int, producer_id: int) -> None:
+        """Records this shard prepared are written: complete each prepared transition from its record (the
+        runtime calls it once the append succeeded, before the reply and any post-write action)."""
+        for key, value in records:
+            tid = rec.decode_key(key)
+            prepared = self._in_flight.pop(tid, None) if tid is not None else None
+            txn = self.transactions.get(tid) if tid is not None else None
+            if prepared is None or txn is None or txn.pending_state is None:
+                self.replay(key, value)  # not prepared here (never expected): applied as a load would
+                continue
+            v = rec.decode_value(value)
+            if v is None:  # Dead: the id leaves the cache, unless its transition changed meanwhile
+                if txn.pending_state == DEAD and txn.producer_epoch == prepared.producer_epoch:
+                    del self.transactions[txn.transactional_id]
+                    log.info("Expired transactional id %s (producer id %d)", tid, txn.producer_id)
+                else:
+                    txn.pending_state = None
+                continue
+            txn.complete_transition_to(TxnTransitMetadata(
+                v.producer_id, prepared.prev_producer_id, v.producer_epoch, prepared.last_producer_epoch,
+                v.transaction_timeout_ms, BY_ID[v.transaction_status], frozenset(v.partitions),
+                v.start_timestamp_ms, v.last_update_timestamp_ms))
+
+    def replay_batch(self, records: Sequence[Any], producer_id: int, marker: Optional[bool]) -> None:
+        """One loaded batch (on the loader thread); an unreadable record is skipped. No markers are expected."""
+        if marker is not None:
+            return
+        for r in records:
+            try:
+                self.replay(r.key, r.value)
+            except Exception:
+                log.exception("[TransactionCoordinator] Skipping unreadable record at %s-%d offset %d",
+                              rec.TRANSACTION_STATE_TOPIC_NAME, self.partition, r.offset)
+
+    def end_replay(self) -> None:
+        """The load read the whole partition (nothing is buffered here)."""
+
     def replay(self, key: Optional[bytes], value: Optional[bytes]) -> None:
         """Apply one ``__transaction_state`` record (loading; the latest record of an id wins)."""
         if key is None:

@@ -45,6 +45,7 @@ class FakeOffsetsTopic:
     def __init__(self) -> None:
         self.records: List[LoadedRecord] = []
         self.base_sequences: List[int] = []   # one per appended batch
+        self.load_gate: Optional[asyncio.Event] = None   # a load waits for it when set
 
     async def append(self, partition: int, records: List[Tuple[bytes, Optional[bytes]]],
                      base_sequence: int = -1) -> int:
@@ -66,14 +67,10 @@ class FakeOffsetsTopic:
         self.records.append(LoadedRecord(len(self.records), None, None, producer_id, committed))
         return len(self.records) - 1
 
-    async def run_io(self, fn, *args):
-        return fn(*args)
-
-    async def read_all_with_markers(self, partition: int) -> Tuple[List[LoadedRecord], int]:
-        return list(self.records), len(self.records)
-
     async def load(self, partition: int, on_batch: Any, buffer_bytes: int, on_end: Any = None) -> Tuple[int, int]:
         """One batch per record, as OffsetsTopicIO.load hands them over."""
+        if self.load_gate is not None:
+            await self.load_gate.wait()
         for r in list(self.records):
             on_batch((r,), r.producer_id, r.marker)
         if on_end is not None:
@@ -338,7 +335,9 @@ def test_offset_fetch(version: int) -> None:
 def test_offset_fetch_while_loading(version: int) -> None:
     async def scenario(broker: Any) -> None:
         gc = broker.group_coordinator
-        gc.loading[0] = asyncio.get_running_loop().create_future()  # stands in for a running load
+        gc.io.load_gate = asyncio.Event()  # a reload that stays in progress until the gate opens
+        await gc.on_become_leader("__consumer_offsets", 0)
+        assert gc.loading == {0}
         try:
             err, rows = _fetched(version, await call(broker, ApiKey.OFFSET_FETCH, version,
                                                      _fetch_body(version, "g", [0])))
@@ -354,7 +353,8 @@ def test_offset_fetch_while_loading(version: int) -> None:
                                                           "protocol_name": "range", "assignments": []})
             assert s.error_code == E.REBALANCE_IN_PROGRESS
         finally:
-            gc.loading.pop(0).cancel()
+            gc.io.load_gate.set()
+            await gc.wait_loaded()
     run(scenario)
 
 

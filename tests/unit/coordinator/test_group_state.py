@@ -1,7 +1,7 @@
 """The pure classic-group state machine, driven with a manual clock (no asyncio, no I/O).
 
-``Driver`` plays the service's role: it keeps the parked replies, "writes" records by appending
-them to a list (optionally failing), runs write callbacks and fires due timers.
+``Driver`` plays the runtime's and the service's role: it keeps the parked replies, "writes" records by appending
+them to a list (optionally failing), replays written offset commits, runs write callbacks and fires due timers.
 """
 from __future__ import annotations
 
@@ -48,6 +48,8 @@ class Driver:
             else:
                 batch_offset = len(self.log)
                 self.log.extend(out.records)
+                if out.replay:  # as the runtime: the records are applied through replay once written
+                    self.state.replay_written(out.records, batch_offset, out.producer[0] if out.producer else -1)
                 after = out.on_written(self.now, batch_offset) if out.on_written else None
             if after is not None:
                 r = self.finish(after)
@@ -559,3 +561,27 @@ def test_member_validation_with_instance_ids_and_admin_commits() -> None:
     # generation -1 into an empty group is an admin/standalone commit, whatever the member id says
     assert d.commit("g", {("t", 0): 3}, member="stale-member", gen=-1) == {("t", 0): 0}
     assert d.commit("g", {("t", 0): 3}, member="stale-member", gen=2) == {("t", 0): E.UNKNOWN_MEMBER_ID}
+
+
+def test_a_commit_is_applied_by_replaying_its_records_once_written() -> None:
+    d = Driver()
+    out = d.state.commit_offsets(d.now, "g", "", None, -1, {("t", 0): OffsetAndMetadata(4, 2, "m", d.now)})
+    assert out.replay and out.response == {("t", 0): 0}
+    assert d.state.fetch_offsets("g", [("t", 0)], False)[0][1] == -1  # not applied while in flight
+    d.state.replay_written(out.records, 7, -1)
+    assert d.state.fetch_offsets("g", [("t", 0)], True) == [(("t", 0), 4, 2, "m", 0)]  # applied, pending settled
+    replayed = GroupCoordinatorState(GroupConfig())
+    for i, (k, v) in enumerate(out.records):
+        replayed.replay(k, v, 7 + i)
+    assert replayed.snapshot() == d.state.snapshot()
+
+
+def test_offset_delete_removes_offsets_by_replaying_its_tombstones_once_written() -> None:
+    d = Driver()
+    d.commit("g", {("x", 0): 5, ("x", 1): 6})
+    out = d.state.delete_offsets("g", [("x", 0)])
+    assert out.replay and out.response == (0, {("x", 0): 0}) and out.records == [(rec.offset_commit_key("g", "x", 0),
+                                                                                     None)]
+    assert d.state.fetch_offsets("g", [("x", 0)], False)[0][1] == 5  # a failed write would leave it: still there
+    d.state.replay_written(out.records, 10, -1)
+    assert [r[1] for r in d.state.fetch_offsets("g", [("x", 0), ("x", 1)], False)] == [-1, 6]

@@ -73,7 +73,8 @@ def test_resigning_drops_timers_and_deadlines(monkeypatch: Any) -> None:
     gc, _armed, _now, _state = coordinator(monkeypatch)
     gc._apply(0, Outcome(timers=[(KEY, 46_000), (("join", "g"), 2_000)]))
     handles = [h for h, _d in gc._timers.values()]
-    gc.shards[0].shutdown = lambda: Outcome()  # type: ignore[attr-defined]
-    gc.shards[0].groups = {}  # type: ignore[attr-defined]
-    gc._drop_shard(0)
+    state = gc.shards.pop(0)
+    state.shutdown = lambda: Outcome()  # type: ignore[attr-defined]
+    state.groups = {}  # type: ignore[attr-defined]
+    gc._drop_shard(0, state)
     assert gc._timers == {} and gc._deadlines == {} and all(h.cancelled for h in handles)

@@ -6,6 +6,7 @@ ends after emigration, completion retried while the log is unavailable, timeouts
 from __future__ import annotations
 
 import asyncio
+from types import SimpleNamespace
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
 import pytest
@@ -38,7 +39,8 @@ class FakeLog:
         self.read_gate: Optional[asyncio.Event] = None
         self.leader = True
 
-    async def append(self, partition: int, records: List[Tuple[bytes, Optional[bytes]]]) -> int:
+    async def append(self, partition: int, records: List[Tuple[bytes, Optional[bytes]]],
+                     base_sequence: int = -1) -> int:
         if self.append_gate is not None:
             self.parked += 1
             await self.append_gate.wait()
@@ -54,8 +56,14 @@ class FakeLog:
             await self.read_gate.wait()
         return list(self.partitions.get(partition, []))
 
-    async def run_io(self, fn: Any, *args: Any) -> Any:
-        return fn(*args)
+    async def load(self, partition: int, on_batch: Any, buffer_bytes: int, on_end: Any = None) -> Tuple[int, int]:
+        """Each record as a batch of its own, as OffsetsTopicIO.load hands them over."""
+        records = await self.read_all(partition)
+        for offset, k, v in records:
+            on_batch((SimpleNamespace(offset=offset, key=k, value=v),), -1, None)
+        if on_end is not None:
+            on_end()
+        return len(records), len(records)
 
     def is_leader(self, partition: int) -> bool:
         return self.leader
@@ -209,10 +217,10 @@ def test_load_resumes_markers_of_a_prepared_transaction() -> None:
         state = TransactionCoordinatorState(P, 1, TransactionConfig())
         out = state.init_producer_id(0, TID, 60000, None, new_producer_id=77)
         records = list(out.records)
-        out.on_written(0)
+        state.replay_written(out.records, 0, -1)
         out = state.add_partitions(0, TID, 77, 0, {("a", 0)})
         records += out.records
-        out.on_written(0)
+        state.replay_written(out.records, 1, -1)
         out = state.end_transaction(0, TID, 77, 0, False)
         records += out.records
         env.log.partitions[P] = [(i, k, v) for i, (k, v) in enumerate(records)]

@@ -1,8 +1,8 @@
 """The pure transaction coordinator (one ``__transaction_state`` partition) with a manual clock: every transition
 and every error of Kafka 3.9's TransactionCoordinator at transaction.version 0, and load by replay.
 
-``Log`` plays the partition: it appends an outcome's records (or fails them with a given error) and follows the
-write callbacks, as the asyncio service does.
+``Log`` plays the partition and the runtime: it appends an outcome's records (or fails them with a given error),
+replays what it wrote and runs the post-write action, as the asyncio service does.
 """
 from __future__ import annotations
 
@@ -35,13 +35,13 @@ class Log:
         self.markers.extend(out.markers)
         if not out.records:
             return out.response
-        assert out.on_written is not None and out.on_write_failed is not None
+        assert out.on_write_failed is not None
         if fail:
-            after = out.on_write_failed(self.now, fail)
-        else:
-            self.records.extend(out.records)
-            after = out.on_written(self.now)
-        return self.run(after)
+            return self.run(out.on_write_failed(self.now, fail))
+        base = len(self.records)
+        self.records.extend(out.records)
+        self.state.replay_written(out.records, base, -1)  # as the runtime: written, then replayed
+        return out.response if out.after_write is None else self.run(out.after_write(self.now))
 
     # shortcuts ------------------------------------------------------------------------------------------------
     def init(self, tid: str = "tx", timeout_ms: int = 60000, expected: Optional[Tuple[int, int]] = None,
@@ -536,3 +536,22 @@ def test_illegal_transitions_raise() -> None:
     txn.producer_epoch = 32767
     with pytest.raises(IllegalTransitionError):
         txn.prepare_fence_producer_epoch()                      # would overflow
+
+
+def test_a_transition_is_applied_by_replaying_its_record_once_written_and_not_on_failure() -> None:
+    log = fresh()
+    pid, epoch = log.init()[1:]
+    before = log.state.snapshot()
+    out = log.state.add_partitions(log.now + 1, "tx", pid, epoch, {TP_A})
+    assert log.state.snapshot() == before and log.txn().pending_state == ONGOING  # only prepared
+    assert out.on_write_failed is not None
+    assert out.on_write_failed(log.now, E.NOT_COORDINATOR).response == E.NOT_COORDINATOR
+    assert log.state.snapshot() == before and log.txn().pending_state is None
+    out = log.state.add_partitions(log.now + 2, "tx", pid, epoch, {TP_A})
+    log.state.replay_written(out.records, 5, -1)
+    assert log.txn().state == ONGOING and log.txn().topic_partitions == {TP_A}
+    assert log.txn().pending_state is None and out.response == 0
+    replayed = TransactionCoordinatorState(7, 3, TransactionConfig())
+    for key, value in log.records + out.records:
+        replayed.replay(key, value)
+    assert replayed.snapshot() == log.state.snapshot()

@@ -51,7 +51,7 @@ from broker.protocol.records.batch_info import LOG_OVERHEAD, RECORD_BATCH_OVERHE
 from broker.protocol.records.control import EndTxnMarker, parse_end_txn_marker
 from broker.util.file_slice import FileSlice
 
-from . import files
+from . import files, tiered_log
 from .config import LogConfig
 from .errors import (InvalidRecordError, KafkaStorageError, LogBusyError, OffsetOutOfRangeError, StorageError)
 from .checkpoints import atomic_write, fsync_dir, fsync_file
@@ -193,6 +193,11 @@ class Log:
         #: lowest offset truncated to since the last ``pop_truncation_point`` (a log dir move's copy follows it)
         self._truncated_to: Optional[int] = None
         self.on_roll: Optional[Callable[["Log", int], None]] = None
+        #: tiered storage (KIP-405): set before load by the owner. The log start offset may then lie below the first
+        #: local segment (the rest is remote), and local deletion never raises it (see broker.storage.tiered_log).
+        self.remote_log_enabled = False
+        #: highest offset whose segment is committed (COPY_SEGMENT_FINISHED) to remote storage; -1: none
+        self.highest_offset_in_remote_storage = -1
         self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(dir_path, files.LEADER_EPOCH_CHECKPOINT),
                                                        read=not new)
         self.producer_state = ProducerStateManager(dir_path, producer_id_expiration_ms)
@@ -206,7 +211,8 @@ class Log:
              clean_shutdown: bool = False, time: Callable[[], float] = _time.time,
              scheduler: Optional[Scheduler] = None, producer_id_expiration_ms: int = 86400000,
              high_watermark: int = 0, existing: bool = False,
-             log_dir_failure_channel: Optional[LogDirFailureChannel] = None) -> "Log":
+             log_dir_failure_channel: Optional[LogDirFailureChannel] = None,
+             remote_log_enabled: bool = False) -> "Log":
         """Load (and, after an unclean shutdown, recover) the log in ``dir_path``, creating it if needed.
 
         ``scheduler(delay_s, fn)`` runs deferred segment file deletion (file.delete.delay.ms); without
@@ -228,6 +234,7 @@ class Log:
                     os.makedirs(dir_path, exist_ok=True)
                     new = True
             log = cls(dir_path, config, time, scheduler, producer_id_expiration_ms, new=new)
+            log.remote_log_enabled = remote_log_enabled
         except OSError as e:
             _report(channel, parent, "Error while creating log for %s in dir %s" % (os.path.basename(dir_path),
                                                                                   parent), e)
@@ -360,7 +367,8 @@ class Log:
             active.activate()
         active.resize_indexes(self.config.segment_index_bytes)
         self._leo = max(active.next_offset, active.base_offset)
-        self._log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        self._log_start_offset = (max(log_start_offset, 0) if self.remote_log_enabled
+                                  else max(log_start_offset, self.segments[0].base_offset))
         if self._log_start_offset > self._leo:
             self._log_start_offset = self._leo
         self._recovery_point = min(recovery_point, self._leo) if clean_shutdown else min(recovery_point, self._leo)
@@ -511,6 +519,12 @@ class Log:
         return self.offsets.log_end_offset
 
     @property
+    def local_log_start_offset(self) -> int:
+        """The first offset on local disk (Kafka's localLogStartOffset): the log start offset unless tiered storage
+        holds the segments below it."""
+        return self.offsets.local_log_start_offset
+
+    @property
     def high_watermark(self) -> int:
         """The HW, without the lock. Never above the published LEO: a truncation publishes its LEO before it clamps
         the HW, and a reader between the two gets the LEO."""
@@ -572,14 +586,15 @@ class Log:
         under the log's lock; here the HW may have moved on the loop, which takes no lock)."""
         psm = self.producer_state
         start = self._log_start_offset
+        local = max(start, self._bases[0]) if self._bases else start
         if psm.ongoing_txns or psm.unreplicated_txns:
             if psm.unreplicated_txns:
                 psm.on_high_watermark_updated(self.high_watermark)
             first = min(psm.ongoing_txns) if psm.ongoing_txns else NO_TXN
             unreplicated = tuple(sorted((f, last) for f, (_pid, last) in psm.unreplicated_txns.items()))
-            offsets = _tuple_new(LogOffsets, (start, start, self._leo, first, unreplicated))
+            offsets = _tuple_new(LogOffsets, (start, local, self._leo, first, unreplicated))
         else:
-            offsets = _tuple_new(LogOffsets, (start, start, self._leo, NO_TXN, ()))
+            offsets = _tuple_new(LogOffsets, (start, local, self._leo, NO_TXN, ()))
         self._view = self._new_view(offsets)  # the view first: whoever sees these offsets sees their data
         self.offsets = offsets
 
@@ -1100,6 +1115,12 @@ class Log:
             self._increment_log_start_offset(offset)
             return self._log_start_offset
 
+    def maybe_increment_log_start_offset(self, offset: int) -> None:
+        """Raise the log start offset (the RemoteLogManager's expiration: remote segments below ``offset`` are
+        gone); never above the LEO, never down."""
+        with self._lock:
+            self._increment_log_start_offset(min(offset, self._leo))
+
     def _increment_log_start_offset(self, offset: int) -> None:
         if offset <= self._log_start_offset:
             return
@@ -1181,6 +1202,8 @@ class Log:
         """
         with self._lock:
             now = self._now_ms() if now_ms is None else now_ms
+            if self.remote_log_enabled:
+                return tiered_log.delete_local_segments(self, now)
             cfg = self.config
             deleted = 0
             if cfg.delete and cfg.retention_ms >= 0:
@@ -1210,7 +1233,8 @@ class Log:
         self._begin_layout_change()
         del self.segments[:len(doomed)]
         del self._bases[:len(doomed)]
-        self._increment_log_start_offset(self.segments[0].base_offset)
+        if not self.remote_log_enabled:  # tiered: the deleted segments are still readable from remote storage
+            self._increment_log_start_offset(self.segments[0].base_offset)
         self._publish()  # the log start offset may not have moved (it was above the segments already)
         for seg in doomed:
             self._schedule_delete(seg)

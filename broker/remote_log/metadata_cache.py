@@ -25,13 +25,18 @@ class RemoteLogMetadataCache:
                              f"{md.state.name}")
         self._segments[md.remote_log_segment_id] = md
 
-    def update_remote_log_segment_metadata(self, update: RemoteLogSegmentMetadataUpdate) -> None:
+    def check_update(self, update: RemoteLogSegmentMetadataUpdate) -> RemoteLogSegmentMetadata:
+        """The segment ``update`` applies to; raises if unknown or if the transition is invalid."""
         current = self._segments.get(update.remote_log_segment_id)
         if current is None:
             raise RemoteResourceNotFoundException(f"No remote log segment metadata found for :"
                                                   f"{update.remote_log_segment_id}")
         if not RemoteLogSegmentState.is_valid_transition(current.state, update.state):
             raise ValueError(f"Current state: {current.state.name}, target state: {update.state.name}")
+        return current
+
+    def update_remote_log_segment_metadata(self, update: RemoteLogSegmentMetadataUpdate) -> None:
+        current = self.check_update(update)
         if update.state == RemoteLogSegmentState.DELETE_SEGMENT_FINISHED:
             del self._segments[update.remote_log_segment_id]
         else:

@@ -10,6 +10,7 @@ InMemoryMetadataTopic. Nothing here imports replica or api code.
 from __future__ import annotations
 
 import abc
+import logging
 import threading
 from typing import Dict, Iterator, Mapping, Optional, Protocol, Sequence, Set
 
@@ -18,13 +19,15 @@ from broker.remote_log.metadata_cache import RemoteLogMetadataCache
 from broker.remote_log.metadata_serde import METADATA_TOPIC, RemoteLogMetadata, metadata_partition
 from broker.storage.remote.metadata import (
     RemoteLogSegmentMetadata, RemoteLogSegmentMetadataSnapshot, RemoteLogSegmentMetadataUpdate,
-    RemotePartitionDeleteMetadata, RemotePartitionDeleteState, TopicIdPartition,
+    RemoteLogSegmentState, RemotePartitionDeleteMetadata, RemotePartitionDeleteState, TopicIdPartition,
 )
-from broker.storage.remote.storage_manager import RemoteStorageException
+from broker.storage.remote.storage_manager import RemoteResourceNotFoundException, RemoteStorageException
 
 REPLICATION_FACTOR = "remote.log.metadata.topic.replication.factor"
 NUM_PARTITIONS = "remote.log.metadata.topic.num.partitions"
 RETENTION_MS = "remote.log.metadata.topic.retention.ms"
+
+logger = logging.getLogger(__name__)
 
 
 class MetadataTopicPort(Protocol):
@@ -124,6 +127,12 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         self._publish(md.topic_id_partition, md)
 
     def update_remote_log_segment_metadata(self, update: RemoteLogSegmentMetadataUpdate) -> None:
+        """Checked against the cache first (the publisher's own cache is current for its partition), so an update
+        the consumers would refuse never enters the topic."""
+        if update.state == RemoteLogSegmentState.COPY_SEGMENT_STARTED:
+            raise ValueError("Given remoteLogSegmentMetadataUpdate should not have the state as: "
+                             f"{RemoteLogSegmentState.COPY_SEGMENT_STARTED.name}")
+        self._cache(update.topic_id_partition).check_update(update)
         self._publish(update.topic_id_partition, update)
 
     def put_remote_partition_delete_metadata(self, md: RemotePartitionDeleteMetadata) -> None:
@@ -135,8 +144,11 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         other partitions are skipped (Kafka's consumer task filters the same way)."""
         pos = self._positions.get(partition, 0)
         for offset, value in self._port.read(METADATA_TOPIC, partition, pos):
-            self._apply(metadata_serde.deserialize(value))
             pos = offset + 1
+            try:
+                self._apply(metadata_serde.deserialize(value))
+            except (ValueError, RemoteResourceNotFoundException) as exc:  # Kafka's consumer task logs and goes on
+                logger.error("Error applying %s-%d offset %d: %s", METADATA_TOPIC, partition, offset, exc)
         self._positions[partition] = pos
 
     def _apply(self, md: RemoteLogMetadata) -> None:

@@ -53,7 +53,8 @@ from broker.util.file_slice import FileSlice
 
 from . import files, tiered_log
 from .config import LogConfig
-from .errors import (InvalidRecordError, KafkaStorageError, LogBusyError, OffsetOutOfRangeError, StorageError)
+from .errors import (InvalidRecordError, KafkaStorageError, LogBusyError, OffsetMovedToTieredStorageError,
+                     OffsetOutOfRangeError, StorageError)
 from .checkpoints import atomic_write, fsync_dir, fsync_file
 from .cleaner_batch import iter_stored_records
 from .leader_epoch_file import LeaderEpochFileCache
@@ -995,6 +996,10 @@ class Log:
         if start_offset > leo or start_offset < log_start:
             raise OffsetOutOfRangeError(
                 "offset %d is out of range [%d, %d] for %s" % (start_offset, log_start, leo, self.dir))
+        if start_offset < offsets.local_log_start_offset:
+            raise OffsetMovedToTieredStorageError(
+                "offset %d is below the local log start offset %d of %s: it is in remote storage"
+                % (start_offset, offsets.local_log_start_offset, self.dir))
         max_off = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
         segs = view.segments
         last = len(segs) - 1

@@ -15,6 +15,7 @@ from broker.remote_log import metadata_serde
 from broker.remote_log.metadata_manager import InMemoryMetadataTopic, TopicBasedRemoteLogMetadataManager
 from broker.remote_log.remote_log_manager import RemoteLogManager
 from broker.storage.config import LogConfig
+from broker.storage.errors import OffsetMovedToTieredStorageError, OffsetOutOfRangeError
 from broker.storage.log import Log
 from broker.storage.tiered_log import copyable_segments
 from broker.storage.remote.local_tiered_storage import LocalTieredStorage
@@ -151,6 +152,13 @@ def test_local_retention_deletes_only_copied_segments_and_keeps_log_start(tmp_pa
         assert [s.base_offset for s in e.log.segments] == [4, 6]
         assert e.log.log_start_offset == 0 and e.log.local_log_start_offset == 4
         assert e.log.offsets.local_log_start_offset == 4
+        with pytest.raises(OffsetMovedToTieredStorageError):
+            e.log.read(0, 1 << 20)
+        assert e.log.read(4, 1 << 20).records is not None
+        e.log.maybe_increment_log_start_offset(1)
+        with pytest.raises(OffsetOutOfRangeError) as info:
+            e.log.read(0, 1 << 20)
+        assert type(info.value) is OffsetOutOfRangeError
     finally:
         e.log.close()
 

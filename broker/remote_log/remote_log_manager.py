@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Set
 
 from broker.remote_log.metadata_manager import RemoteLogMetadataManager
+from broker.remote_log.quota import LONG_MAX, RLMQuotaManager
 from broker.storage import files
 from broker.storage.remote.metadata import (
     RemoteLogSegmentId, RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState,
@@ -93,6 +94,9 @@ class RLMCopyTask(RLMTask):
         for candidate in copyable_segments(log, self.copied_offset + 1):
             if self.cancelled:
                 return
+            if self.rlm.copy_quota.is_quota_exceeded():
+                logger.debug("Copy quota exceeded: %s resumes at the next run", self.tip)
+                return
             end = self.copy_log_segment(log, candidate)
             self.copied_offset = end
             if end > log.highest_offset_in_remote_storage:
@@ -121,6 +125,7 @@ class RLMCopyTask(RLMTask):
         rlm.rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
             sid, rlm.now_ms(), custom, S.COPY_SEGMENT_FINISHED, rlm.broker_id))
         rlm.copied_bytes += seg.size
+        rlm.copy_quota.record(seg.size)
         logger.info("Copied %s to remote storage with segment-id: %s", os.path.basename(seg.path), sid.id)
         return end
 
@@ -161,7 +166,8 @@ class RemoteLogManager:
 
     def __init__(self, broker_id: int, rsm: RemoteStorageManager, rlmm: RemoteLogMetadataManager,
                  log_of: LogLookup, *, task_interval_ms: int = 30000,
-                 time: Callable[[], float] = _time.time) -> None:
+                 copy_max_bytes_per_second: int = LONG_MAX, copy_quota_window_num: int = 11,
+                 copy_quota_window_size_seconds: int = 1, time: Callable[[], float] = _time.time) -> None:
         self.broker_id = broker_id
         self.rsm = rsm
         self.rlmm = rlmm
@@ -172,9 +178,10 @@ class RemoteLogManager:
         self.leader_copy_tasks: Dict[TopicIdPartition, RLMCopyTask] = {}
         self.leader_expiration_tasks: Dict[TopicIdPartition, RLMExpirationTask] = {}
         self.follower_tasks: Dict[TopicIdPartition, RLMFollowerTask] = {}
-        #: bytes copied so far (the copy quota's measure; remote.log.manager.copy.max.bytes.per.second is not
-        #: enforced yet)
+        #: bytes copied so far
         self.copied_bytes = 0
+        self.copy_quota = RLMQuotaManager(copy_max_bytes_per_second, self.now_ms, copy_quota_window_num,
+                                          copy_quota_window_size_seconds * 1000)
         self._closed = False
 
     def now_ms(self) -> int:

@@ -13,6 +13,7 @@ import pytest
 from broker.protocol.records.builder import build_batch
 from broker.remote_log import metadata_serde
 from broker.remote_log.metadata_manager import InMemoryMetadataTopic, TopicBasedRemoteLogMetadataManager
+from broker.remote_log.quota import RLMQuotaManager
 from broker.remote_log.remote_log_manager import RemoteLogManager
 from broker.storage.config import LogConfig
 from broker.storage.errors import OffsetMovedToTieredStorageError, OffsetOutOfRangeError
@@ -301,3 +302,35 @@ def test_a_non_tiered_log_is_left_alone(tmp_path: Path) -> None:
         assert e.records() == []
     finally:
         e.log.close()
+
+
+def test_copy_quota_defers_the_rest_to_a_later_run(tmp_path: Path) -> None:
+    e = Env(tmp_path, LogConfig(segment_bytes=ONE * 2, retention_ms=-1))
+    try:
+        e.append(7)  # three rolled segments of 2 * ONE bytes
+        rlmm = TopicBasedRemoteLogMetadataManager(e.topic)
+        rlmm.configure({"remote.log.metadata.topic.num.partitions": 7})
+        # 10 windows of 1 s as the floor: 2 * ONE bytes copied is a rate of ONE / 5 per second
+        rlm = RemoteLogManager(0, e.rsm, rlmm, lambda t, p: e.log, time=e.clock, copy_max_bytes_per_second=ONE // 6)
+        rlm.on_leadership_change({TIP: 3}, set())
+        rlm.run_once()
+        assert [s for s, _, _ in states(e)] == [0]
+        rlm.run_once()
+        assert [s for s, _, _ in states(e)] == [0]
+        e.clock.now_ms += 11_000  # the sample has left the 11 windows
+        rlm.run_once()
+        assert [s for s, _, _ in states(e)] == [0, 2]
+    finally:
+        e.log.close()
+
+
+def test_quota_manager_rate() -> None:
+    now = [10_000]
+    q = RLMQuotaManager(100, lambda: now[0], num_windows=11, window_ms=1000)
+    assert not q.is_quota_exceeded()
+    q.record(1000)
+    assert q.rate() == 100.0 and not q.is_quota_exceeded()
+    q.record(1)
+    assert q.is_quota_exceeded()
+    now[0] += 11_000
+    assert q.rate() == 0.0

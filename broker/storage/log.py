@@ -587,7 +587,8 @@ class Log:
         under the log's lock; here the HW may have moved on the loop, which takes no lock)."""
         psm = self.producer_state
         start = self._log_start_offset
-        local = max(start, self._bases[0]) if self._bases else start
+        bases = self._bases
+        local = bases[0] if bases and bases[0] > start else start  # the local log start (tiered logs only differ)
         if psm.ongoing_txns or psm.unreplicated_txns:
             if psm.unreplicated_txns:
                 psm.on_high_watermark_updated(self.high_watermark)

@@ -16,6 +16,12 @@ class OffsetOutOfRangeError(StorageError):
     error_name = "OFFSET_OUT_OF_RANGE"
 
 
+class OffsetMovedToTieredStorageError(OffsetOutOfRangeError):
+    """Kafka's OffsetMovedToTieredStorageException: the offset is at or above the log start offset but below the
+    local log start offset, so only remote storage holds it. A subclass so that, until a RemoteLogReader serves it,
+    every caller answers OFFSET_OUT_OF_RANGE as before."""
+
+
 class LogBusyError(StorageError):
     """A lock-free read found a change of the segment list under way and was told not to wait (the event loop:
     it reads on a worker instead)."""

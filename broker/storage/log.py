@@ -50,10 +50,10 @@ from broker.protocol.records import errors as record_errors
 from broker.protocol.records.batch_info import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchInfo
 from broker.protocol.records.control import EndTxnMarker, parse_end_txn_marker
 
-from . import files
+from . import files, tiered_log
 from .config import LogConfig
-from .errors import (InvalidRecordError, KafkaStorageError, LogBusyError, OffsetOutOfRangeError,
-                     UnexpectedAppendOffsetError)
+from .errors import (InvalidRecordError, KafkaStorageError, LogBusyError, OffsetMovedToTieredStorageError,
+                     OffsetOutOfRangeError, UnexpectedAppendOffsetError)
 from .checkpoints import atomic_write, fsync_dir, fsync_file
 from .cleaner_batch import iter_stored_records
 from .leader_epoch_file import LeaderEpochFileCache
@@ -175,6 +175,11 @@ class Log:
         #: lowest offset truncated to since the last ``pop_truncation_point`` (a log dir move's copy follows it)
         self._truncated_to: Optional[int] = None
         self.on_roll: Optional[Callable[["Log", int], None]] = None
+        #: tiered storage (KIP-405): set before load by the owner. The log start offset may then lie below the first
+        #: local segment (the rest is remote), and local deletion never raises it (see broker.storage.tiered_log).
+        self.remote_log_enabled = False
+        #: highest offset whose segment is committed (COPY_SEGMENT_FINISHED) to remote storage; -1: none
+        self.highest_offset_in_remote_storage = -1
         self.leader_epoch_cache = LeaderEpochFileCache(os.path.join(dir_path, files.LEADER_EPOCH_CHECKPOINT),
                                                        read=not new)
         self.producer_state = ProducerStateManager(dir_path, producer_id_expiration_ms)
@@ -192,7 +197,8 @@ class Log:
              clean_shutdown: bool = False, time: Callable[[], float] = _time.time,
              scheduler: Optional[Scheduler] = None, producer_id_expiration_ms: int = 86400000,
              high_watermark: int = 0, existing: bool = False,
-             log_dir_failure_channel: Optional[LogDirFailureChannel] = None) -> "Log":
+             log_dir_failure_channel: Optional[LogDirFailureChannel] = None,
+             remote_log_enabled: bool = False) -> "Log":
         """Load (and, after an unclean shutdown, recover) the log in ``dir_path``, creating it if needed.
 
         ``scheduler(delay_s, fn)`` runs deferred segment file deletion (file.delete.delay.ms); without
@@ -214,6 +220,7 @@ class Log:
                     os.makedirs(dir_path, exist_ok=True)
                     new = True
             log = cls(dir_path, config, time, scheduler, producer_id_expiration_ms, new=new)
+            log.remote_log_enabled = remote_log_enabled
         except OSError as e:
             _report(channel, parent, "Error while creating log for %s in dir %s" % (os.path.basename(dir_path),
                                                                                   parent), e)
@@ -346,7 +353,8 @@ class Log:
             active.activate()
         active.resize_indexes(self.config.segment_index_bytes)
         self._leo = max(active.next_offset, active.base_offset)
-        self._log_start_offset = max(log_start_offset, self.segments[0].base_offset)
+        self._log_start_offset = (max(log_start_offset, 0) if self.remote_log_enabled
+                                  else max(log_start_offset, self.segments[0].base_offset))
         if self._log_start_offset > self._leo:
             self._log_start_offset = self._leo
         self._recovery_point = min(recovery_point, self._leo) if clean_shutdown else min(recovery_point, self._leo)
@@ -497,6 +505,12 @@ class Log:
         return self.offsets.log_end_offset
 
     @property
+    def local_log_start_offset(self) -> int:
+        """The first offset on local disk (Kafka's localLogStartOffset): the log start offset unless tiered storage
+        holds the segments below it."""
+        return self.offsets.local_log_start_offset
+
+    @property
     def high_watermark(self) -> int:
         """The HW, without the lock. Never above the published LEO: a truncation publishes its LEO before it clamps
         the HW, and a reader between the two gets the LEO."""
@@ -558,14 +572,16 @@ class Log:
         under the log's lock; here the HW may have moved on the loop, which takes no lock)."""
         psm = self.producer_state
         start = self._log_start_offset
+        bases = self._bases
+        local = bases[0] if bases and bases[0] > start else start  # the local log start (tiered logs only differ)
         if psm.ongoing_txns or psm.unreplicated_txns:
             if psm.unreplicated_txns:
                 psm.on_high_watermark_updated(self.high_watermark)
             first = min(psm.ongoing_txns) if psm.ongoing_txns else NO_TXN
             unreplicated = tuple(sorted((f, last) for f, (_pid, last) in psm.unreplicated_txns.items()))
-            offsets = _tuple_new(LogOffsets, (start, start, self._leo, first, unreplicated))
+            offsets = _tuple_new(LogOffsets, (start, local, self._leo, first, unreplicated))
         else:
-            offsets = _tuple_new(LogOffsets, (start, start, self._leo, NO_TXN, ()))
+            offsets = _tuple_new(LogOffsets, (start, local, self._leo, NO_TXN, ()))
         self._view = self._new_view(offsets)  # the view first: whoever sees these offsets sees their data
         self.offsets = offsets
 
@@ -983,6 +999,10 @@ class Log:
         if start_offset > leo or start_offset < log_start:
             raise OffsetOutOfRangeError(
                 "offset %d is out of range [%d, %d] for %s" % (start_offset, log_start, leo, self.dir))
+        if start_offset < offsets.local_log_start_offset:
+            raise OffsetMovedToTieredStorageError(
+                "offset %d is below the local log start offset %d of %s: it is in remote storage"
+                % (start_offset, offsets.local_log_start_offset, self.dir))
         max_off = leo if max_offset_exclusive is None else min(max_offset_exclusive, leo)
         segs = view.segments
         last = len(segs) - 1
@@ -1106,6 +1126,20 @@ class Log:
             self._increment_log_start_offset(offset)
             return self._log_start_offset
 
+    @owner_command
+    def maybe_increment_log_start_offset(self, offset: int) -> None:
+        """Raise the log start offset (the RemoteLogManager's expiration: remote segments below ``offset`` are
+        gone); never above the LEO, never down."""
+        with self._lock:
+            self._increment_log_start_offset(min(offset, self._leo))
+
+    @owner_command
+    def note_highest_offset_in_remote_storage(self, offset: int) -> None:
+        """The RemoteLogManager's copy (or, on a follower, the metadata) reached ``offset``: local retention may now
+        delete the segments below it. Never goes down."""
+        if offset > self.highest_offset_in_remote_storage:
+            self.highest_offset_in_remote_storage = offset
+
     def _increment_log_start_offset(self, offset: int) -> None:
         if offset <= self._log_start_offset:
             return
@@ -1191,6 +1225,8 @@ class Log:
         """
         with self._lock:
             now = self._now_ms() if now_ms is None else now_ms
+            if self.remote_log_enabled:
+                return tiered_log.delete_local_segments(self, now)
             cfg = self.config
             deleted = 0
             if cfg.delete and cfg.retention_ms >= 0:
@@ -1220,7 +1256,8 @@ class Log:
         self._begin_layout_change()
         del self.segments[:len(doomed)]
         del self._bases[:len(doomed)]
-        self._increment_log_start_offset(self.segments[0].base_offset)
+        if not self.remote_log_enabled:  # tiered: the deleted segments are still readable from remote storage
+            self._increment_log_start_offset(self.segments[0].base_offset)
         self._publish()  # the log start offset may not have moved (it was above the segments already)
         for seg in doomed:
             self._schedule_delete(seg)

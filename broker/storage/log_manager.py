@@ -813,7 +813,8 @@ class LogManager:
                 return
             if not self._write_checkpoint(log_dir, files.LOG_START_OFFSET_CHECKPOINT,
                                           {tp: log.log_start_offset for tp, log in logs.items()
-                                           if log.log_start_offset > log.segments[0].base_offset},
+                                           if log.remote_log_enabled
+                                           or log.log_start_offset > log.segments[0].base_offset},
                                           "Disk error while writing log start offsets checkpoint"):
                 return
             self._write_checkpoint(log_dir, files.REPLICATION_OFFSET_CHECKPOINT,
@@ -828,7 +829,8 @@ class LogManager:
             with self._checkpoint_lock:
                 self._write_checkpoint(d, files.LOG_START_OFFSET_CHECKPOINT,
                                        {tp: log.log_start_offset for tp, log in logs.items()
-                                        if log.log_start_offset > log.segments[0].base_offset},
+                                        if log.remote_log_enabled
+                                        or log.log_start_offset > log.segments[0].base_offset},
                                        "Disk error while writing log start offsets checkpoint")
 
     def checkpoint_high_watermarks(self) -> None:

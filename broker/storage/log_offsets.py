@@ -33,7 +33,7 @@ class LogOffsets(NamedTuple):
     """One publication of a Log's offsets (immutable). ``unreplicated_txns`` is sorted by first offset."""
 
     log_start_offset: int
-    #: the first offset held on local disk (the log start offset: this broker keeps no remote tier)
+    #: the first offset held on local disk: the log start offset unless remote storage holds the offsets below
     local_log_start_offset: int
     log_end_offset: int
     #: first offset of the oldest open transaction, NO_TXN when none is open

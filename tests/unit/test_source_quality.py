@@ -65,10 +65,12 @@ def test_storage_never_sees_requests() -> None:
 
 def test_no_log_outside_storage() -> None:
     """Issue 20: above storage a partition's log is a ``PartitionLog`` (published state and owner commands), never the
-    ``Log`` itself, so nothing up there can reach its lock, segments or producer state."""
+    ``Log`` itself, so nothing up there can reach its lock, segments or producer state. ``remote_log/`` is the
+    storage side too (Kafka's RemoteLogManager copies a log's segment files, indexes and epoch slices); its changes
+    to a log are commands to the log's owner."""
     for path in sorted(BROKER.rglob("*.py")):
         rel = path.relative_to(BROKER).as_posix()
-        if rel.startswith("storage/"):
+        if rel.startswith(("storage/", "remote_log/")):
             continue
         bad = {m for m in _imports(path) if m == "broker.storage.log"}
         assert not bad, f"broker/{rel} imports broker.storage.log; use broker.storage.partition_log.PartitionLog"

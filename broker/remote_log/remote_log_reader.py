@@ -1,0 +1,101 @@
+"""RemoteLogReader: a fetch of an offset that only remote storage holds (the Log raised
+OffsetMovedToTieredStorageError). As Kafka's RemoteLogManager.read: the leader epoch of the offset, the remote
+segment of that epoch holding it (RemoteLogMetadataManager), the position from the segment's offset index, then the
+segment's batches from there (RemoteStorageManager): the first batch ending at or after the offset, and the whole
+batches after it within ``max_bytes`` (the first one whatever its size with ``min_one_message``, KIP-74).
+
+Not wired into the fetch path yet: the broker still refuses remote.log.storage.system.enable=true.
+"""
+from __future__ import annotations
+
+import struct
+from typing import NamedTuple, Optional
+
+from broker.remote_log.metadata_manager import RemoteLogMetadataManager
+from broker.storage.leader_epoch_file import LeaderEpochFileCache
+from broker.storage.remote.metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
+from broker.storage.remote.storage_manager import IndexType, RemoteStorageManager
+
+#: a batch's header up to and including lastOffsetDelta: baseOffset(8) length(4) partitionLeaderEpoch(4) magic(1)
+#: crc(4) attributes(2) lastOffsetDelta(4)
+_HEADER = 27
+_ENTRY = struct.Struct(">ii")
+
+
+class RemoteFetchResult(NamedTuple):
+    """The records read (whole batches) and the remote segment they came from (None: no remote data)."""
+
+    records: bytes
+    segment: Optional[RemoteLogSegmentMetadata]
+
+
+def lookup_position(index: bytes, base_offset: int, offset: int) -> int:
+    """The position of the last offset-index entry at or below ``offset`` (0 when none): entries are 8 bytes,
+    relative offset and position, as Kafka's OffsetIndex (a zero-filled tail past the entries is ignored)."""
+    pos = 0
+    for i in range(0, len(index) - len(index) % 8, 8):
+        rel, position = _ENTRY.unpack_from(index, i)
+        if i > 0 and rel == 0 and position == 0:
+            break
+        if base_offset + rel > offset:
+            break
+        pos = position
+    return pos
+
+
+def read_batches(data: bytes, offset: int, max_bytes: int, min_one_message: bool) -> bytes:
+    """From ``data`` (whole batches from some position), the first batch whose last offset is >= ``offset`` and
+    the whole batches after it within ``max_bytes``."""
+    pos, start, end = 0, -1, -1
+    while pos + _HEADER <= len(data):
+        base, length = struct.unpack_from(">qi", data, pos)
+        size = 12 + length
+        if pos + size > len(data):
+            break
+        last = base + struct.unpack_from(">i", data, pos + 23)[0]
+        if start < 0:
+            if last >= offset:
+                start = pos
+                if size > max_bytes:
+                    return bytes(data[pos:pos + size]) if min_one_message else b""
+                end = pos + size
+        elif end - start + size <= max_bytes:
+            end = pos + size
+        else:
+            break
+        pos += size
+    return bytes(data[start:end]) if start >= 0 else b""
+
+
+class RemoteLogReader:
+    """Reads one partition's remote batches for a fetch."""
+
+    def __init__(self, rsm: RemoteStorageManager, rlmm: RemoteLogMetadataManager) -> None:
+        self.rsm = rsm
+        self.rlmm = rlmm
+
+    def read(self, tip: TopicIdPartition, epochs: LeaderEpochFileCache, offset: int, max_bytes: int,
+             min_one_message: bool = True) -> RemoteFetchResult:
+        epoch = epochs.epoch_for_offset(offset)
+        if epoch is None:
+            return RemoteFetchResult(b"", None)
+        md = self.rlmm.remote_log_segment_metadata(tip, epoch, offset)
+        while md is not None:
+            with self.rsm.fetch_index(md, IndexType.OFFSET) as f:
+                position = lookup_position(f.read(), md.start_offset, offset)
+            with self.rsm.fetch_log_segment(md, position) as f:
+                data = f.read()
+            records = read_batches(data, offset, max_bytes, min_one_message)
+            if records:
+                return RemoteFetchResult(records, md)
+            md = self._next_segment(tip, md)  # the offset was past this segment's last batch (compacted away)
+        return RemoteFetchResult(b"", None)
+
+    def _next_segment(self, tip: TopicIdPartition, md: RemoteLogSegmentMetadata) -> Optional[RemoteLogSegmentMetadata]:
+        for m in self.rlmm.list_remote_log_segments(tip):
+            if m.start_offset > md.end_offset and m.state == RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
+                return m
+        return None
+
+
+__all__ = ["RemoteLogReader", "RemoteFetchResult", "lookup_position", "read_batches"]

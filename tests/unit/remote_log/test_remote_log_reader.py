@@ -1,0 +1,44 @@
+"""RemoteLogReader over what the RemoteLogManager copied, once local retention deleted it: the batches come back
+byte for byte from remote storage."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from broker.remote_log.remote_log_reader import RemoteLogReader, lookup_position, read_batches
+from broker.storage.config import LogConfig
+from broker.storage.errors import OffsetMovedToTieredStorageError
+
+from .test_remote_log_manager import ONE, TIP, Env
+
+
+def test_reads_remote_batches_after_local_deletion(tmp_path: Path) -> None:
+    e = Env(tmp_path, LogConfig(segment_bytes=ONE * 2, retention_ms=-1, local_retention_ms=0))
+    try:
+        e.append(5)  # [0,1] [2,3] [4]
+        local = Path(e.log.segments[0].path).read_bytes() + Path(e.log.segments[1].path).read_bytes()
+        rlm = e.rlm()
+        rlm.on_leadership_change({TIP: 3}, set())
+        rlm.run_once()
+        e.clock.now_ms += 10
+        assert e.log.delete_old_segments() == 2
+        with pytest.raises(OffsetMovedToTieredStorageError):
+            e.log.read(1, 1 << 20)
+        reader = RemoteLogReader(e.rsm, rlm.rlmm)
+        epochs = e.log.leader_epoch_cache
+        assert reader.read(TIP, epochs, 0, 1 << 20).records == local[:2 * ONE]  # one segment per read
+        assert reader.read(TIP, epochs, 1, ONE).records == local[ONE:2 * ONE]
+        assert reader.read(TIP, epochs, 3, 1 << 20).records == local[3 * ONE:]
+        assert reader.read(TIP, epochs, 2, 1).records == local[2 * ONE:3 * ONE]  # KIP-74: one batch anyway
+        assert reader.read(TIP, epochs, 2, 1, min_one_message=False).records == b""
+        assert reader.read(TIP, epochs, 4, 1 << 20).segment is None  # local, not remote
+    finally:
+        e.log.close()
+
+
+def test_lookup_position_and_read_batches() -> None:
+    index = bytes.fromhex("00000000 00000000 00000005 00000100 0000000a 00000200 00000000 00000000")
+    assert [lookup_position(index, 100, o) for o in (100, 104, 105, 109, 110, 500)] == [0, 0, 0x100, 0x100, 0x200,
+                                                                                        0x200]
+    assert read_batches(b"", 0, 100, True) == b""

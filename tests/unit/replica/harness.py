@@ -253,7 +253,8 @@ class Broker:
         self.log_manager = LogManager([self.dir], cluster.log_config, broker_id=broker_id, cluster_id="c",
                                       scheduler=cluster.scheduler)
         self.apm = FakeAlterPartition(broker_id)
-        self.rm = ReplicaManager(broker_id, self.log_manager, io_threads=1, config=cluster.config, clock=cluster.clock,
+        self.rm = ReplicaManager(broker_id, self.log_manager, io_threads=cluster.io_threads, config=cluster.config,
+                                 clock=cluster.clock,
                                  alter_partition_manager=self.apm, channel_factory=cluster.channel_factory(broker_id),
                                  broker_node=cluster.node, broker_epoch=lambda: 100 + broker_id)
 
@@ -268,9 +269,12 @@ class Broker:
 
 
 class FakeCluster:
-    def __init__(self, root: str, config: Optional[ReplicaConfig] = None, log_config: Optional[LogConfig] = None
-                 ) -> None:
+    def __init__(self, root: str, config: Optional[ReplicaConfig] = None, log_config: Optional[LogConfig] = None,
+                 io_threads: int = 0) -> None:
+        """``io_threads``: 0 (the default) runs each broker's disk jobs inline on the loop (the test's outcomes are
+        there when a call returns); a test of the worker threads themselves asks for some."""
         self.root = root
+        self.io_threads = io_threads
         self.clock = ManualClock()
         self.config = config or ReplicaConfig(replica_fetch_wait_max_ms=200, replica_fetch_backoff_ms=20)
         self.log_config = log_config or LogConfig(file_delete_delay_ms=0)

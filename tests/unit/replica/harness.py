@@ -278,7 +278,7 @@ class FakeCluster:
         self.clock = ManualClock()
         self.config = config or ReplicaConfig(replica_fetch_wait_max_ms=200, replica_fetch_backoff_ms=20)
         self.log_config = log_config or LogConfig(file_delete_delay_ms=0)
-        self.scheduler = Scheduler()
+        self.scheduler = Scheduler(threaded=False)  # no thread: deletions run at shutdown (run_pending_now)
         self.brokers: Dict[int, Broker] = {}
         self.down: set[int] = set()
         self.requests: List[Tuple[int, int, int, Any]] = []

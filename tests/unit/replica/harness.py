@@ -46,7 +46,13 @@ def records(*values: bytes, ts: int = 1_700_000_000_000) -> bytearray:
 
 
 async def wait_until(cond: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    """Poll ``cond`` (worker threads complete asynchronously); fail after ``timeout`` seconds."""
+    """Wait for ``cond``: a few loop turns first (an outcome that only needs other tasks to run, as with inline I/O,
+    is there without any sleep), then bounded polling for one behind a real timer (a fetcher's backoff or long poll,
+    a worker thread); fail after ``timeout`` seconds."""
+    for _ in range(100):
+        if cond():
+            return
+        await asyncio.sleep(0)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not cond():

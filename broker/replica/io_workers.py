@@ -21,7 +21,7 @@ import threading
 from queue import SimpleQueue
 from typing import Any, Callable, Hashable, List, Optional, Sequence, Tuple, TypeVar
 
-from broker.storage.log_owner import BlockingCommand, TopicPartition, run_each
+from broker.storage.log_owner import BlockingCommand, InlineLogOwners, TopicPartition, run_each
 
 log = logging.getLogger(__name__)
 
@@ -222,3 +222,57 @@ def _complete(done: List[Tuple["asyncio.Future[Any]", Any, Optional[BaseExceptio
             fut.set_exception(exc)
         else:
             fut.set_result(result)
+
+
+class InlineIoWorkers:
+    """:class:`IoWorkers` without threads, for unit tests (``ReplicaManager(io_threads=0)``): each job runs at once
+    on the calling thread (the event loop) and its future is already done when ``submit`` returns, with the job's
+    exception in it as the threaded workers deliver it. A test then needs no polling for a job's outcome, and the
+    loop thread is every log's owner (the caller is the owner, as in :class:`InlineLogOwners`). The broker always
+    uses threads (num.io.threads is at least 1)."""
+
+    def __init__(self) -> None:
+        self._owners = InlineLogOwners()
+
+    # --- LogOwners: the caller is the owner ---------------------------------------------------------------------
+    def is_owner(self, key: TopicPartition) -> bool:
+        return True
+
+    def call(self, key: TopicPartition, fn: Callable[[], T], cancelled: Optional[Callable[[], bool]] = None) -> T:
+        return self._owners.call(key, fn, cancelled)
+
+    def call_each(self, keys: Sequence[TopicPartition], fn: Callable[[TopicPartition], T], chunk_size: int = 256
+                  ) -> List[Tuple[Optional[T], Optional[Exception]]]:
+        return self._owners.call_each(keys, fn)
+
+    # --- jobs for the event loop ----------------------------------------------------------------------------------
+    def submit(self, fn: Callable[..., Any], *args: Any, key: Optional[Hashable] = None) -> "asyncio.Future[Any]":
+        fut: "asyncio.Future[Any]" = asyncio.get_running_loop().create_future()
+        try:
+            fut.set_result(fn(*args))
+        except BaseException as exc:  # delivered to the awaiting coroutine, as by IoWorkers
+            fut.set_exception(exc)
+        return fut
+
+    def submit_each(self, fn: Callable[[Any], Any], items: Sequence[Any], keys: Sequence[Hashable],
+                    chunk_size: int = 256, one_at_a_time: bool = False
+                    ) -> List[Tuple[List[int], "asyncio.Future[List[Outcome]]"]]:
+        """As :meth:`IoWorkers.submit_each` with one worker: items in their order, ``chunk_size`` per job (each job
+        runs alone, so ``one_at_a_time`` holds by construction)."""
+        jobs: List[Tuple[List[int], "asyncio.Future[List[Outcome]]"]] = []
+        for start in range(0, len(items), chunk_size):
+            chunk = list(range(start, min(start + chunk_size, len(items))))
+            jobs.append((chunk, self.submit(_run_each, fn, [items[i] for i in chunk])))
+        return jobs
+
+    async def run_each(self, fn: Callable[[Any], Any], items: Sequence[Any], keys: Sequence[Hashable],
+                       chunk_size: int = 256, one_at_a_time: bool = False) -> List[Outcome]:
+        """As :meth:`IoWorkers.run_each`: the outcome of each item, in the order of ``items``."""
+        out: List[Outcome] = [(None, None)] * len(items)
+        for indexes, fut in self.submit_each(fn, items, keys, chunk_size, one_at_a_time):
+            for i, outcome in zip(indexes, await fut):
+                out[i] = outcome
+        return out
+
+    def shutdown(self) -> None:
+        """Nothing to stop."""

@@ -50,7 +50,7 @@ from broker.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from broker.replica.config import ReplicaConfig
 from broker.replica.errors import error_code_for
 from broker.replica.fetcher import InitialFetchState, ReplicaFetcherManager
-from broker.replica.io_workers import IoWorkers
+from broker.replica.io_workers import InlineIoWorkers, IoWorkers
 from broker.replica.partition import (EPOCH_DURING_DELETE, NO_EPOCH, AlterPartitionSubmitter,
                                       LeaderAndIsrPartitionState, Partition)
 from broker.replica.partition_changes import PartitionChanges
@@ -194,6 +194,9 @@ class ReplicaManager:
                  log_dir_event_notifier: Optional[Callable[[], Any]] = None,
                  halt: Callable[[int], None] = os._exit) -> None:
         """
+        ``io_threads``: the disk I/O workers (each partition's log owner); 0 (unit tests only: the broker always has
+        at least one) runs every job, and the HW checkpoint, at once on the event loop (:class:`InlineIoWorkers`),
+        so a test's outcomes are there when the call returns, without threads.
         ``clock``: milliseconds (replica lag bookkeeping). ``broker_epoch``: this broker's epoch (czxid of its
         registration). ``is_broker_alive`` / ``broker_node`` / ``broker_rack``: the metadata cache's view of
         other brokers. ``metadata_has_partition``: whether the cluster knows a partition this broker does not
@@ -247,11 +250,12 @@ class ReplicaManager:
         self.isr_expands = 0
         self._state_lock: Optional[asyncio.Lock] = None
         self._tasks: List["asyncio.Task[None]"] = []
-        self._workers = IoWorkers(io_threads)
+        self._workers: Union[IoWorkers, InlineIoWorkers] = IoWorkers(io_threads) if io_threads > 0 else InlineIoWorkers()
         # each partition's worker is its log's owner: the storage scheduler's and the cleaner's commands go there too
         log_manager.attach_owners(self._workers)
-        #: one thread for the periodic HW checkpoint (fsyncs), apart from the append/read workers
-        self._checkpoint_pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="hw-checkpoint")
+        #: one thread for the periodic HW checkpoint (fsyncs), apart from the append/read workers (none when inline)
+        self._checkpoint_pool: Optional[ThreadPoolExecutor] = \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="hw-checkpoint") if io_threads > 0 else None
         self.fetcher_manager: Optional[ReplicaFetcherManager] = None
         #: partitions moving between this broker's log dirs (AlterReplicaLogDirs)
         self.alter_log_dirs = ReplicaAlterLogDirsManager(self)
@@ -331,7 +335,7 @@ class ReplicaManager:
             log.warning("Broker %d stopped fetcher for partitions %s and stopped moving logs for partitions %s because "
                         "they are in the failed log directory %s.", self.broker_id,
                         ",".join("%s-%d" % tp for tp in offline), ",".join("%s-%d" % tp for tp in moving), log_dir)
-        await asyncio.get_running_loop().run_in_executor(self._checkpoint_pool, lm.handle_log_dir_failure, log_dir)
+        await self._run_on_checkpoint_thread(lm.handle_log_dir_failure, log_dir)
         cleaner = getattr(lm, "cleaner", None)
         for tp in moving:
             if cleaner is not None:
@@ -391,7 +395,8 @@ class ReplicaManager:
     def shutdown(self) -> None:
         """Stop the I/O worker threads (after :meth:`stop` and the log manager's shutdown)."""
         self._workers.shutdown()
-        self._checkpoint_pool.shutdown(wait=True)
+        if self._checkpoint_pool is not None:
+            self._checkpoint_pool.shutdown(wait=True)
 
     def add_leadership_listener(self, listener: Any) -> None:
         """``listener.on_become_leader(topic, partition)`` / ``on_resign(topic, partition)`` (sync or async)
@@ -1484,7 +1489,13 @@ class ReplicaManager:
     async def checkpoint_high_watermarks(self) -> None:
         """Write replication-offset-checkpoint in every log dir, on the checkpoint thread: its fsyncs must not
         hold up the appends queued on the disk I/O workers (Kafka runs it on its scheduler, not its handlers)."""
-        await asyncio.get_running_loop().run_in_executor(self._checkpoint_pool, self.log_manager.checkpoint_high_watermarks)
+        await self._run_on_checkpoint_thread(self.log_manager.checkpoint_high_watermarks)
+
+    async def _run_on_checkpoint_thread(self, fn: Callable[..., Any], *args: Any) -> Any:
+        """``fn(*args)`` on the checkpoint thread, or at once on the loop with inline I/O workers (io_threads=0)."""
+        if self._checkpoint_pool is None:
+            return fn(*args)
+        return await asyncio.get_running_loop().run_in_executor(self._checkpoint_pool, fn, *args)
 
 
 def _producer_id(buf: Any) -> int:

@@ -16,16 +16,21 @@ logger = logging.getLogger(__name__)
 
 
 class Scheduler:
-    """Runs ``fn`` after ``delay_s`` (once) or every ``period_s`` on a single background thread."""
+    """Runs ``fn`` after ``delay_s`` (once) or every ``period_s`` on a single background thread.
 
-    def __init__(self, name: str = "storage-scheduler", clock: Callable[[], float] = time.monotonic) -> None:
+    ``threaded=False`` (unit tests): no thread; the test runs what is due with :meth:`run_due` (after moving its fake
+    ``clock``) or :meth:`run_pending_now`, on its own thread, so nothing runs behind its back."""
+
+    def __init__(self, name: str = "storage-scheduler", clock: Callable[[], float] = time.monotonic,
+                 threaded: bool = True) -> None:
         self._clock = clock
         self._cv = threading.Condition()
         self._queue: list[tuple[float, int, str, Callable[[], object], float]] = []
         self._seq = itertools.count()
         self._stopped = False
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
-        self._thread.start()
+        if threaded:
+            self._thread.start()
 
     def schedule(self, name: str, fn: Callable[[], object], delay_s: float = 0.0, period_s: float = -1.0) -> None:
         """Run ``fn`` after ``delay_s``; repeat every ``period_s`` when it is positive."""
@@ -58,6 +63,27 @@ class Scheduler:
                         heapq.heappush(self._queue, (max(due + period, self._clock()), next(self._seq), name, fn,
                                                      period))
 
+    def run_due(self) -> int:
+        """Run, on the caller's thread, every task due by the clock (periodic ones are rescheduled); returns how many
+        ran. For a scheduler without its thread."""
+        ran = 0
+        now = self._clock()  # one reading: a periodic task runs at most twice per call (as the thread catches up)
+        while True:
+            with self._cv:
+                if self._stopped or not self._queue or self._queue[0][0] > now:
+                    return ran
+                due, _, name, fn, period = heapq.heappop(self._queue)
+            try:
+                fn()
+            except Exception:
+                logger.exception("Scheduled task %s failed", name)
+            ran += 1
+            if period > 0:
+                with self._cv:
+                    if not self._stopped:
+                        heapq.heappush(self._queue, (max(due + period, now if due < now else now + period),
+                                                     next(self._seq), name, fn, period))
+
     def run_pending_now(self) -> None:
         """Run every queued one-shot task immediately on the caller's thread (shutdown, tests)."""
         with self._cv:
@@ -74,5 +100,5 @@ class Scheduler:
         with self._cv:
             self._stopped = True
             self._cv.notify_all()
-        if threading.current_thread() is not self._thread:
+        if self._thread.is_alive() and threading.current_thread() is not self._thread:
             self._thread.join(timeout=30)

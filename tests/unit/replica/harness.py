@@ -46,7 +46,13 @@ def records(*values: bytes, ts: int = 1_700_000_000_000) -> bytearray:
 
 
 async def wait_until(cond: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    """Poll ``cond`` (worker threads complete asynchronously); fail after ``timeout`` seconds."""
+    """Wait for ``cond``: a few loop turns first (an outcome that only needs other tasks to run, as with inline I/O,
+    is there without any sleep), then bounded polling for one behind a real timer (a fetcher's backoff or long poll,
+    a worker thread); fail after ``timeout`` seconds."""
+    for _ in range(100):
+        if cond():
+            return
+        await asyncio.sleep(0)
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout
     while not cond():
@@ -253,7 +259,8 @@ class Broker:
         self.log_manager = LogManager([self.dir], cluster.log_config, broker_id=broker_id, cluster_id="c",
                                       scheduler=cluster.scheduler)
         self.apm = FakeAlterPartition(broker_id)
-        self.rm = ReplicaManager(broker_id, self.log_manager, io_threads=1, config=cluster.config, clock=cluster.clock,
+        self.rm = ReplicaManager(broker_id, self.log_manager, io_threads=cluster.io_threads, config=cluster.config,
+                                 clock=cluster.clock,
                                  alter_partition_manager=self.apm, channel_factory=cluster.channel_factory(broker_id),
                                  broker_node=cluster.node, broker_epoch=lambda: 100 + broker_id)
 
@@ -268,13 +275,16 @@ class Broker:
 
 
 class FakeCluster:
-    def __init__(self, root: str, config: Optional[ReplicaConfig] = None, log_config: Optional[LogConfig] = None
-                 ) -> None:
+    def __init__(self, root: str, config: Optional[ReplicaConfig] = None, log_config: Optional[LogConfig] = None,
+                 io_threads: int = 0) -> None:
+        """``io_threads``: 0 (the default) runs each broker's disk jobs inline on the loop (the test's outcomes are
+        there when a call returns); a test of the worker threads themselves asks for some."""
         self.root = root
+        self.io_threads = io_threads
         self.clock = ManualClock()
         self.config = config or ReplicaConfig(replica_fetch_wait_max_ms=200, replica_fetch_backoff_ms=20)
         self.log_config = log_config or LogConfig(file_delete_delay_ms=0)
-        self.scheduler = Scheduler()
+        self.scheduler = Scheduler(threaded=False)  # no thread: deletions run at shutdown (run_pending_now)
         self.brokers: Dict[int, Broker] = {}
         self.down: set[int] = set()
         self.requests: List[Tuple[int, int, int, Any]] = []

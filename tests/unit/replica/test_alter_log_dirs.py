@@ -45,12 +45,12 @@ class Node:
 
     def __init__(self, root: str, ndirs: int = 2) -> None:
         self.dirs = [os.path.join(root, "d%d" % i) for i in range(ndirs)]
-        self.scheduler = Scheduler()
+        self.scheduler = Scheduler(threaded=False)  # no thread: the test runs what is due
         self.start()
 
     def start(self) -> None:
         self.lm = LogManager(self.dirs, LOG_CONFIG, broker_id=1, cluster_id="c", scheduler=self.scheduler)
-        self.rm = ReplicaManager(1, self.lm, io_threads=2, config=ReplicaConfig(replica_fetch_max_bytes=16 * 1024),
+        self.rm = ReplicaManager(1, self.lm, io_threads=0, config=ReplicaConfig(replica_fetch_max_bytes=16 * 1024),
                                  clock=ManualClock(), metadata_has_partition=lambda tp: tp[0] == TOPIC)
 
     async def lead(self, *tps, epoch: int = 0) -> None:
@@ -174,14 +174,14 @@ def test_cancel_and_change_of_destination(tmp_path) -> None:
             produced = await _produce(n.rm, 200)
             n.rm.quotas.alter_log_dirs.update_quota(20_000)
             assert await n.rm.alter_replica_log_dirs({TP: d1}) == {TP: 0}
-            await wait_until(lambda: n.lm.future_log_dir_of(TP) == d1, what="the future log in d1")
+            assert n.lm.future_log_dir_of(TP) == d1  # created by the request (inline I/O: no wait)
             # back to the current dir: the move is cancelled
             assert await n.rm.alter_replica_log_dirs({TP: d0 + "/"}) == {TP: 0}
             assert n.lm.get_future_log(TP) is None and not n.rm.alter_log_dirs.is_moving(TP)
             assert [x for x in os.listdir(d1) if x.startswith("t-")] == []
             # to d1, then to d2 instead: only one future at a time
             await n.rm.alter_replica_log_dirs({TP: d1})
-            await wait_until(lambda: n.lm.future_log_dir_of(TP) == d1, what="the future log in d1 again")
+            assert n.lm.future_log_dir_of(TP) == d1
             n.rm.quotas.alter_log_dirs.update_quota(float(2 ** 63 - 1))
             assert await n.rm.alter_replica_log_dirs({TP: d2}) == {TP: 0}
             await wait_until(lambda: n.moved_to(d2), timeout=20, what="the move to d2")

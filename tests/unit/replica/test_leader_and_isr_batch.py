@@ -120,7 +120,7 @@ def test_a_follower_starts_fetching_after_appends_still_queued_on_its_worker(tmp
     from .harness import TP, records
 
     async def main() -> None:
-        c = FakeCluster(str(tmp_path))
+        c = FakeCluster(str(tmp_path), io_threads=1)  # the append is in flight on a worker thread
         try:
             b = c.start(1)
             c.start(2)

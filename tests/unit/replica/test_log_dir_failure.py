@@ -14,8 +14,9 @@ from broker.replica.manager import ReplicaManager
 from broker.replica.partition import LeaderAndIsrPartitionState
 from broker.storage.config import LogConfig
 from broker.storage.log_manager import LogManager
+from broker.storage.scheduler import Scheduler
 
-from .harness import TOPIC, TOPIC_ID, records, wait_until
+from .harness import TOPIC, TOPIC_ID, ManualClock, records, wait_until
 
 KSE = int(ErrorCode.KAFKA_STORAGE_ERROR)
 
@@ -29,12 +30,13 @@ class Setup:
 
     def __init__(self, root: str) -> None:
         self.a, self.b = os.path.join(root, "a"), os.path.join(root, "b")
-        self.lm = LogManager([self.a, self.b], LogConfig(file_delete_delay_ms=0), broker_id=1, cluster_id="c")
+        self.lm = LogManager([self.a, self.b], LogConfig(file_delete_delay_ms=0), broker_id=1, cluster_id="c",
+                             scheduler=Scheduler(threaded=False))
         self.notified = 0
         self.halted: List[int] = []
         self.resigned: List[Tuple[str, int]] = []
-        self.rm = ReplicaManager(1, self.lm, io_threads=2, config=ReplicaConfig(), log_dir_event_notifier=self.notify,
-                                 halt=self.halted.append)
+        self.rm = ReplicaManager(1, self.lm, io_threads=0, config=ReplicaConfig(), clock=ManualClock(),
+                                 log_dir_event_notifier=self.notify, halt=self.halted.append)
         self.rm.add_leadership_listener(self)
 
     async def notify(self) -> None:

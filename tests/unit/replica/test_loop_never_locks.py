@@ -31,7 +31,7 @@ async def follower_fetch(rm: Any, offset: int) -> Any:
 
 def test_loop_paths_do_not_wait_for_the_log_lock(tmp_path) -> None:
     async def main() -> None:
-        c = FakeCluster(str(tmp_path))
+        c = FakeCluster(str(tmp_path), io_threads=1)  # a worker thread, as in the broker
         try:
             b = c.start(1)
             await c.leader_and_isr(1, state(1, 0, [1, 2], [1, 2]))
@@ -71,7 +71,7 @@ def test_loop_paths_do_not_wait_for_the_log_lock(tmp_path) -> None:
 
 def test_a_parked_read_committed_fetch_completes_when_the_hw_passes_the_marker(tmp_path) -> None:
     async def main() -> None:
-        c = FakeCluster(str(tmp_path))
+        c = FakeCluster(str(tmp_path), io_threads=1)  # a worker thread, as in the broker
         try:
             b = c.start(1)
             await c.leader_and_isr(1, state(1, 0, [1, 2], [1, 2]))

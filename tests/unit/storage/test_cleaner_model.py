@@ -20,6 +20,7 @@ from broker.storage.cleaner import Cleaner
 from broker.storage.log import Log
 
 from .cleaner_helpers import T0, append, compact_config, read_records
+from .conftest import FakeClock
 
 RETENTION_MS = 1000
 KEYS = [b"a", b"b", b"c", b"d", b"e", b"f"]
@@ -78,7 +79,7 @@ def test_cleaned_log_matches_model(first: list, second: list, segment_bytes: int
     cfg = compact_config(segment_bytes=segment_bytes, delete_retention_ms=RETENTION_MS)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "t-0")
-        log = Log.open(path, cfg)
+        log = Log.open(path, cfg, time=FakeClock())
         model = _Model()
         model.write(log, first, T0)
         cleaner = Cleaner()
@@ -99,7 +100,7 @@ def test_cleaned_log_matches_model(first: list, second: list, segment_bytes: int
         for name in os.listdir(path):
             if name.endswith(files.PRODUCER_SNAPSHOT_SUFFIX):
                 os.unlink(os.path.join(path, name))
-        reopened = Log.open(path, cfg, clean_shutdown=False)
+        reopened = Log.open(path, cfg, clean_shutdown=False, time=FakeClock())
         try:
             assert reopened.log_end_offset == leo
             assert _producers(reopened) == before

@@ -15,6 +15,7 @@ from broker.storage.config import LogConfig
 from broker.storage.file_cache import INDEXES, SEGMENT_FILES, OpenFileCache
 from broker.storage.log import Log
 from broker.storage.log_manager import LogManager
+from broker.storage.scheduler import Scheduler
 
 from .conftest import batch
 
@@ -146,7 +147,8 @@ def test_new_partitions_cost_one_descriptor_each_and_no_fsync(tmp_path, monkeypa
     real_fsync = os.fsync
     monkeypatch.setattr(os, "fsync", lambda fd: synced.append(os.readlink("/proc/self/fd/%d" % fd)) or
                         real_fsync(fd))
-    lm = LogManager([str(tmp_path / "d")], LogConfig(), broker_id=0, cluster_id="c")
+    lm = LogManager([str(tmp_path / "d")], LogConfig(), broker_id=0, cluster_id="c",
+                    scheduler=Scheduler(threaded=False))
     synced.clear()  # meta.properties, written once per log dir
     try:
         for p in range(50):
@@ -186,7 +188,8 @@ def test_clean_shutdown_makes_everything_durable_with_one_syncfs(tmp_path, monke
     calls: list[str] = []
     monkeypatch.setattr("broker.storage.log_manager.sync_filesystem", lambda d: calls.append(d))
     d = str(tmp_path / "d")
-    lm = LogManager([d], LogConfig(), broker_id=0, cluster_id="c")
+    lm = LogManager([d], LogConfig(), broker_id=0, cluster_id="c",
+                    scheduler=Scheduler(threaded=False))
     for p in range(5):
         lm.get_or_create_log("t", p).append_as_leader(batch(3), 0)
     lm.shutdown()
@@ -222,7 +225,8 @@ def test_a_roll_that_cannot_open_its_new_file_leaves_the_log_whole(tmp_path, clo
 
 def test_thousands_of_unsynced_partition_files_are_made_durable_with_one_syncfs(tmp_path, monkeypatch) -> None:
     d = str(tmp_path / "d")
-    lm = LogManager([d], LogConfig(), broker_id=0, cluster_id="c")
+    lm = LogManager([d], LogConfig(), broker_id=0, cluster_id="c",
+                    scheduler=Scheduler(threaded=False))
     try:
         for p in range(200):
             lm.get_or_create_log("t", p, topic_id="AAAAAAAAAAAAAAAAAAAAAA").assign_epoch_start_offset(1, 0)

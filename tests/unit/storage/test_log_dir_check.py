@@ -24,7 +24,7 @@ from broker.storage.scheduler import Scheduler
 
 @pytest.fixture
 def scheduler() -> Iterator[Scheduler]:
-    s = Scheduler()
+    s = Scheduler(threaded=False)  # no thread: the test runs what is due
     yield s
     s.shutdown()
 

@@ -17,10 +17,16 @@ from broker.storage.errors import KafkaStorageError
 from broker.storage.log import Log
 from broker.storage.log_dir_failure_channel import LogDirFailureChannel
 from broker.storage.log_manager import LogManager
+from broker.storage.scheduler import Scheduler
 
 from .conftest import batch
 
 ERRNOS = [errno.ENOSPC, errno.EIO, errno.EROFS]
+
+
+def threadless_scheduler() -> Scheduler:
+    """The log manager's scheduler, without its thread (what is due runs when the test says)."""
+    return Scheduler(threaded=False)
 
 
 def failing_pwrite(under: str, code: int, calls: List[int], partial: bool = False) -> Callable[..., int]:
@@ -151,7 +157,8 @@ def test_descriptor_exhaustion_is_not_a_disk_failure(tmp_path, clock, monkeypatc
 @pytest.fixture
 def two_dirs(tmp_path) -> Any:
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
-    lm = LogManager([a, b], LogConfig(file_delete_delay_ms=0), broker_id=0, cluster_id="c")
+    lm = LogManager([a, b], LogConfig(file_delete_delay_ms=0), broker_id=0, cluster_id="c",
+                    scheduler=threadless_scheduler())
     yield lm, a, b
     lm.shutdown()
 
@@ -220,7 +227,8 @@ def test_a_checkpoint_that_cannot_be_written_takes_its_dir_offline(two_dirs, mon
 
 def test_with_every_dir_offline_no_log_can_be_created(tmp_path) -> None:
     a = str(tmp_path / "a")
-    lm = LogManager([a], LogConfig(), broker_id=0, cluster_id="c")
+    lm = LogManager([a], LogConfig(), broker_id=0, cluster_id="c",
+                    scheduler=threadless_scheduler())
     try:
         lm.failure_channel.maybe_add_offline_log_dir(a, "boom", OSError(errno.EIO, "I/O error"))
         with pytest.raises(KafkaStorageError, match="No log directories available"):
@@ -231,7 +239,8 @@ def test_with_every_dir_offline_no_log_can_be_created(tmp_path) -> None:
 
 def test_the_failed_dir_is_recovered_at_the_next_start_without_the_half_written_batch(tmp_path, monkeypatch) -> None:
     a, b = str(tmp_path / "a"), str(tmp_path / "b")
-    lm = LogManager([a, b], LogConfig(), broker_id=0, cluster_id="c")
+    lm = LogManager([a, b], LogConfig(), broker_id=0, cluster_id="c",
+                    scheduler=threadless_scheduler())
     log_a, log_b = lm.get_or_create_log("t", 0), lm.get_or_create_log("t", 1)
     assert (lm.log_dir_of(("t", 0)), lm.log_dir_of(("t", 1))) == (a, b)
     for _ in range(5):
@@ -248,7 +257,8 @@ def test_the_failed_dir_is_recovered_at_the_next_start_without_the_half_written_
     lm.shutdown()
     assert not os.path.exists(os.path.join(a, files.CLEAN_SHUTDOWN_FILE))
     assert os.path.exists(os.path.join(b, files.CLEAN_SHUTDOWN_FILE))
-    lm = LogManager([a, b], LogConfig(), broker_id=0, cluster_id="c")  # space is back
+    lm = LogManager([a, b], LogConfig(), broker_id=0, cluster_id="c",
+                    scheduler=threadless_scheduler())  # space is back
     try:
         again = lm.get_log(("t", 0))
         assert again is not None and again.log_end_offset == 10  # every acknowledged record, not the half batch
@@ -269,7 +279,8 @@ def test_unusable_dirs_at_start_up_start_offline_and_only_all_of_them_end_start_
     assert failures == [(bad, "it is not a readable log directory (not a directory)")]
     with pytest.raises(LogDirsError, match="Failed to create or validate data directory"):
         unusable_log_dirs([bad])
-    lm = LogManager([good, bad], LogConfig(), broker_id=0, cluster_id="c", initial_offline_dirs=dict(failures))
+    lm = LogManager([good, bad], LogConfig(), broker_id=0, cluster_id="c", initial_offline_dirs=dict(failures),
+                    scheduler=threadless_scheduler())
     try:
         assert lm.live_log_dirs == [good] and lm.offline_log_dirs == [bad]
         assert lm.failure_channel.poll_offline_log_dir() == bad  # the ReplicaManager tells the controller

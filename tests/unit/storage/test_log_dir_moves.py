@@ -23,7 +23,7 @@ TOPIC_ID = "AAAAAAAAAAAAAAAAAAAAAQ"
 
 @pytest.fixture
 def scheduler():
-    s = Scheduler()
+    s = Scheduler(threaded=False)  # no thread: the test runs what is due
     yield s
     s.shutdown()
 

@@ -13,7 +13,7 @@ from .conftest import batch
 
 @pytest.fixture
 def scheduler():
-    s = Scheduler()
+    s = Scheduler(threaded=False)  # no thread: the test runs what is due
     yield s
     s.shutdown()
 
@@ -109,8 +109,10 @@ def test_update_config_and_retention_task(tmp_path, clock, scheduler) -> None:
     m.shutdown()
 
 
-def test_scheduler_runs_periodic_and_once(scheduler) -> None:
+def test_scheduler_runs_periodic_and_once() -> None:
+    """The scheduler's own thread (the broker's): periodic tasks repeat without anyone driving them."""
     import threading
+    scheduler = Scheduler()
     done = threading.Event()
     count = []
 
@@ -119,12 +121,38 @@ def test_scheduler_runs_periodic_and_once(scheduler) -> None:
         if len(count) == 3:
             done.set()
 
-    scheduler.schedule("tick", tick, 0.0, 0.01)
-    assert done.wait(10)
-    ran = []
-    scheduler.schedule("later", lambda: ran.append(1), 3600)
-    scheduler.run_pending_now()
-    assert ran == [1]
+    try:
+        scheduler.schedule("tick", tick, 0.0, 0.01)
+        assert done.wait(10)
+        ran = []
+        scheduler.schedule("later", lambda: ran.append(1), 3600)
+        scheduler.run_pending_now()
+        assert ran == [1]
+    finally:
+        scheduler.shutdown()
+
+
+def test_a_scheduler_without_its_thread_runs_what_its_clock_says_is_due() -> None:
+    """Scheduler(threaded=False), as the unit tests use it: tasks run on the caller, when the fake clock says so."""
+    import threading
+    now = [100.0]
+    scheduler = Scheduler(clock=lambda: now[0], threaded=False)
+    before = set(threading.enumerate())
+    ran: list = []
+    scheduler.schedule("tick", lambda: ran.append(("tick", threading.get_ident())), 1.0, 10.0)
+    scheduler.schedule("once", lambda: ran.append(("once", threading.get_ident())), 5.0)
+    assert set(threading.enumerate()) == before and scheduler.run_due() == 0 and ran == []
+    now[0] = 101.0
+    assert scheduler.run_due() == 1 and ran == [("tick", threading.get_ident())]
+    now[0] = 106.0
+    assert scheduler.run_due() == 1 and ran[-1][0] == "once"
+    now[0] = 1000.0  # far behind: the periodic task catches up once, as the thread does, then keeps its period
+    assert scheduler.run_due() == 2 and scheduler.run_due() == 0
+    now[0] = 1010.0
+    assert scheduler.run_due() == 1
+    scheduler.shutdown()
+    now[0] = 2000.0
+    assert scheduler.run_due() == 0
 
 
 def test_log_start_offset_checkpoint_survives_restart(tmp_path, clock, scheduler) -> None:

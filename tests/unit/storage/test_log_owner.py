@@ -93,7 +93,7 @@ def test_a_command_withdrawn_before_its_owner_takes_it_never_runs(workers: IoWor
 
 def test_a_log_refuses_commands_from_a_thread_that_is_not_its_owner(tmp_path: "os.PathLike[str]",
                                                                     workers: IoWorkers) -> None:
-    log = Log.open(os.path.join(str(tmp_path), "t-0"), LogConfig())
+    log = Log.open(os.path.join(str(tmp_path), "t-0"), LogConfig(), time=FakeClock())
     log.owners = workers
     with pytest.raises(NotLogOwnerError, match="append_as_leader of t-0 ran on thread MainThread"):
         log.append_as_leader(batch(2), 0)
@@ -160,7 +160,7 @@ def test_an_aborted_clean_does_not_wait_for_an_owner_that_waits_for_the_abort(tm
     """The deadlock the cleaner's command must avoid: the owner runs a job (a partition deletion, a truncation) that
     waits for the clean of its partition to stop, while the cleaner waits for the owner to run its swap. The swap is
     withdrawn, the clean ends aborted, its cleaned files are discarded and the log is as it was."""
-    log = Log.open(os.path.join(str(tmp_path), "t-0"), compact_config())
+    log = Log.open(os.path.join(str(tmp_path), "t-0"), compact_config(), time=FakeClock())
     log.owners = workers
 
     def fill() -> None:

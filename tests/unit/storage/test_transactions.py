@@ -271,7 +271,7 @@ def test_alter_replica_log_dirs_moves_the_transaction_state(tmp_path, clock) -> 
     serves the same LSO, index and read_committed view from the new dir."""
     from broker.storage.log_manager import LogManager
     from broker.storage.scheduler import Scheduler
-    sched = Scheduler()
+    sched = Scheduler(threaded=False)  # no thread: the test runs what is due
     a, b = tmp_path / "a", tmp_path / "b"
     m = LogManager([str(a), str(b)], LogConfig(file_delete_delay_ms=0, segment_bytes=300), broker_id=1,
                    cluster_id="c1", scheduler=sched, time=clock)

@@ -82,6 +82,8 @@ def test_missing_module_is_fatal_only_when_native_is_required():
     fallback = _run({}, code)
     assert fallback.returncode == 0 and fallback.stdout.strip() == "pure"
     assert "Compiled protocol codecs unavailable" in fallback.stderr
+    at_start_up = _run({"BROKER_REQUIRE_NATIVE": "1"}, block + "import broker.protocol.api")
+    assert at_start_up.returncode != 0 and "BROKER_REQUIRE_NATIVE" in at_start_up.stderr
     switched_off = _run({"BROKER_NATIVE_CODECS": "0", "BROKER_REQUIRE_NATIVE": "1"},
                         "from broker.protocol import compiled; print(compiled.IMPLEMENTATION)")
     assert switched_off.returncode == 0 and switched_off.stdout.strip() == "pure"

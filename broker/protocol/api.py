@@ -19,6 +19,7 @@ from typing import Any
 
 from broker.errors import UnsupportedVersionError
 
+from . import compiled  # noqa: F401 - chooses the codec engine now: a missing required build fails at start-up
 from .api_keys import ApiKey
 from .codec import MessageCodec, assemble, codec_for, read_uvarint
 from .exceptions import MalformedMessageError, TruncatedHeaderError

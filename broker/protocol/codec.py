@@ -219,17 +219,35 @@ class MessageCodec:
     ``decode_fn(data, offset)`` and ``encode_fn(w, ins, message)`` are the generated functions:
     the encoder appends to bytearray ``w`` and records ``(position in w, part)`` in ``ins`` for
     FileSlices and large record sets, which are kept out of ``w`` (see ``assemble``).
+
+    ``engine`` is "compiled" (the decoder is the Cython twin, broker.protocol.compiled; encoders are always the
+    generated Python) or "python"; the default takes the compiled decoder when broker.protocol.compiled chose it
+    and covers (schema, version).
     """
 
-    __slots__ = ("schema", "version", "flexible", "decode_fn", "encode_fn", "source")
+    __slots__ = ("schema", "version", "flexible", "decode_fn", "encode_fn", "source", "engine")
 
-    def __init__(self, schema: MessageSchema, version: int) -> None:
-        from .gen import compile_codec
+    def __init__(self, schema: MessageSchema, version: int, engine: str | None = None) -> None:
+        from .compiled import compiled_decoder, load_module
+        from .gen import generate, run_source
 
         self.schema = schema
         self.version = version
         self.flexible = version in schema.flexible
-        self.encode_fn, self.decode_fn, self.source = compile_codec(schema, version)
+        self.source, ns = generate(schema, version)
+        decode = None
+        if engine == "compiled":
+            decode = compiled_decoder(schema, version, self.source, ns, load_module())
+            if decode is None:
+                raise LookupError(f"no compiled codec for {schema.name} v{version}")
+        elif engine is None:
+            decode = compiled_decoder(schema, version, self.source, ns)
+        elif engine != "python":
+            raise ValueError(f"engine must be 'compiled' or 'python', not {engine!r}")
+        self.engine = "python" if decode is None else "compiled"
+        self.encode_fn, self.decode_fn = run_source(schema, version, self.source, ns)
+        if decode is not None:
+            self.decode_fn = decode
 
     def decode(self, data: Any, offset: int = 0) -> tuple[Any, int]:
         """Decode from ``data`` at ``offset``; returns (message, offset after it)."""

@@ -40,6 +40,8 @@ from .schema import Field, MessageSchema
 BIG_RECORDS = 4096
 
 _FIXED = {"bool": "?", "int8": "b", "int16": "h", "uint16": "H", "int32": "i", "int64": "q", "float64": "d"}
+#: the Cython flavour's big-endian readers (defined in the .pyx prelude by broker.protocol.gen_pyx)
+_C_READ = {"?": "_r_bool", "b": "_r_i8", "h": "_r_i16", "H": "_r_u16", "i": "_r_i32", "q": "_r_i64", "d": "_r_f64"}
 _SIZE = {"?": 1, "b": 1, "h": 2, "H": 2, "i": 4, "q": 8, "d": 8, "16s": 16, "x": 1}
 _ZERO_UUID_BYTES = bytes(16)
 _ZERO_UUID_STR = str(ZERO_UUID)
@@ -175,11 +177,15 @@ def _literal(v: Any) -> str | None:
 class _Gen:
     """Accumulates the source of one (message, version) module."""
 
-    def __init__(self) -> None:
+    def __init__(self, cy: bool = False) -> None:
+        #: the Cython flavour (broker.protocol.gen_pyx): the same statements and names, but fixed-width fields, bytes
+        #: and strings are read from a C pointer ``cp`` and single bytes from a typed memoryview ``cb``
+        self.cy = cy
         self.lines: list[str] = []
         self.pre: list[str] = []  # helper functions emitted before the main ones
         self.ns: dict[str, Any] = dict(_RUNTIME)
         self._n = 0
+        self.ints: set[str] = set()  # C-sized integer locals of the function being emitted (see generate_typed)
         self._consts: dict[Any, str] = {}
         self._structs: dict[str, str] = {}
         self._makers: dict[type, str] = {}
@@ -193,9 +199,13 @@ class _Gen:
 
     # ---- names and constants
 
-    def var(self, hint: str) -> str:
+    def var(self, hint: str, c_int: bool = False) -> str:
+        """A fresh local name; ``c_int`` when it only ever holds a position, length or count."""
         self._n += 1
-        return f"{hint}_{self._n}"
+        name = f"{hint}_{self._n}"
+        if c_int:
+            self.ints.add(name)
+        return name
 
     def const(self, obj: Any, hint: str = "K") -> str:
         lit = _literal(obj)
@@ -214,6 +224,11 @@ class _Gen:
             name = self._structs[fmt] = self.var("S")
             self.ns[name] = struct.Struct(">" + fmt)
         return name
+
+    @property
+    def byte_buf(self) -> str:
+        """What single bytes are read from: the memoryview, or (Cython) its typed twin, which reads a C int."""
+        return "cb" if self.cy else "buf"
 
     def emit(self, ind: int, text: str) -> None:
         self.lines.append("    " * ind + text)
@@ -252,7 +267,21 @@ class _Gen:
         size = struct.calcsize(">" + fmt)
         targets = [t for f, t in self.run if t is not None]
         lhs = ", ".join(targets) + ("," if len(targets) == 1 else "")
-        self.emit(ind, f"{lhs} = {self.struct(fmt)}.unpack_from(buf, pos)")
+        unpack = f"{self.struct(fmt)}.unpack_from(buf, pos)"  # named in both flavours: names must not shift
+        if not self.cy:
+            self.emit(ind, f"{lhs} = {unpack}")
+        else:
+            self.emit(ind, f"if pos + {size} > ln:")
+            self.emit(ind + 1, f"raise IndexError('{size} bytes past the end')")
+            at = 0
+            for code, t in self.run:
+                if t is not None:
+                    where = f"pos + {at}" if at else "pos"
+                    if code == "16s":
+                        self.emit(ind, f"{t} = cp[{where}:{where} + 16]")
+                    else:
+                        self.emit(ind, f"{t} = {_C_READ[code]}(cp + {where})")
+                at += _SIZE[code]
         self.emit(ind, f"pos += {size}")
         for line in self.run_post:
             self.emit(ind, line)
@@ -268,18 +297,19 @@ class _Gen:
         # one and two bytes inline (lengths below 16,384: a Produce's record sets, most strings), longer ones
         # through the helper
         self.dflush(ind)
-        self.emit(ind, f"{target} = buf[pos]")
+        b = self.byte_buf
+        self.emit(ind, f"{target} = {b}[pos]")
         self.emit(ind, f"if {target} < 128:")
         self.emit(ind + 1, "pos += 1")
-        self.emit(ind, "elif buf[pos + 1] < 128:")
-        self.emit(ind + 1, f"{target} = ({target} & 127) | (buf[pos + 1] << 7)")
+        self.emit(ind, f"elif {b}[pos + 1] < 128:")
+        self.emit(ind + 1, f"{target} = ({target} & 127) | ({b}[pos + 1] << 7)")
         self.emit(ind + 1, "pos += 2")
         self.emit(ind, "else:")
         self.emit(ind + 1, f"{target}, pos = _ruv(buf, pos)")
 
     def read_length(self, ind: int, flexible: bool, nullable: bool, int16: bool, what: str) -> str:
         """Emit a length read; returns the var holding it (-1 = null, validated)."""
-        n = self.var("n")
+        n = self.var("n", c_int=True)
         if flexible:
             self.read_uvarint(ind, n)
             self.emit(ind, f"{n} -= 1")
@@ -299,12 +329,16 @@ class _Gen:
         self.emit(ind, f"if {n} < 0:")
         self.emit(ind + 1, f"{target} = None")
         self.emit(ind, "else:")
-        e = self.var("e")
+        e = self.var("e", c_int=True)
         self.emit(ind + 1, f"{e} = pos + {n}")
         self.emit(ind + 1, f"if {e} > ln:")
         self.emit(ind + 2, f"raise _Mal(f'{kind} of {{{n}}} bytes runs past the end')")
-        if kind == "string":
+        if kind == "string" and self.cy:
+            self.emit(ind + 1, f"{target} = cp[pos:{e}].decode('utf-8')")
+        elif kind == "string":
             self.emit(ind + 1, f"{target} = str(buf[pos:{e}], 'utf-8')")
+        elif kind == "bytes" and self.cy:
+            self.emit(ind + 1, f"{target} = cp[pos:{e}]")
         elif kind == "bytes":
             self.emit(ind + 1, f"{target} = bytes(buf[pos:{e}])")
         else:
@@ -330,8 +364,8 @@ class _Gen:
         if f.is_struct:
             if nullable:
                 self.dflush(ind)
-                m = self.var("m")
-                self.emit(ind, f"{m} = buf[pos]")
+                m = self.var("m", c_int=True)
+                self.emit(ind, f"{m} = {self.byte_buf}[pos]")
                 self.emit(ind, f"if {m} == 255:")
                 self.emit(ind + 1, "pos += 1")
                 self.emit(ind + 1, f"{target} = None")
@@ -371,7 +405,7 @@ class _Gen:
                 fmt = "".join(_FIXED[c.type] for c in present)
                 size = struct.calcsize(">" + fmt)
                 maker = self.maker(et, f.fields, version)
-                e = self.var("e")
+                e = self.var("e", c_int=True)
                 self.emit(ind, f"{e} = pos + {n} * {size}")
                 self.emit(ind, f"if {e} > ln:")
                 self.emit(ind + 1, "raise _Mal('array runs past the end')")
@@ -388,7 +422,7 @@ class _Gen:
             o = self.dec_struct(ind + 1, et, f.fields, version, flexible)
         elif et == "uuid":
             o = self.var("u")
-            e = self.var("e")
+            e = self.var("e", c_int=True)
             self.emit(ind + 1, f"{e} = pos + 16")
             self.emit(ind + 1, f"if {e} > ln:")
             self.emit(ind + 2, "raise _Mal('uuid past end of buffer')")
@@ -449,11 +483,12 @@ class _Gen:
         for _, f, _, v in tagged:
             self.emit_after_flush(ind, f"{v} = {self.default_expr(f)}")
         self.dflush(ind)
-        self.emit(ind, "if buf[pos] == 0:")
+        self.emit(ind, f"if {self.byte_buf}[pos] == 0:")
         self.emit(ind + 1, "pos += 1")
         self.emit(ind, "else:")
         i1 = ind + 1
-        tc, tag, size, end = self.var("tc"), self.var("tag"), self.var("sz"), self.var("end")
+        tc, tag = self.var("tc", c_int=True), self.var("tag", c_int=True)
+        size, end = self.var("sz", c_int=True), self.var("end", c_int=True)
         self.emit(i1, f"{tc}, pos = _ruv(buf, pos)")
         self.emit(i1, f"for _ in range({tc}):")
         i2 = i1 + 1
@@ -514,7 +549,7 @@ class _Gen:
 
     def enc_sized(self, ind: int, out: str, kind: str, v: str, flexible: bool, nullable: bool) -> None:
         """string or bytes value in var ``v``."""
-        d, n = self.var("d"), self.var("n")
+        d, n = self.var("d"), self.var("n", c_int=True)
         limit = 0x7FFF if (kind == "string" and not flexible) else 0x7FFFFFFF
         self.eemit(ind, f"if {v} is None:")
         if nullable:
@@ -537,7 +572,7 @@ class _Gen:
         nullable = version in f.nullable
         et = f.element_type
         if f.is_array:
-            n = self.var("n")
+            n = self.var("n", c_int=True)
             self.eemit(ind, f"if {v} is None:")
             if nullable:
                 self.emit(ind + 1, f"{n} = -1")
@@ -574,7 +609,7 @@ class _Gen:
 
     def enc_records(self, ind: int, v: str, flexible: bool, nullable: bool) -> None:
         """Single bytes-like or FileSlice inline; None and lists of parts through _put_records."""
-        n = self.var("n")
+        n = self.var("n", c_int=True)
         self.eemit(ind, f"if {v} is None or {v}.__class__ is list:")
         self.emit(ind + 1, f"_put_records(w, ins, {v}, {flexible}, {nullable})")
         self.emit(ind, "else:")
@@ -653,7 +688,7 @@ class _Gen:
         if not tagged:
             self.epush(ind, out, "x", None)
             return
-        tb, tk = self.var("tb"), self.var("tk")
+        tb, tk = self.var("tb"), self.var("tk", c_int=True)
         self.eemit(ind, f"{tb} = None")
         self.emit(ind, f"{tk} = 0")
         for t, f, ff, v in sorted(tagged, key=lambda x: x[0]):
@@ -710,15 +745,26 @@ class _Gen:
 
 def generate(schema: MessageSchema, version: int) -> tuple[str, dict[str, Any]]:
     """Source text of the module for (schema, version) and the namespace it must be run in."""
+    source, ns, _ = generate_typed(schema, version)
+    return source, ns
+
+
+def generate_typed(schema: MessageSchema, version: int,
+                   cy: bool = False) -> tuple[str, dict[str, Any], dict[str, set[str]]]:
+    """``generate`` (``cy``: its Cython flavour, same names), plus per function ('encode', 'decode') the local
+    variables that only ever hold integers of C size (positions, lengths, counts): the Cython twin
+    (broker.protocol.gen_pyx) declares them ``cdef``."""
     flexible = version in schema.flexible
-    g = _Gen()
+    g = _Gen(cy)
     g.emit(0, "def encode(w, ins, msg):")
     g.enc_struct(1, "w", schema.name, schema.fields, version, flexible, "msg")
     g.eflush()
     g.emit(1, "return None")
     enc_lines = g.lines
+    enc_ints = g.ints
     g.lines = []
-    g.emit(0, "def decode(data, pos=0):")
+    g.ints = set()
+    g.emit(0, "def decode(data, Py_ssize_t pos=0):" if cy else "def decode(data, pos=0):")
     g.emit(1, "if data.__class__ is bytes:")
     g.emit(2, "buf = _mv(data)")
     g.emit(1, "else:")
@@ -726,15 +772,20 @@ def generate(schema: MessageSchema, version: int) -> tuple[str, dict[str, Any]]:
     g.emit(2, "if buf.format != 'B' or buf.ndim != 1:")
     g.emit(3, "buf = buf.cast('B')")
     g.emit(1, "ln = len(buf)")
+    if cy:
+        g.ints.add("ln")
+        g.emit(1, "cdef const unsigned char[:] cb = buf")
+        g.emit(1, "cdef const unsigned char *cp = &cb[0] if ln else _NOTHING")
     g.emit(1, "try:")
     o = g.dec_struct(2, schema.name, schema.fields, version, flexible)
     g.dflush(2)
     g.emit(1, "except (_struct_error, IndexError, ValueError, OverflowError, MemoryError) as exc:")
-    g.emit(2, f"raise _Mal(f'{schema.name} v{version}: {{exc}}') from None")
+    g.ns["_what"] = f"{schema.name} v{version}"  # a name, not a literal: versions with the same layout share text
+    g.emit(2, "raise _Mal(f'{_what}: {exc}') from None")
     g.emit(1, f"return {o}, pos")
     header = f"# generated by broker.protocol.gen for {schema.name} v{version}\n"
     source = header + "\n".join(g.pre + [""] + enc_lines + [""] + g.lines) + "\n"
-    return source, g.ns
+    return source, g.ns, {"encode": enc_ints, "decode": g.ints}
 
 
 def generate_element_encoder(schema: MessageSchema, path: tuple[str, ...], version: int) -> tuple[str, dict[str, Any]]:
@@ -764,10 +815,17 @@ def compile_element_encoder(schema: MessageSchema, path: tuple[str, ...], versio
     return ns["encode"]
 
 
-def compile_codec(schema: MessageSchema, version: int) -> tuple[Callable[..., None], Callable[..., Any], str]:
-    """(encode, decode, source) for (schema, version)."""
-    source, ns = generate(schema, version)
+def run_source(schema: MessageSchema, version: int, source: str, ns: dict[str, Any]) -> tuple[Callable[..., None],
+                                                                                          Callable[..., Any]]:
+    """(encode, decode) of ``generate``'s output, run as Python (the pure twin of the compiled codecs)."""
     filename = f"<kafka-codec {schema.name} v{version}>"
     linecache.cache[filename] = (len(source), None, source.splitlines(True), filename)
     exec(compile(source, filename, "exec"), ns)  # noqa: S102 - source generated from our own schemas
-    return ns["encode"], ns["decode"], source
+    return ns["encode"], ns["decode"]
+
+
+def compile_codec(schema: MessageSchema, version: int) -> tuple[Callable[..., None], Callable[..., Any], str]:
+    """(encode, decode, source) for (schema, version), as Python."""
+    source, ns = generate(schema, version)
+    encode, decode = run_source(schema, version, source, ns)
+    return encode, decode, source

@@ -116,3 +116,15 @@ def test_produce_bench_fast() -> None:
     """The in-process Produce benchmark (spread over partitions against one partition) prints both rows."""
     out = _run("-m", "tools.bench.produce_bench", "--fast")
     assert "spread" in out and "single" in out and "us/partition" in out, out
+
+
+def test_codec_bench_small() -> None:
+    out = _run("-m", "tools.bench.codec_bench", "--number", "50", "--repeat", "1")
+    for row in ("Heartbeat v4 request", "Fetch v13 response", "Metadata v12 response"):
+        assert row in out and "x" in out, out
+
+
+def test_codec_cpu_bench_small() -> None:
+    out = _run("-m", "tools.bench.codec_cpu_bench", "--requests", "100", "--rounds", "1")
+    for row in ("ApiVersions v3", "Heartbeat v4", "Produce v9", "Fetch v13"):
+        assert row in out, out

@@ -1,23 +1,27 @@
-"""Differential test: the generated codec (codec_for) against the closure engine (interp, the oracle).
+"""Differential test: the generated codec, as Python and (for the APIs broker.protocol.gen_pyx compiles) as its
+Cython twin, against the closure engine (interp, the oracle).
 
 For every schema at every version: identical bytes for random full and sparse messages (dicts,
 decoded Message objects and plain attribute objects), equal decoded messages, and identical
-outcomes (equal message or MalformedMessageError) on truncated and mutated input.
+outcomes (equal message or MalformedMessageError) on truncated and mutated input. The compiled twin is
+loaded explicitly, so both test lanes (native and BROKER_NO_EXTENSIONS) run all three engines.
 """
 from __future__ import annotations
 
 import tempfile
 import types
 import uuid
+from functools import lru_cache
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from broker.protocol.api import ApiKey
-from broker.protocol.codec import codec_for, coalesce
+from broker.protocol.codec import MessageCodec, coalesce
 from broker.protocol.exceptions import MalformedMessageError
 from broker.protocol.gen import BIG_RECORDS, generate
+from broker.protocol.gen_pyx import compiled_cases
 from broker.protocol.interp import engine_codec
 from broker.protocol.schema import Field, load_apis, load_messages
 from broker.util.file_slice import FileSlice
@@ -27,6 +31,16 @@ from .strategies import field_strategy
 APIS = load_apis()
 SCHEMAS = [m for m in load_messages().values()]
 CASES = [(m, v) for m in SCHEMAS for v in range(m.versions.low, (m.versions.high or 0) + 1)]
+COMPILED = {(m.name, v) for m, v in compiled_cases()}
+
+
+@lru_cache(maxsize=None)
+def engines(schema, version):
+    """The codecs under test: the generated Python, and its compiled twin where there is one."""
+    found = [MessageCodec(schema, version, engine="python")]
+    if (schema.name, version) in COMPILED:
+        found.append(MessageCodec(schema, version, engine="compiled"))
+    return found
 
 
 def sparse_struct_strategy(fields: tuple[Field, ...], version: int) -> st.SearchStrategy[dict]:
@@ -66,11 +80,13 @@ def _as_namespace(value):
 def test_every_schema_version_is_covered():
     assert len(CASES) > 550
     assert {m.kind for m, _ in CASES} == {"request", "response", "header", "data"}
+    assert len(COMPILED) > 150 and COMPILED <= {(m.name, v) for m, v in CASES}
 
 
 @pytest.mark.parametrize("schema,version", CASES, ids=[f"{m.name}-v{v}" for m, v in CASES])
 def test_generated_matches_engine(schema, version):
-    gen, ref = codec_for(schema, version), engine_codec(schema, version)
+    gens, ref = engines(schema, version), engine_codec(schema, version)
+    assert [g.engine for g in gens] == ["python", "compiled"][:len(gens)]
 
     @settings(max_examples=4, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -78,17 +94,19 @@ def test_generated_matches_engine(schema, version):
     def check(data):
         message = data.draw(sparse_struct_strategy(schema.fields, version))
         expected = ref.encode(message)
-        assert gen.encode(message) == expected
-        assert gen.encode(_as_namespace(message)) == expected
-        decoded, end = gen.decode(expected)
-        assert end == len(expected)
-        assert decoded == ref.decode(expected)[0]
-        assert gen.encode(decoded) == expected
         cut = data.draw(st.integers(0, len(expected)))
-        assert _outcome(gen, expected[:cut]) == _outcome(ref, expected[:cut])
+        bad = bytearray(expected)
         if expected:
-            bad = bytearray(expected)
             bad[data.draw(st.integers(0, len(bad) - 1))] = data.draw(st.integers(0, 255))
+        for gen in gens:
+            assert gen.encode(message) == expected
+            assert gen.encode(_as_namespace(message)) == expected
+            decoded, end = gen.decode(expected)
+            assert end == len(expected)
+            assert decoded == ref.decode(expected)[0]
+            assert type(decoded) is type(ref.decode(expected)[0])
+            assert gen.encode(decoded) == expected
+            assert _outcome(gen, expected[:cut]) == _outcome(ref, expected[:cut])
             assert _outcome(gen, bytes(bad)) == _outcome(ref, bytes(bad))
 
     check()
@@ -99,7 +117,9 @@ def test_generated_matches_engine(schema, version):
                                                  (ApiKey.JOIN_GROUP, 5), (ApiKey.API_VERSIONS, 3)]))
 def test_random_bytes_same_outcome(data, case):
     schema = APIS[case[0]].request
-    assert _outcome(codec_for(schema, case[1]), data) == _outcome(engine_codec(schema, case[1]), data)
+    expected = _outcome(engine_codec(schema, case[1]), data)
+    for gen in engines(schema, case[1]):
+        assert _outcome(gen, data) == expected
 
 
 @pytest.mark.parametrize("api_key,version,body", [
@@ -111,7 +131,7 @@ def test_random_bytes_same_outcome(data, case):
 ])
 def test_bad_lengths_are_malformed_in_both(api_key, version, body):
     schema = APIS[api_key].request
-    for codec in (codec_for(schema, version), engine_codec(schema, version)):
+    for codec in (*engines(schema, version), engine_codec(schema, version)):
         with pytest.raises(MalformedMessageError):
             codec.decode(body)
 
@@ -132,18 +152,20 @@ def test_file_slices_and_large_records_are_out_of_line_parts(version):
         fs = FileSlice(f, 2, 5)
         for a, b in [(fs, [b"ab", fs]), (big, fs), ([fs, fs], b"xy"), (big, None), (b"small", big)]:
             msg = _fetch_response(a, b)
-            parts = codec_for(schema, version).encode_parts(msg)
-            assert parts == coalesce(engine_codec(schema, version).encode_parts(msg))
-            assert all(len(p) > 0 or isinstance(p, FileSlice) for p in parts)
-            assert codec_for(schema, version).encode(msg) == engine_codec(schema, version).encode(msg)
+            for gen in engines(schema, version):
+                parts = gen.encode_parts(msg)
+                assert parts == coalesce(engine_codec(schema, version).encode_parts(msg))
+                assert all(len(p) > 0 or isinstance(p, FileSlice) for p in parts)
+                assert gen.encode(msg) == engine_codec(schema, version).encode(msg)
 
 
 def test_large_records_are_not_copied_on_decode():
     schema = APIS[ApiKey.PRODUCE].request
     msg = {"acks": -1, "topic_data": [{"name": "t", "partition_data": [{"index": 0, "records": b"r" * 100_000}]}]}
-    data = bytearray(codec_for(schema, 9).encode(msg))
-    records = codec_for(schema, 9).decode(data)[0].topic_data[0].partition_data[0].records
-    assert isinstance(records, memoryview) and records.obj is data
+    for gen in engines(schema, 9):
+        data = bytearray(gen.encode(msg))
+        records = gen.decode(data)[0].topic_data[0].partition_data[0].records
+        assert isinstance(records, memoryview) and records.obj is data
 
 
 def test_source_is_inspectable_and_uses_combined_structs():

@@ -145,11 +145,7 @@ class IoWorkers:
     async def run_each(self, fn: Callable[[Any], Any], items: Sequence[Any], keys: Sequence[Hashable],
                        chunk_size: int = 256, one_at_a_time: bool = False) -> List[Outcome]:
         """As :meth:`submit_each`, waiting for all: the outcome of each item, in the order of ``items``."""
-        out: List[Outcome] = [(None, None)] * len(items)
-        for indexes, fut in self.submit_each(fn, items, keys, chunk_size, one_at_a_time):
-            for i, outcome in zip(indexes, await fut):
-                out[i] = outcome
-        return out
+        return await _gather(self.submit_each(fn, items, keys, chunk_size, one_at_a_time), len(items))
 
     def _submit_to(self, q: "SimpleQueue[Optional[_Job]]", fn: Callable[..., Any], *args: Any
                    ) -> "asyncio.Future[Any]":
@@ -200,6 +196,15 @@ class IoWorkers:
         for t in self._threads:
             t.join(timeout=30)
         self._gone = True
+
+
+async def _gather(jobs: List[Tuple[List[int], "asyncio.Future[List[Outcome]]"]], n: int) -> List[Outcome]:
+    """The outcomes of ``submit_each``'s jobs, back in the order of its ``n`` items."""
+    out: List[Outcome] = [(None, None)] * n
+    for indexes, fut in jobs:
+        for i, outcome in zip(indexes, await fut):
+            out[i] = outcome
+    return out
 
 
 def _run_each(fn: Callable[[Any], Any], items: List[Any]) -> List[Outcome]:
@@ -268,11 +273,7 @@ class InlineIoWorkers:
     async def run_each(self, fn: Callable[[Any], Any], items: Sequence[Any], keys: Sequence[Hashable],
                        chunk_size: int = 256, one_at_a_time: bool = False) -> List[Outcome]:
         """As :meth:`IoWorkers.run_each`: the outcome of each item, in the order of ``items``."""
-        out: List[Outcome] = [(None, None)] * len(items)
-        for indexes, fut in self.submit_each(fn, items, keys, chunk_size, one_at_a_time):
-            for i, outcome in zip(indexes, await fut):
-                out[i] = outcome
-        return out
+        return await _gather(self.submit_each(fn, items, keys, chunk_size, one_at_a_time), len(items))
 
     def shutdown(self) -> None:
         """Nothing to stop."""

@@ -77,7 +77,7 @@ def check_peer_installed(name: str) -> None:
             raise PeerMissing(f"Kafka 3.9.1 not installed in {KAFKA_LIBS}: run bash scripts/install-test.sh")
         if shutil.which("java") is None:
             raise PeerMissing("java not found on PATH (Kafka peer): run bash scripts/install-test.sh")
-    elif name == "tansu" and not os.access(TANSU_BIN, os.X_OK):
+    elif name == "tansu" and not (os.access(TANSU_BIN, os.X_OK) and (TANSU_BIN.parent.parent / ".features").exists()):
         raise PeerMissing(f"Tansu {TANSU_VERSION} not installed at {TANSU_BIN}: run bash scripts/install-bench.sh")
 
 

@@ -22,8 +22,8 @@ def _run(*args: str, timeout: float = 300) -> str:
 
 def test_broker_bench_quick() -> None:
     out = _run("-m", "tools.bench.broker_bench", "--quick")
-    for row in ("produce latency@1000rps acks=1", "fetch wake-up", "produce 20000x100B acks=all lz4",
-                "consume 1000x10KiB"):
+    for row in ("latency@1000rps acks=1", "fetch wake-up", "20000x100B acks=all lz4", "20000x100B acks=1 zstd",
+                "1000x10KiB acks=all snappy", "consume 1000x10KiB"):
         assert row in out, out
 
 

@@ -38,6 +38,7 @@ Loop affinity: everything here runs on the broker's event loop.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import socket
 import ssl
@@ -263,6 +264,28 @@ class SocketServer:
                 self.budget.connection_closed()
 
 
+def _pass_on(previous: Any, loop: asyncio.AbstractEventLoop, context: Dict[str, Any]) -> None:
+    """To the handler that was there before, except asyncio's accept retry that finds its listener closed."""
+    if _is_retry_of_closed_listener(context):
+        # asyncio schedules one _start_serving retry per failed accept() of a round, a second later; if the listener
+        # was closed meanwhile (a shutdown), the retry finds no socket: nothing is lost, nothing to report
+        log.debug("An accept retry after its listener was closed: ignored")
+    elif previous is not None:
+        previous(loop, context)
+    else:
+        loop.default_exception_handler(context)
+
+
+def _is_retry_of_closed_listener(context: Dict[str, Any]) -> bool:
+    """True for asyncio's delayed accept retry (``_start_serving``) failing because its listener socket was closed
+    after the retry was scheduled: ``ValueError: Invalid file descriptor: -1``."""
+    exc = context.get("exception")
+    handle = context.get("handle")
+    callback = getattr(handle, "_callback", None)
+    return (isinstance(exc, ValueError) and getattr(callback, "__name__", "") == "_start_serving"
+            and "Invalid file descriptor: -1" in str(exc))
+
+
 class _AcceptErrorLog:
     """Replaces asyncio's report of a failed accept() (EMFILE, ENFILE, ENOBUFS, ENOMEM: an ERROR with a traceback,
     again at every retry, once a second) by one WARN line per REFUSAL_LOG_INTERVAL_S with the count since the last;
@@ -273,6 +296,7 @@ class _AcceptErrorLog:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._previous: Any = None
         self._count = 0
+        self._failed_ever = False
         self._logged_at = -1e18
 
     def install(self, loop: asyncio.AbstractEventLoop) -> None:
@@ -282,14 +306,18 @@ class _AcceptErrorLog:
             loop.set_exception_handler(self._handle)
 
     def uninstall(self) -> None:
+        """Give the loop back its handler; after a failed accept, behind a filter of the retries asyncio scheduled
+        for a second later, which find the listener closed (``_pass_on``)."""
         if self._loop is not None and self._loop.get_exception_handler() == self._handle:
-            self._loop.set_exception_handler(self._previous)
+            handler = functools.partial(_pass_on, self._previous) if self._failed_ever else self._previous
+            self._loop.set_exception_handler(handler)
         self._loop = None
 
     def _handle(self, loop: asyncio.AbstractEventLoop, context: Dict[str, Any]) -> None:
         exc = context.get("exception")
         if context.get("message") == _ACCEPT_OUT_OF_RESOURCES:  # (uvloop: libuv accepts and closes them instead)
             self._count += 1
+            self._failed_ever = True
             now = time.monotonic()
             if now - self._logged_at >= REFUSAL_LOG_INTERVAL_S:
                 port = None
@@ -305,10 +333,7 @@ class _AcceptErrorLog:
                 self._logged_at = now
                 self._count = 0
             return
-        if self._previous is not None:
-            self._previous(loop, context)
-        else:
-            loop.default_exception_handler(context)
+        _pass_on(self._previous, loop, context)
 
 
 class _Acceptor(asyncio.Protocol):

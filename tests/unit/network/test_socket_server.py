@@ -192,6 +192,56 @@ def test_a_failed_accept_is_one_warning_and_pending_connections_are_served_after
                                                "open files")
 
 
+def test_an_accept_retry_after_the_listener_closed_is_not_reported(caplog: pytest.LogCaptureFixture) -> None:
+    """asyncio schedules one accept retry per failed accept() a second later; after a shutdown in that second the
+    retry finds the listener closed and raises ValueError (fd -1) into the loop's handler: no ERROR, no traceback.
+    Any other exception still reaches the handler that was there before."""
+    caplog.set_level(logging.DEBUG)
+
+    async def main() -> None:
+        d, server, port = await start()
+        loop = asyncio.get_running_loop()
+        passed_on: List[dict] = []
+        loop.set_exception_handler(lambda _loop, context: passed_on.append(context))
+        server._accept_errors.uninstall()  # the handler of start() was installed before ours: put it back on top
+        server._accept_errors.install(loop)
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        client = socket.socket()
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (count_open_descriptors(), hard))  # not one more
+            client.setblocking(False)
+            try:
+                client.connect(("127.0.0.1", port))
+            except BlockingIOError:
+                pass
+            await asyncio.wait_for(_until(lambda: any("Error while accepting" in r.getMessage()
+                                                      for r in caplog.records)), 20)
+        finally:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+            client.close()
+        await server.stop()
+        closed = socket.socket()
+        closed.close()
+        done = loop.create_future()
+        # what asyncio's retry runs a second later, now, on a closed listener
+        loop.call_soon(loop._start_serving, lambda: None, closed, None, None, 50)  # type: ignore[attr-defined]
+        loop.call_soon(lambda: loop.call_soon(done.set_result, None))
+        await done
+        assert passed_on == []
+        loop.call_soon(_raise_other)
+        other = loop.create_future()
+        loop.call_soon(lambda: loop.call_soon(other.set_result, None))
+        await other
+        assert [type(c.get("exception")) for c in passed_on] == [RuntimeError]
+    asyncio.run(main())
+    assert [r for r in caplog.records if r.levelno >= logging.ERROR] == []
+    assert any("An accept retry after its listener was closed" in r.getMessage() for r in caplog.records)
+
+
+def _raise_other() -> None:
+    raise RuntimeError("not an accept retry")
+
+
 @pytest.mark.parametrize("loop_name", LOOPS)
 def test_connections_idle_longer_than_connections_max_idle_ms_are_closed(loop_name: str) -> None:
     async def main() -> None:

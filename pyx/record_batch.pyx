@@ -3,27 +3,45 @@
 (which documents the layouts and the error policy and is the specification: same results, same exception
 classes). The record-framing walk and CRC run without the GIL.
 
-LZ4 frames (``lz4_frame_records``, ``lz4_decompress``) are decoded here rather than by ``lz4.frame``: Kafka's
-frames hold independent blocks (Java's KafkaLZ4BlockOutputStream, librdkafka), so each block goes through
-``LZ4_decompress_safe`` straight into one output buffer reused across calls (``lz4.frame`` does not know the output
-size: it grows a fresh buffer per call, page faults included), without the GIL, and the records are walked in that
-buffer. Block checksums, the content checksum and the content size are verified when the frame has them (XXH32).
-liblz4's headers are not installed, but python-lz4's extensions export ``LZ4_decompress_safe`` and ``XXH32``: their
-addresses are looked up at import and kept only if they decode a known frame. Without them, and for any frame whose
-header is not version 01 / independent blocks / no dictionary id / reserved bits clear / a known block size / a
-non-zero content size if any / a right header checksum, ``compression.decompress`` (``lz4.frame``) decodes, with
-its own errors. Bytes after the end mark are ignored, as ``lz4.frame`` ignores them.
+Compressed batches (``compressed_records``, ``decompress_records``) are decoded into output buffers reused across
+calls (a few slots, one per thread decoding at once) and their records walked there in the same call: no Python
+object per record, no bytes object per batch, one decompression, no CRC pass (``validate_batches`` checked it).
+
+LZ4: decoded here rather than by ``lz4.frame``: Kafka's frames hold independent blocks (Java's
+KafkaLZ4BlockOutputStream, librdkafka), so each block goes through ``LZ4_decompress_safe`` straight into the output
+buffer (``lz4.frame`` does not know the output size: it grows a fresh buffer per call, page faults included),
+without the GIL. Block checksums, the content checksum and the content size are verified when the frame has them
+(XXH32). liblz4's headers are not installed, but python-lz4's extensions export ``LZ4_decompress_safe`` and
+``XXH32``: their addresses are looked up at import and kept only if they decode a known frame. Without them, and for
+any frame whose header is not version 01 / independent blocks / no dictionary id / reserved bits clear / a known
+block size / a non-zero content size if any / a right header checksum, ``compression.decompress`` (``lz4.frame``)
+decodes, with its own errors. Bytes after the end mark are ignored, as ``lz4.frame`` ignores them.
+
+Zstd: each frame in one ``ZSTD_decompressDCtx`` call (a context reused per slot) into room for its content size, or,
+when the frame does not give it (Kafka's Java producer streams through zstd-jni: no content size),
+``ZSTD_decompressBound``'s (its blocks times the block size), without the GIL; checksums verified by libzstd.
+libzstd's functions come from the zstandard package's cffi backend (which exports the whole libzstd API), else from
+the system's libzstd.so.1, found through ctypes at import and kept only if they decode sample frames. Skippable
+frames, dictionary ids, reserved bits, windows over 2^27 (zstd's and Kafka's default limit), frames that may grow past
+64 MiB and anything after the frames that is not one go to the pure path (``zstandard`` streaming), which judges them.
+
+Snappy: the xerial framing (Java's producer: magic, two versions, then length-prefixed blocks) or one raw block
+(librdkafka and older clients), as ``compression.decompress`` reads them; each raw block goes through
+``cramjam.snappy.decompress_raw_into`` (the decoder python-snappy >= 0.7 uses; it releases the GIL) into the output
+buffer at the length the block starts with; the walk follows without the GIL. A truncated header or chunk, or a
+length varint this decoder does not take, goes to the pure path.
 """
 import zlib
 
-from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_SIMPLE, PyBUF_WRITABLE
+from cpython.buffer cimport PyObject_GetBuffer, PyBuffer_Release, PyBUF_READ, PyBUF_SIMPLE, PyBUF_WRITABLE, PyBUF_WRITE
 from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.memoryview cimport PyMemoryView_FromMemory
 from cpython.object cimport PyTypeObject
 from cpython.ref cimport Py_INCREF
 from cpython.tuple cimport PyTuple_SET_ITEM
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint16_t, uint32_t, uint64_t, uintptr_t
 from libc.stdlib cimport free, realloc
-from libc.string cimport memcpy
+from libc.string cimport memcmp, memcpy
 
 from buffers cimport read_i16, read_i32, read_i64, read_u32, read_varint, write_i32, write_i64, write_u16, write_u32
 from crc32c_impl cimport broker_crc32c_init, broker_crc32c_update
@@ -269,22 +287,48 @@ def null_key_records(records_bytes, record_count):
         PyBuffer_Release(&view)
 
 
-# ---- LZ4 frames (see the module docstring) -------------------------------------------------------------------
+# ---- compressed batches: LZ4, snappy and zstd into reused buffers (see the module docstring) ---------------
 
 ctypedef int (*lz4_decompress_safe_t)(const char* src, char* dst, int src_size, int dst_capacity) noexcept nogil
 ctypedef unsigned int (*xxh32_t)(const void* data, size_t length, unsigned int seed) noexcept nogil
+ctypedef void* (*zstd_create_dctx_t)() noexcept nogil
+ctypedef size_t (*zstd_free_dctx_t)(void* dctx) noexcept nogil
+ctypedef size_t (*zstd_decompress_dctx_t)(void* dctx, void* dst, size_t dst_capacity, const void* src,
+                                          size_t src_size) noexcept nogil
+ctypedef size_t (*zstd_find_frame_compressed_size_t)(const void* src, size_t src_size) noexcept nogil
+ctypedef unsigned long long (*zstd_decompress_bound_t)(const void* src, size_t src_size) noexcept nogil
+ctypedef unsigned (*zstd_is_error_t)(size_t code) noexcept nogil
+ctypedef const char* (*zstd_get_error_name_t)(size_t code) noexcept nogil
 
 cdef lz4_decompress_safe_t _lz4_block = NULL
 cdef xxh32_t _xxh32 = NULL
+cdef zstd_create_dctx_t _zstd_create = NULL
+cdef zstd_free_dctx_t _zstd_free = NULL
+cdef zstd_decompress_dctx_t _zstd_decompress = NULL
+cdef zstd_find_frame_compressed_size_t _zstd_frame_size = NULL
+cdef zstd_decompress_bound_t _zstd_bound = NULL
+cdef zstd_is_error_t _zstd_is_error = NULL
+cdef zstd_get_error_name_t _zstd_error_name = NULL
+#: cramjam.snappy.decompress_raw_into (python-snappy's own decoder, writing into a given buffer), or None
+cdef object _snappy_into = None
 
 cdef enum:
     LZ4_MAGIC = 0x184D2204
+    GZIP_CODEC = 1
+    SNAPPY_CODEC = 2
     LZ4_CODEC = 3
-    #: the frame's compressed size from which decoding releases the GIL (below it the release costs more)
-    LZ4_NOGIL_MIN = 16384
-    #: the shared output buffer is freed after a call that grew it past this
-    LZ4_KEEP_MAX = 16 << 20
-    # _lz4_frame outcomes
+    ZSTD_CODEC = 4
+    #: the compressed size from which decoding releases the GIL (below it the release costs more)
+    NOGIL_MIN = 16384
+    #: a buffer is freed after a call that grew it past this
+    KEEP_MAX = 16 << 20
+    #: output buffers (and zstd contexts) kept for reuse: one per I/O worker decoding without the GIL at once
+    SLOTS = 4
+    #: zstd frames whose window is over 2^27 go to the pure path (zstd's and Kafka's default window limit)
+    ZSTD_WINDOW_LOG_MAX = 27
+    #: zstd frames that may decompress to more than this go to the pure path (which grows its output as it goes)
+    ZSTD_BOUND_MAX = 64 << 20
+    # decoder outcomes
     F_OK = 0
     F_FALLBACK = 1
     F_TRUNCATED = 2
@@ -295,6 +339,7 @@ cdef enum:
     F_CONTENT_CHECKSUM = 7
     F_CONTENT_SIZE = 8
     F_NO_MEMORY = 9
+    F_ZSTD_ERROR = 10
 
 cdef dict _FRAME_MESSAGES = {
     F_TRUNCATED: "truncated frame",
@@ -305,6 +350,10 @@ cdef dict _FRAME_MESSAGES = {
     F_CONTENT_CHECKSUM: "content checksum mismatch",
     F_CONTENT_SIZE: "decompressed size differs from the frame's content size",
 }
+cdef dict _CODEC_NAMES = {SNAPPY_CODEC: "snappy", LZ4_CODEC: "lz4", ZSTD_CODEC: "zstd"}
+cdef bytes _XERIAL_MAGIC = b"\x82SNAPPY\x00"
+cdef unsigned long long _ZSTD_CONTENTSIZE_ERROR = <unsigned long long>0 - 2
+cdef uint32_t ZSTD_MAGIC = 0xFD2FB528
 
 
 cdef struct Out:
@@ -312,10 +361,11 @@ cdef struct Out:
     size_t cap
 
 
-# One output buffer shared by the calls (taken and given back with the GIL held); a call that finds it taken (another
-# thread is decoding without the GIL) uses a buffer of its own.
-cdef Out _shared = Out(NULL, 0)
-cdef bint _shared_busy = False
+# The reused output buffers and zstd contexts, taken and given back with the GIL held; a call that finds every slot
+# taken (other threads are decoding without the GIL) uses a buffer (and context) of its own.
+cdef Out _slots[SLOTS]
+cdef void* _dctxs[SLOTS]
+cdef bint _busy[SLOTS]
 
 
 cdef inline uint32_t _le32(const uint8_t* p) noexcept nogil:
@@ -337,6 +387,47 @@ cdef int _reserve(Out* o, size_t need) noexcept nogil:
     o.cap = cap
     return 0
 
+
+cdef inline int _take_buffer(Out* o):
+    """A free slot's buffer into o and the slot's index, or an empty buffer of o's own and -1 when none is free."""
+    cdef int i
+    for i in range(SLOTS):
+        if not _busy[i]:
+            _busy[i] = True
+            o[0] = _slots[i]
+            return i
+    o.buf = NULL
+    o.cap = 0
+    return -1
+
+
+cdef inline void _give_buffer(Out* o, int slot):
+    if slot < 0:
+        free(o.buf)
+        return
+    if o.cap > KEEP_MAX:
+        free(o.buf)
+        o.buf = NULL
+        o.cap = 0
+    _slots[slot] = o[0]
+    _busy[slot] = False
+
+
+cdef void* _take_dctx(int slot) noexcept nogil:
+    """The zstd context of the slot the caller holds (made at its first use), or a new one for slot -1."""
+    if slot < 0:
+        return _zstd_create()
+    if _dctxs[slot] == NULL:
+        _dctxs[slot] = _zstd_create()
+    return _dctxs[slot]
+
+
+cdef inline void _give_dctx(int slot, void* dctx) noexcept nogil:
+    if slot < 0 and dctx != NULL:
+        _zstd_free(dctx)
+
+
+# -- LZ4
 
 cdef int _lz4_frame(const uint8_t* src, Py_ssize_t n, Out* o, size_t* out_len) noexcept nogil:
     """Decode the LZ4 frame at src[0:n] into o (grown as needed); F_FALLBACK for a header this decoder does not take
@@ -402,117 +493,272 @@ cdef int _lz4_frame(const uint8_t* src, Py_ssize_t n, Out* o, size_t* out_len) n
     return F_OK
 
 
-cdef int _raise_frame(int rc) except -1:
-    if rc == F_NO_MEMORY:
-        raise MemoryError("cannot allocate the lz4 output buffer")
-    raise CorruptRecordError("cannot decompress lz4 data: %s" % _FRAME_MESSAGES[rc])
+# -- zstd
+
+cdef int _zstd_frames(const uint8_t* src, Py_ssize_t n, Out* o, void* dctx, size_t* out_len,
+                      size_t* err) noexcept nogil:
+    """Decode the zstd frames at src[0:n] into o, each in one ZSTD_decompressDCtx call into room for its
+    decompressed size (its content size, or ZSTD_decompressBound's blocks x block size when the frame does not say,
+    as Kafka's streaming producers write it); F_FALLBACK for what this decoder leaves to the pure path (not a zstd
+    frame, a dictionary id, a reserved bit, a window over 2^27, a bound over ZSTD_BOUND_MAX); F_ZSTD_ERROR with
+    zstd's error code in err."""
+    cdef Py_ssize_t pos = 0
+    cdef size_t total = 0, frame_size, r
+    cdef unsigned long long bound
+    cdef uint8_t fhd, wlog
+    if dctx == NULL:
+        return F_NO_MEMORY
+    while pos < n:
+        if n - pos < 6 or _le32(src + pos) != ZSTD_MAGIC:
+            return F_FALLBACK
+        fhd = src[pos + 4]
+        if fhd & 0x0B:  # reserved bit, dictionary id
+            return F_FALLBACK
+        if not fhd & 0x20:  # a window descriptor (a single-segment frame's window is its content size: the bound)
+            wlog = 10 + (src[pos + 5] >> 3)
+            if wlog > ZSTD_WINDOW_LOG_MAX or (wlog == ZSTD_WINDOW_LOG_MAX and src[pos + 5] & 7):
+                return F_FALLBACK
+        frame_size = _zstd_frame_size(src + pos, <size_t>(n - pos))
+        if _zstd_is_error(frame_size):
+            err[0] = frame_size
+            return F_ZSTD_ERROR
+        bound = _zstd_bound(src + pos, frame_size)
+        if bound >= _ZSTD_CONTENTSIZE_ERROR or bound > ZSTD_BOUND_MAX:
+            return F_FALLBACK
+        if _reserve(o, total + <size_t>bound + 1) != 0:
+            return F_NO_MEMORY
+        r = _zstd_decompress(dctx, o.buf + total, <size_t>bound, src + pos, frame_size)
+        if _zstd_is_error(r):
+            err[0] = r
+            return F_ZSTD_ERROR
+        total += r
+        pos += <Py_ssize_t>frame_size
+    out_len[0] = total
+    return F_OK
 
 
-cdef inline bint _take_buffer(Out* o):
-    """The shared buffer into o (True), or an empty one of o's own when another call holds it (False)."""
-    global _shared_busy
-    if _shared_busy:
-        o.buf = NULL
-        o.cap = 0
-        return False
-    _shared_busy = True
-    o[0] = _shared
-    return True
+# -- snappy (the xerial framing of Java's producers, or one raw block)
+
+cdef int _snappy_length(const uint8_t* p, Py_ssize_t n, uint64_t* claimed) noexcept nogil:
+    """The decompressed length a raw snappy block starts with (a varint of at most 5 bytes, at most 2^32 - 1), or
+    -1 (anything else goes to the pure path, whose decoder judges it)."""
+    cdef uint64_t v = 0
+    cdef int i
+    for i in range(5):
+        if i >= n:
+            return -1
+        v |= <uint64_t>(p[i] & 0x7F) << (7 * i)
+        if p[i] < 0x80:
+            if v > <uint64_t>0xFFFFFFFF:
+                return -1
+            claimed[0] = v
+            return 0
+    return -1
 
 
-cdef inline void _give_buffer(Out* o, bint shared):
-    global _shared, _shared_busy
-    if not shared:
-        free(o.buf)
-        return
-    if o.cap > LZ4_KEEP_MAX:
-        free(o.buf)
-        o.buf = NULL
-        o.cap = 0
-    _shared = o[0]
-    _shared_busy = False
+cdef int _snappy_block(const uint8_t* src, Py_ssize_t n, Out* o, size_t* total) except -1:
+    """Decode the raw snappy block src[0:n] after o.buf[0:total] with cramjam (which releases the GIL)."""
+    cdef uint64_t claimed = 0
+    cdef object written
+    if _snappy_length(src, n, &claimed) != 0 or claimed > 32 * <uint64_t>n + 32:  # snappy expands at most 22x
+        return F_FALLBACK
+    if _reserve(o, total[0] + <size_t>claimed + 1) != 0:
+        return F_NO_MEMORY
+    src_view = PyMemoryView_FromMemory(<char*>src, n, PyBUF_READ)
+    out_view = PyMemoryView_FromMemory(o.buf + total[0], <Py_ssize_t>claimed, PyBUF_WRITE)
+    try:
+        written = _snappy_into(src_view, out_view)
+    except Exception as e:
+        raise CorruptRecordError("cannot decompress snappy data: %s" % e) from None
+    finally:
+        out_view.release()
+        src_view.release()
+    if written != claimed:
+        raise CorruptRecordError("cannot decompress snappy data: %d bytes instead of %d" % (written, claimed))
+    total[0] += <size_t>claimed
+    return F_OK
 
 
-cdef int _decode(const uint8_t* src, Py_ssize_t n, Out* o, size_t* out_len, int64_t count, int64_t* nulls,
-                 int* walk_rc) noexcept nogil:
-    """_lz4_frame, then (count >= 0) the record walk of the output into walk_rc."""
-    cdef int rc = _lz4_frame(src, n, o, out_len)
+cdef int _snappy(const uint8_t* src, Py_ssize_t n, Out* o, size_t* out_len) except -1:
+    """Decode snappy data into o: xerial framing (magic, version, compatible version, then length-prefixed raw
+    blocks) or one raw block, as ``compression.decompress`` reads them; F_FALLBACK for anything odd (a truncated
+    header or chunk, a varint header this decoder does not take), which the pure path then judges."""
+    cdef Py_ssize_t pos, size
+    cdef size_t total = 0
+    cdef int rc
+    if n >= 8 and memcmp(src, <const char*>_XERIAL_MAGIC, 8) == 0:
+        if n < 16:
+            return F_FALLBACK
+        pos = 16
+        while pos < n:
+            if n - pos < 4:
+                return F_FALLBACK
+            size = read_i32(src + pos)
+            pos += 4
+            if size < 0 or size > n - pos:
+                return F_FALLBACK
+            rc = _snappy_block(src + pos, size, o, &total)
+            if rc != F_OK:
+                return rc
+            pos += size
+    else:
+        rc = _snappy_block(src, n, o, &total)
+        if rc != F_OK:
+            return rc
+    out_len[0] = total
+    return F_OK
+
+
+# -- one call: decode, then walk
+
+cdef inline bint _native(int codec):
+    if codec == LZ4_CODEC:
+        return _lz4_block != NULL
+    if codec == ZSTD_CODEC:
+        return _zstd_decompress != NULL
+    if codec == SNAPPY_CODEC:
+        return _snappy_into is not None
+    return False
+
+
+cdef int _decode_nogil(int codec, const uint8_t* src, Py_ssize_t n, Out* o, void* dctx, size_t* out_len,
+                       size_t* err, int64_t count, int64_t* nulls, int* walk_rc) noexcept nogil:
+    """LZ4 or zstd into o, then (count >= 0) the record walk of the output into walk_rc."""
+    cdef int rc
+    if codec == LZ4_CODEC:
+        rc = _lz4_frame(src, n, o, out_len)
+    else:
+        rc = _zstd_frames(src, n, o, dctx, out_len, err)
     if rc == F_OK and count >= 0:
         walk_rc[0] = _walk(<const uint8_t*>o.buf, 0, <Py_ssize_t>out_len[0], count, nulls)
     return rc
 
 
-def lz4_frame_records(data, record_count, keys_required):
-    """Decode the LZ4 frame ``data`` (a batch's records) and walk its records as ``null_key_records`` (keys
-    required) or ``validate_records`` do, in one native pass; the indexes of the null-key records when keys are
-    required, else []. Frames the native decoder does not take go through ``compression.decompress``."""
+cdef int _raise_codec(int codec, int rc, size_t err) except -1:
+    if rc == F_NO_MEMORY:
+        raise MemoryError("cannot allocate the %s output buffer" % _CODEC_NAMES[codec])
+    cdef bytes name
+    if rc == F_ZSTD_ERROR:
+        name = _zstd_error_name(err)
+        raise CorruptRecordError("cannot decompress zstd data: %s" % name.decode("ascii", "replace"))
+    raise CorruptRecordError("cannot decompress %s data: %s" % (_CODEC_NAMES[codec], _FRAME_MESSAGES[rc]))
+
+
+cdef int _decode(int codec, const uint8_t* src, Py_ssize_t n, Out* o, int slot, size_t* out_len, int64_t count,
+                 int64_t* nulls, int* walk_rc) except -1:
+    """Decode data of a natively decoded codec into o (the buffer of ``slot``) and, when count >= 0, walk its
+    records into walk_rc: F_OK, or F_FALLBACK for data left to the pure path; corrupt data raises. LZ4 and zstd
+    decode and walk in one section without the GIL (from NOGIL_MIN compressed bytes); snappy's blocks go through
+    cramjam, which releases the GIL itself, then the walk releases it from 64 KiB."""
+    cdef int rc
+    cdef size_t err = 0
+    cdef void* dctx = NULL
+    if codec == SNAPPY_CODEC:
+        rc = _snappy(src, n, o, out_len)
+        if rc == F_OK and count >= 0:
+            if out_len[0] >= 65536:
+                with nogil:
+                    walk_rc[0] = _walk(<const uint8_t*>o.buf, 0, <Py_ssize_t>out_len[0], count, nulls)
+            else:
+                walk_rc[0] = _walk(<const uint8_t*>o.buf, 0, <Py_ssize_t>out_len[0], count, nulls)
+    else:
+        if codec == ZSTD_CODEC:
+            dctx = _take_dctx(slot)
+        try:
+            if n >= NOGIL_MIN:
+                with nogil:
+                    rc = _decode_nogil(codec, src, n, o, dctx, out_len, &err, count, nulls, walk_rc)
+            else:
+                rc = _decode_nogil(codec, src, n, o, dctx, out_len, &err, count, nulls, walk_rc)
+        finally:
+            if codec == ZSTD_CODEC:
+                _give_dctx(slot, dctx)
+    if rc == F_OK or rc == F_FALLBACK:
+        return rc
+    return _raise_codec(codec, rc, err)
+
+
+def compressed_records(int codec, data, record_count, keys_required):
+    """Decompress a batch's records section ``data`` compressed with ``codec`` and walk its records as
+    ``null_key_records`` (keys required) or ``validate_records`` do; the indexes of the null-key records when keys
+    are required, else []. LZ4, snappy and zstd are decoded into a reused buffer and walked in one native call (no
+    Python object per record); gzip and the data the native decoders leave go through ``compression.decompress``."""
     cdef Py_buffer view
     cdef int64_t count = record_count, nulls = 0
     cdef int64_t* nulls_p = &nulls if keys_required else NULL
     cdef Out o
-    cdef bint shared
+    cdef int slot
     cdef size_t out_len = 0
-    cdef int rc = F_FALLBACK, walk_rc = W_OK
+    cdef int walk_rc = W_OK
     if count < 0:
         raise InvalidRecordError("negative record count %d" % count)
-    if _lz4_block != NULL:
+    if _native(codec):
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-        shared = _take_buffer(&o)
+        slot = _take_buffer(&o)
         try:
-            if view.len >= LZ4_NOGIL_MIN:
-                with nogil:
-                    rc = _decode(<const uint8_t*>view.buf, view.len, &o, &out_len, count, nulls_p, &walk_rc)
-            else:
-                rc = _decode(<const uint8_t*>view.buf, view.len, &o, &out_len, count, nulls_p, &walk_rc)
-            if rc == F_OK:
+            if _decode(codec, <const uint8_t*>view.buf, view.len, &o, slot, &out_len, count, nulls_p,
+                       &walk_rc) == F_OK:
                 if walk_rc != W_OK:
                     _raise_walk(walk_rc, count)
                 if nulls:
                     return _null_key_indexes(<const uint8_t*>o.buf, <Py_ssize_t>out_len, count)
                 return []
-            if rc != F_FALLBACK:
-                _raise_frame(rc)
         finally:
-            _give_buffer(&o, shared)
+            _give_buffer(&o, slot)
             PyBuffer_Release(&view)
-    raw = _decompress(LZ4_CODEC, data)
+    raw = _decompress(codec, data)
     if keys_required:
         return null_key_records(raw, count)
     validate_records(raw, count)
     return []
 
 
-def lz4_decompress(data):
-    """The content of the LZ4 frame ``data`` as bytes (``compression.decompress(LZ4, data)``, natively)."""
-    cdef Py_buffer view
-    cdef Out o
-    cdef bint shared
-    cdef size_t out_len = 0
-    cdef int rc = F_FALLBACK, walk_rc = W_OK
-    if _lz4_block != NULL:
-        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
-        shared = _take_buffer(&o)
-        try:
-            if view.len >= LZ4_NOGIL_MIN:
-                with nogil:
-                    rc = _decode(<const uint8_t*>view.buf, view.len, &o, &out_len, -1, NULL, &walk_rc)
-            else:
-                rc = _decode(<const uint8_t*>view.buf, view.len, &o, &out_len, -1, NULL, &walk_rc)
-            if rc == F_OK:
-                return PyBytes_FromStringAndSize(o.buf, <Py_ssize_t>out_len)
-            if rc != F_FALLBACK:
-                _raise_frame(rc)
-        finally:
-            _give_buffer(&o, shared)
-            PyBuffer_Release(&view)
-    return _decompress(LZ4_CODEC, data)
+def lz4_frame_records(data, record_count, keys_required):
+    """``compressed_records`` of an LZ4 frame."""
+    return compressed_records(LZ4_CODEC, data, record_count, keys_required)
 
 
 def decompress_records(int codec, data):
-    """A compressed batch's records section decompressed: ``compression.decompress``, LZ4 natively."""
-    if codec == LZ4_CODEC:
-        return lz4_decompress(data)
+    """A compressed batch's records section decompressed: ``compression.decompress``, LZ4, snappy and zstd natively
+    (into a reused buffer, then one copy into the bytes returned)."""
+    cdef Py_buffer view
+    cdef Out o
+    cdef int slot
+    cdef size_t out_len = 0
+    cdef int walk_rc = W_OK
+    if _native(codec):
+        PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
+        slot = _take_buffer(&o)
+        try:
+            if _decode(codec, <const uint8_t*>view.buf, view.len, &o, slot, &out_len, -1, NULL, &walk_rc) == F_OK:
+                return PyBytes_FromStringAndSize(o.buf, <Py_ssize_t>out_len)
+        finally:
+            _give_buffer(&o, slot)
+            PyBuffer_Release(&view)
     return _decompress(codec, data)
+
+
+def lz4_decompress(data):
+    """The content of the LZ4 frame ``data`` as bytes (``compression.decompress(LZ4, data)``, natively)."""
+    return decompress_records(LZ4_CODEC, data)
+
+
+# -- finding the libraries' decoders, each kept only if it decodes a known sample
+
+cdef bytes _decode_sample(int codec, bytes data):
+    """The native decoder's output for ``data`` (no fallback), or None."""
+    cdef Out o = Out(NULL, 0)
+    cdef size_t out_len = 0
+    cdef int walk_rc = W_OK
+    try:
+        if _decode(codec, <const uint8_t*><const char*>data, len(data), &o, -1, &out_len, -1, NULL,
+                   &walk_rc) != F_OK:
+            return None
+        return PyBytes_FromStringAndSize(o.buf, <Py_ssize_t>out_len)
+    except Exception:
+        return None
+    finally:
+        free(o.buf)
 
 
 def _load_lz4():
@@ -532,16 +778,6 @@ def _load_lz4():
         return (0, 0, b"", b"")
 
 
-cdef bint _self_test(bytes frame, bytes sample):
-    """Whether the decoder itself (no fallback) turns ``frame`` (every checksum on) into ``sample``."""
-    cdef Out o = Out(NULL, 0)
-    cdef size_t out_len = 0
-    cdef int rc = _lz4_frame(<const uint8_t*><const char*>frame, len(frame), &o, &out_len)
-    ok = rc == F_OK and PyBytes_FromStringAndSize(o.buf, <Py_ssize_t>out_len) == sample
-    free(o.buf)
-    return ok
-
-
 def _init_lz4():
     """Set the LZ4 function pointers and keep them only if they decode a known frame (never crash on a stranger)."""
     global _lz4_block, _xxh32
@@ -553,14 +789,111 @@ def _init_lz4():
         return
     _lz4_block = <lz4_decompress_safe_t>block
     _xxh32 = <xxh32_t>xxh
-    if not _self_test(frame, sample):
+    if _decode_sample(LZ4_CODEC, frame) != sample:
         _lz4_block = NULL
         _xxh32 = NULL
 
 
+_ZSTD_SYMBOLS = ("ZSTD_createDCtx", "ZSTD_freeDCtx", "ZSTD_decompressDCtx", "ZSTD_findFrameCompressedSize",
+                 "ZSTD_decompressBound", "ZSTD_isError", "ZSTD_getErrorName", "ZSTD_versionNumber")
+
+
+def _zstd_libraries():
+    """Where libzstd's functions may be found: the zstandard package's cffi backend (libzstd built in, every symbol
+    exported), then the system's libzstd.so.1."""
+    found = []
+    try:
+        import importlib.util
+        spec = importlib.util.find_spec("zstandard._cffi")
+        if spec is not None and spec.origin:
+            found.append(spec.origin)
+    except Exception:
+        pass
+    found.append("libzstd.so.1")
+    return found
+
+
+def _load_zstd(path):
+    """{symbol: address} of the libzstd at ``path`` (version 1.4.0 or later, for ZSTD_decompressBound), or None."""
+    try:
+        import ctypes
+        lib = ctypes.CDLL(path)
+        addresses = {name: ctypes.cast(getattr(lib, name), ctypes.c_void_p).value or 0 for name in _ZSTD_SYMBOLS}
+        version = ctypes.CFUNCTYPE(ctypes.c_uint)(addresses["ZSTD_versionNumber"])()
+        return addresses if version >= 10400 and all(addresses.values()) else None
+    except Exception:
+        return None
+
+
+cdef void _set_zstd(dict a):
+    global _zstd_create, _zstd_free, _zstd_decompress, _zstd_frame_size, _zstd_bound, _zstd_is_error
+    global _zstd_error_name
+    if a is None:
+        _zstd_decompress = NULL
+        return
+    _zstd_create = <zstd_create_dctx_t><uintptr_t>a["ZSTD_createDCtx"]
+    _zstd_free = <zstd_free_dctx_t><uintptr_t>a["ZSTD_freeDCtx"]
+    _zstd_frame_size = <zstd_find_frame_compressed_size_t><uintptr_t>a["ZSTD_findFrameCompressedSize"]
+    _zstd_bound = <zstd_decompress_bound_t><uintptr_t>a["ZSTD_decompressBound"]
+    _zstd_is_error = <zstd_is_error_t><uintptr_t>a["ZSTD_isError"]
+    _zstd_error_name = <zstd_get_error_name_t><uintptr_t>a["ZSTD_getErrorName"]
+    _zstd_decompress = <zstd_decompress_dctx_t><uintptr_t>a["ZSTD_decompressDCtx"]
+
+
+def _zstd_samples():
+    """(frames, content): frames with and without the content size, with a checksum, two frames back to back."""
+    import zstandard
+    content = b"zstd self-test " * 300
+    sized = zstandard.ZstdCompressor(level=3, write_checksum=True).compress(content)
+    unsized = zstandard.ZstdCompressor(level=3, write_content_size=False).compress(content)
+    return [(sized, content), (unsized, content), (sized + unsized, content + content), (b"", b"")]
+
+
+def _init_zstd():
+    """Take the first libzstd whose functions decode the samples (never crash on a stranger)."""
+    try:
+        samples = _zstd_samples()
+    except Exception:
+        return None
+    for path in _zstd_libraries():
+        addresses = _load_zstd(path)
+        if addresses is None:
+            continue
+        _set_zstd(addresses)
+        if all(_decode_sample(ZSTD_CODEC, frame) == content for frame, content in samples):
+            return path
+        _set_zstd(None)
+    return None
+
+
+def _init_snappy():
+    """Take cramjam.snappy.decompress_raw_into (python-snappy >= 0.7 decodes with cramjam) if it decodes samples
+    of both framings."""
+    global _snappy_into
+    try:
+        import cramjam
+        from broker.protocol.records.compression import SNAPPY, compress
+        _snappy_into = cramjam.snappy.decompress_raw_into
+        content = b"snappy self-test " * 3000
+        raw = bytes(cramjam.snappy.compress_raw(content))
+        if _decode_sample(SNAPPY_CODEC, raw) == content and _decode_sample(SNAPPY_CODEC, compress(SNAPPY, content)) \
+                == content:
+            return
+    except Exception:
+        pass
+    _snappy_into = None
+
+
 _init_lz4()
+_init_snappy()
+#: where the zstd decoder's functions were found (None: zstd is decoded by the pure path)
+ZSTD_LIBRARY = _init_zstd()
 #: whether LZ4 frames are decoded natively (python-lz4's symbols found and working)
 LZ4_NATIVE = _lz4_block != NULL
+#: whether snappy data is decoded natively (cramjam's decompress_raw_into found and working)
+SNAPPY_NATIVE = _snappy_into is not None
+#: whether zstd frames are decoded natively (libzstd's functions found and working)
+ZSTD_NATIVE = _zstd_decompress != NULL
 
 
 # ---- the header view (see the pure twin) --------------------------------------------------------------------
@@ -933,14 +1266,30 @@ def iter_records(batch):
     """All records of ONE whole magic-2 batch (validated first; decompressed as needed)."""
     cdef Py_buffer view
     cdef const uint8_t* p
-    cdef int codec
+    cdef int codec, slot, walk_rc = W_OK
+    cdef int64_t count
+    cdef Out o
+    cdef size_t out_len = 0
     infos = validate_batches(batch, True)
     if len(infos) != 1:
         raise CorruptRecordError("expected exactly one batch, found %d" % len(infos))
     info = infos[0]
     codec = info.attributes & 0x07
+    count = info.record_count
+    if codec and _native(codec):  # decoded, walked and read in a reused buffer
+        PyObject_GetBuffer(batch, &view, PyBUF_SIMPLE)
+        slot = _take_buffer(&o)
+        try:
+            if _decode(codec, <const uint8_t*>view.buf + RECORD_BATCH_OVERHEAD, info.size - RECORD_BATCH_OVERHEAD, &o,
+                       slot, &out_len, count, NULL, &walk_rc) == F_OK:
+                if walk_rc != W_OK:
+                    _raise_walk(walk_rc, count)
+                return _read_records(<const uint8_t*>o.buf, <Py_ssize_t>out_len, count, info)
+        finally:
+            _give_buffer(&o, slot)
+            PyBuffer_Release(&view)
     if codec:
-        data = decompress_records(codec, memoryview(batch)[RECORD_BATCH_OVERHEAD:info.size])
+        data = _decompress(codec, memoryview(batch)[RECORD_BATCH_OVERHEAD:info.size])
         validate_records(data, info.record_count)
         PyObject_GetBuffer(data, &view, PyBUF_SIMPLE)
         try:

@@ -140,21 +140,32 @@ def null_key_records(records_bytes: Any, record_count: int) -> list[int]:
     return null_keys
 
 
-#: whether LZ4 frames are decoded natively (never in the pure twin: ``compression.decompress`` decodes them)
+#: whether LZ4 frames, snappy data and zstd frames are decoded natively (never in the pure twin:
+#: ``compression.decompress`` decodes them), and where the native twin found libzstd
 LZ4_NATIVE = False
+SNAPPY_NATIVE = False
+ZSTD_NATIVE = False
+ZSTD_LIBRARY: "str | None" = None
 
 
-def lz4_frame_records(data: "bytes | bytearray | memoryview", record_count: int, keys_required: bool) -> list[int]:
-    """Decompress the LZ4 frame ``data`` (a batch's records) and walk its records as ``null_key_records`` (keys
-    required) or ``validate_records`` do; the indexes of the null-key records when keys are required, else [].
-    The native twin decodes the frame and walks the records in one pass, without the GIL."""
+def compressed_records(codec: int, data: "bytes | bytearray | memoryview", record_count: int,
+                       keys_required: bool) -> list[int]:
+    """Decompress a batch's records section ``data`` compressed with ``codec`` and walk its records as
+    ``null_key_records`` (keys required) or ``validate_records`` do; the indexes of the null-key records when keys
+    are required, else []. The native twin decodes LZ4, snappy and zstd into a reused buffer and walks the records
+    in the same call."""
     if record_count < 0:
         raise InvalidRecordError("negative record count %d" % record_count)
-    raw = _decompress(LZ4, data)
+    raw = _decompress(codec, data)
     if keys_required:
         return null_key_records(raw, record_count)
     validate_records(raw, record_count)
     return []
+
+
+def lz4_frame_records(data: "bytes | bytearray | memoryview", record_count: int, keys_required: bool) -> list[int]:
+    """``compressed_records`` of an LZ4 frame."""
+    return compressed_records(LZ4, data, record_count, keys_required)
 
 
 def lz4_decompress(data: "bytes | bytearray | memoryview") -> bytes:
@@ -164,8 +175,8 @@ def lz4_decompress(data: "bytes | bytearray | memoryview") -> bytes:
 
 
 def decompress_records(codec: int, data: "bytes | bytearray | memoryview") -> bytes:
-    """A compressed batch's records section decompressed (``compression.decompress``; LZ4 natively in the native
-    twin)."""
+    """A compressed batch's records section decompressed (``compression.decompress``; LZ4, snappy and zstd
+    natively in the native twin)."""
     return _decompress(codec, data)
 
 

@@ -15,7 +15,6 @@ from broker.accel import record_batch
 from broker.protocol.records import errors as record_errors
 from broker.protocol.records.batch_info import (COMPRESSION_MASK, CONTROL_MASK, RECORD_BATCH_OVERHEAD,
                                                 TIMESTAMP_TYPE_MASK, BatchInfo)
-from broker.protocol.records.compression import LZ4, decompress
 
 from .config import LogConfig
 from .errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError,
@@ -122,19 +121,17 @@ def _check_records(buf: "bytearray | memoryview", info: BatchInfo, codec: int, k
     """The one pass over a compressed batch's records an append makes after ``parse_batches`` (which checked the CRC
     once and walked the uncompressed batches' records, noting a compacted topic's null keys): the batch is
     decompressed once and its framing walked; for a compacted topic that same walk finds the records without a key,
-    which it refuses (each one named in the error, as Kafka's). No record object is made. LZ4 (the codec of most
-    Kafka producers) is decoded and walked in one native call, without the GIL."""
+    which it refuses (each one named in the error, as Kafka's). No record object is made. LZ4, snappy and zstd are
+    decoded into a reused buffer and walked in one native call (``compressed_records``)."""
     try:
-        data: "bytes | memoryview" = memoryview(buf)[info.position + RECORD_BATCH_OVERHEAD:info.position + info.size]
-        if codec == LZ4:
-            missing = record_batch.lz4_frame_records(data, info.record_count, keys_required)
-        else:
-            if codec:
-                data = decompress(codec, data)
-            if not keys_required:
-                record_batch.validate_records(data, info.record_count)
-                return
+        data = memoryview(buf)[info.position + RECORD_BATCH_OVERHEAD:info.position + info.size]
+        if codec:
+            missing = record_batch.compressed_records(codec, data, info.record_count, keys_required)
+        elif keys_required:
             missing = record_batch.null_key_records(data, info.record_count)
+        else:
+            record_batch.validate_records(data, info.record_count)
+            return
     except record_errors.CorruptRecordError as e:
         raise CorruptRecordError(e.message) from None
     except record_errors.InvalidRecordError as e:

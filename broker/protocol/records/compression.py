@@ -9,9 +9,10 @@ Snappy: the Java client writes the xerial/snappy-java stream framing::
 
 librdkafka and older clients may send a single raw snappy block; both are accepted on decompress.
 LZ4: the LZ4 frame format with independent 64 KiB blocks and no content size. The broken header checksum of
-magic-0 messages (KAFKA-3160) is handled in ``legacy.py``. A produce's validation decodes LZ4 in the native
-``record_batch`` (``lz4_frame_records``: blocks into a reused buffer, without the GIL); this is the pure path.
+magic-0 messages (KAFKA-3160) is handled in ``legacy.py``.
 Zstd: frames may lack the content size, so decompression streams (and reads across concatenated frames).
+A produce's validation decodes LZ4, snappy and zstd in the native ``record_batch`` (``compressed_records``: into a
+reused buffer, records walked in the same call); this is the pure path, and the native one's fallback.
 Decompression reads the caller's buffer in place (no copy of the compressed bytes).
 Failures raise ``CorruptRecordError``; an unknown codec raises ``InvalidRecordError``.
 """
@@ -50,9 +51,23 @@ def _snappy_compress(data: bytes) -> bytes:
     return b"".join(out)
 
 
+def _snappy_block(block: "bytes | bytearray | memoryview") -> bytes:
+    """One raw snappy block; one whose length header claims more than snappy can expand to (22x) is refused before
+    the decoder allocates that much."""
+    claimed, shift = 0, 0
+    for b in bytes(block[:5]):
+        claimed |= (b & 0x7F) << shift
+        if b < 0x80:
+            if claimed > 32 * len(block) + 32:
+                raise CorruptRecordError("snappy block of %d bytes claims %d decompressed" % (len(block), claimed))
+            break
+        shift += 7
+    return snappy.uncompress(block)
+
+
 def _snappy_decompress(data: "bytes | bytearray | memoryview") -> bytes:
     if bytes(data[:len(XERIAL_MAGIC)]) != XERIAL_MAGIC:
-        return snappy.uncompress(data)
+        return _snappy_block(data)
     pos = len(_XERIAL_HEADER)
     if len(data) < pos:
         raise CorruptRecordError("truncated xerial snappy header")
@@ -66,7 +81,7 @@ def _snappy_decompress(data: "bytes | bytearray | memoryview") -> bytes:
         pos += 4
         if size < 0 or pos + size > n:
             raise CorruptRecordError("truncated xerial snappy chunk")
-        out.append(snappy.uncompress(data[pos:pos + size]))
+        out.append(_snappy_block(data[pos:pos + size]))
         pos += size
     return b"".join(out)
 

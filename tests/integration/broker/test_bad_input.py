@@ -436,11 +436,12 @@ def test_create_topics_partition_and_replication_counts(broker: BrokerProcess, c
     canary.check("create-topics-counts")
 
 
-def test_garbage_compressed_payload_with_a_valid_crc(broker: BrokerProcess, canary: Canary) -> None:
-    """The CRC only proves transport; a gzip batch that does not inflate is still refused, nothing written."""
+@pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
+def test_garbage_compressed_payload_with_a_valid_crc(broker: BrokerProcess, canary: Canary, codec: int) -> None:
+    """The CRC only proves transport; a compressed batch that does not decode is still refused, nothing written."""
     from broker.accel import crc32c
     topic = create_topic(broker)
-    batch = bytearray(build_batch([(None, b"x" * 100, [], None)], compression=1))
+    batch = bytearray(build_batch([(None, b"x" * 100, [], None)], compression=codec))
     for i in range(61, len(batch)):  # the compressed records (after the 61-byte batch header)
         batch[i] = (i * 7) & 0xFF
     struct.pack_into(">I", batch, 17, crc32c.crc32c(bytes(batch[21:])))

@@ -25,7 +25,7 @@ def _produce(broker: BrokerProcess, topic: str, codec: str, records: List[Tuple[
     return reports
 
 
-@pytest.mark.parametrize("codec", ["none", "lz4"])
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_keyed_records_appended_keyless_refused(broker: BrokerProcess, codec: str) -> None:
     topic = f"compacted-{codec}-{uuid.uuid4().hex[:8]}"
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})

@@ -234,6 +234,7 @@ class BrokerServer:
             self._channel("add-partitions-to-txn"), self._leader_node,
             int(cfg.get("transaction.state.log.num.partitions")), int(cfg.get("request.timeout.ms")))
         verifying = lambda: bool(self.config.current.get("transaction.partition.verification.enable"))  # noqa: E731
+        rm.transaction_verification_enabled = verifying  # the owner-side check of every transactional append
         self.produce_verification = ProduceVerification(rm, self.txn_verifier, verifying)
         self.group_coordinator = GroupCoordinator(
             self.config, OffsetsTopicIO(rm, self.coordinator_loader,

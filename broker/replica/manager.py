@@ -39,8 +39,8 @@ import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional, Protocol,
-                    Sequence, Tuple, Union, cast)
+from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, Final, Iterable, List, NamedTuple, Optional,
+                    Protocol, Sequence, Tuple, Union, cast)
 
 from broker.accel import record_batch
 from broker.errors import ErrorCode
@@ -122,6 +122,11 @@ FetchRead = Union[Tuple[TopicPartition, int, int], Tuple[TopicPartition, FetchPa
 #: what a worker needs for one append as leader: (Partition, records, the leader epoch the append was accepted in,
 #: is_from_client, KIP-890 guard or None)
 _AppendJob = Tuple[Partition, "bytearray | memoryview", int, bool, Optional[object]]
+
+#: Kafka's VerificationGuard.SENTINEL: the guard of a transactional append that started no verification (the log
+#: held an open transaction of its producer when looked at, or the request asked for none); its owner-side append
+#: passes only if the producer's transaction is still open then (see ReplicaManager._append_one)
+SENTINEL_GUARD: Final = object()
 
 
 def fetch_request_replica(request: Any, api_version: int) -> Tuple[int, int]:
@@ -240,6 +245,10 @@ class ReplicaManager:
         self.leadership_listeners: List[Any] = []
         #: KIP-890 verification guards: (partition, producer id) -> the guard its verified append must present
         self._verification_guards: Dict[Tuple[TopicPartition, int], object] = {}
+        #: transaction.partition.verification.enable (a dynamic broker config; the server sets the reader): while
+        #: true every transactional batch appended as leader must belong to an open transaction of its producer or
+        #: present its verification guard, as Kafka's UnifiedLog.analyzeAndValidateProducerState checks
+        self.transaction_verification_enabled: Callable[[], bool] = lambda: False
         #: called after a transaction marker appended as leader was replicated (add_txn_marker_listener)
         self.txn_marker_listeners: List[Callable[[str, int, int, bool], Any]] = []
         self.is_shutting_down = False
@@ -948,7 +957,10 @@ class ReplicaManager:
         None when the log already holds an open transaction of this producer at this epoch (Kafka's
         VerificationGuard.SENTINEL) or the partition is not here (the append reports that). The guard is
         dropped by the producer's next marker, so a verification that raced the end of its transaction
-        cannot start a new one (INVALID_TXN_STATE "The transaction was not verified").
+        cannot start a new one (INVALID_TXN_STATE "The transaction was not verified"). This look at the log is
+        made on the loop, without the log's owner: with verification enabled the append (its owner) checks every
+        transactional batch again (``_append_one``), so a transaction that ends between this look and the append
+        is not continued by an unverified batch.
         """
         p = self.partitions.get(tp)
         if p is None or p.log is None or p.log.has_ongoing_txn(producer_id, producer_epoch):
@@ -1020,6 +1032,7 @@ class ReplicaManager:
         partitions = self.partitions
         tps: List[TopicPartition] = []
         jobs: List[_AppendJob] = []
+        verifying: Optional[bool] = None
         for tp, buf in entries.items():
             p = partitions.get(tp)
             if p is None or p.log is None:
@@ -1028,9 +1041,15 @@ class ReplicaManager:
             refused = p.refuse_append(acks)  # Partition is the gate: leadership, min.insync.replicas
             if refused is not None:
                 results[tp] = refused
-            else:
-                tps.append(tp)
-                jobs.append((p, buf, p.leader_epoch, is_from_client, guards.get(tp) if guards else None))
+                continue
+            tps.append(tp)
+            guard = guards.get(tp) if guards else None
+            if guard is None and record_batch.is_transactional(buf):
+                if verifying is None:
+                    verifying = bool(self.transaction_verification_enabled())
+                if verifying:  # the owner checks the transaction is still open (a marker may come first)
+                    guard = SENTINEL_GUARD
+            jobs.append((p, buf, p.leader_epoch, is_from_client, guard))
         return tps, jobs
 
     async def _append_on_workers(self, tps: List[TopicPartition], jobs: List[_AppendJob]) -> List[ProduceResult]:
@@ -1103,15 +1122,18 @@ class ReplicaManager:
         p, buf, epoch, is_from_client, guard = job
         try:
             verified = None
-            if guard is not None:
+            if guard is not None and not (guard is SENTINEL_GUARD and _is_control(buf)):
                 guards = self._verification_guards
 
                 def verified(plog: PartitionLog) -> bool:
+                    # Kafka's analyzeAndValidateProducerState, on every transactional batch at append time: its
+                    # producer's transaction is open, or the batch presents the guard its verification took
                     pid = _producer_id(buf)
-                    return plog.has_ongoing_txn(pid, _producer_epoch(buf)) or guards.get((p.tp, pid)) is guard
+                    return plog.has_ongoing_txn(pid, _producer_epoch(buf)) or (
+                        guard is not SENTINEL_GUARD and guards.get((p.tp, pid)) is guard)
             first_offset, last_offset, log_append_time, log_start_offset, *_ = p.append_records_to_leader(
                 buf, epoch, is_from_client, verified)
-            if guard is not None or not is_from_client:
+            if (guard is not None and guard is not SENTINEL_GUARD) or not is_from_client:
                 pid = _producer_id(buf)
                 if pid >= 0:
                     # the transaction started (or a marker ended one): a pending verification is spent
@@ -1501,6 +1523,11 @@ class ReplicaManager:
 def _producer_id(buf: Any) -> int:
     """Producer id of the first batch of a Produce buffer (-1 when it cannot hold a magic-2 batch header)."""
     return record_batch.producer_id(buf)
+
+
+def _is_control(buf: Any) -> bool:
+    """The first batch of a buffer is a control batch (a transaction marker)."""
+    return record_batch.batch_header(buf).is_control
 
 
 def _producer_epoch(buf: Any) -> int:

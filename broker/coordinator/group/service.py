@@ -3,7 +3,8 @@
 Routes each group to its ``__consumer_offsets`` partition (Java ``String.hashCode``). The
 :class:`~broker.coordinator.runtime.CoordinatorRuntime` keeps one pure :class:`GroupCoordinatorState` per
 partition this broker leads (loading it on election, COORDINATOR_LOAD_IN_PROGRESS meanwhile; unloading it on
-resignation) and writes the records the state asks for, applying offset commits through replay once written.
+resignation) and writes the records the state asks for, applying offset commits, OffsetDelete, DeleteGroups and
+offset expiry through replay once written.
 This service runs the timers the state arms (session, join, sync), parks JoinGroup/SyncGroup requests on
 futures until their rebalance step completes, and expires offsets every ``offsets.retention.check.interval.ms``.
 
@@ -26,7 +27,6 @@ import logging
 import time
 from typing import Any, Dict, Iterator, List, Optional, Protocol, Set, Tuple
 
-from broker.coordinator.group import records as rec
 from broker.util.java_hash import partition_for
 from broker.coordinator.group.state import (C_OFFSET, GroupConfig, GroupCoordinatorState, OffsetAndMetadata,
                                             Outcome, TimerKey, TopicPartition, join_result, sync_result,
@@ -406,17 +406,20 @@ class GroupCoordinator:
         return error, groups
 
     async def delete_groups(self, group_ids: List[str]) -> Dict[str, int]:
+        """DeleteGroups: one write of tombstones per coordinator partition, all under way at once (Kafka's
+        GroupCoordinatorService.deleteGroups); a group goes when its tombstones are written and replayed, and a
+        failed write answers its partition's groups with the mapped error (GroupCoordinatorState.delete_groups)."""
         result: Dict[str, int] = {}
-        by_partition: Dict[int, List[str]] = {}
+        by_partition: Dict[int, Tuple[GroupCoordinatorState, List[str]]] = {}
         for gid in group_ids:
             err, p, state = self._route(gid)  # the empty group id is valid here, as in Kafka
-            if err:
+            if state is None:
                 result[gid] = err
             else:
-                by_partition.setdefault(p, []).append(gid)
-        for p, gids in by_partition.items():
-            state = self.shards[p]
-            result.update(await self._finish(p, state, state.delete_groups(gids)))
+                by_partition.setdefault(p, (state, []))[1].append(gid)
+        writes = [self._finish(p, state, state.delete_groups(gids)) for p, (state, gids) in by_partition.items()]
+        for answer in await asyncio.gather(*writes):
+            result.update(answer)
         return result
 
     async def delete_offsets(self, group_id: str,
@@ -450,8 +453,7 @@ class GroupCoordinator:
                     i += 1
                 out = state.expire_offsets(_wall_ms(), chunk)
                 if out.records:
-                    removed += sum(1 for k, _v in out.records if rec.decode_offset_key(k) is not None)
-                    await self._finish(p, state, out)
+                    removed += await self._finish(p, state, out)  # the offsets it removed (0: the write failed)
                 else:
                     await asyncio.sleep(0)
         if removed:

@@ -7,12 +7,14 @@ immediate reply (``None`` while the request is parked) and replies for requests 
 
 Two write paths, as Kafka's runtime has for classic groups (``CoordinatorResult.replayRecords``):
 
-- offset commits (plain and transactional) and OffsetDelete go through replay only: the operation answers with the
-  records and the reply to give once they are durable (``replay=True``); the runtime appends them and then applies
-  the same records through :meth:`GroupCoordinatorState.replay_written`, which is :meth:`replay` at their offsets,
-  as a load applies them. A failed append applies nothing; ``on_write_failed`` only settles the in-memory marks of the commit
-  in flight (``pending_commits``) and maps the error.
-- a classic group's metadata (join, sync, leave, expiry, deletion) lives in memory between records (members,
+- offset commits (plain and transactional), OffsetDelete, DeleteGroups and offset expiry (with the removal of a
+  group it leaves Empty without offsets) go through replay only: the operation answers with the records and the
+  reply to give once they are durable (``replay=True``); the runtime appends them and then applies the same
+  records through :meth:`GroupCoordinatorState.replay_written`, which is :meth:`replay` at their offsets, as a load
+  applies them (a group its tombstones leave with nothing in the log is removed there). A failed append applies
+  nothing; ``on_write_failed`` only settles the in-memory marks of the write in flight (``pending_commits``, a
+  group's ``deleting``) and maps the error.
+- a classic group's metadata (join, sync, leave) lives in memory between records (members,
   waiters, timers, the generation being formed), so those operations change the state themselves and the
   record only persists it (``replay=False``, as Kafka's ``replayRecords = false`` for classic groups); where
   the reply waits for the write (sync from the leader, a static member's re-join) ``on_written`` /
@@ -155,8 +157,17 @@ class Group:
     initial_delay_remaining_ms: Optional[int] = None   # set while an initial delayed join runs
     sync_deadline: Optional[int] = None
     subscribed_topics: Optional[Set[str]] = None
+    #: the group's removal (DeleteGroups, expiry) is being written: Dead to every operation that would change it
+    #: (Kafka's Dead group between its removal and its tombstones), while readers (OffsetFetch, DescribeGroups)
+    #: still see what the log holds until the tombstones are written and replayed; cleared if the write fails
+    deleting: bool = False
 
     # --- queries -----------------------------------------------------------------------
+    @property
+    def dead(self) -> bool:
+        """Dead, or its removal is being written (see ``deleting``)."""
+        return self.state == DEAD or self.deleting
+
     def has_pending_commit(self, tp: TopicPartition) -> bool:
         """A plain or transactional commit of ``tp`` is not settled yet (OffsetFetch require_stable)."""
         return tp in self.pending_commits or any(tp in p for p in self.pending_txn_commits.values())
@@ -307,8 +318,10 @@ def _expired_offsets(group: Group, now: int, retention_ms: int) -> List[TopicPar
       to, retention counting from each commit;
     - a group without a protocol type (offset storage only): retention counts from each commit;
     - any other group keeps its offsets.
-    An offset with a commit in flight is kept; one committed with an explicit expire timestamp (OffsetCommit
-    v2-v4 retention_time_ms) expires at that timestamp instead.
+    An offset with a commit in flight is kept, and so is one with a transactional commit pending (Kafka's
+    replay-based coordinator, OffsetMetadataManager.cleanupExpiredOffsets: its tombstone would drop the pending
+    commit, see ``replay``); one committed with an explicit expire timestamp (OffsetCommit v2-v4
+    retention_time_ms) expires at that timestamp instead.
     """
     keep: Set[str] = set()
     since: Optional[int] = None
@@ -320,9 +333,10 @@ def _expired_offsets(group: Group, now: int, retention_ms: int) -> List[TopicPar
     elif group.protocol_type is not None:
         return []
     in_flight = group.pending_commits
+    pending_txn = group.pending_txn_commits.values()
     expired = []
     for tp, c in group.offsets.items():
-        if tp in in_flight or tp[0] in keep:
+        if tp in in_flight or tp[0] in keep or any(tp in p for p in pending_txn):
             continue
         expire_at = c[C_EXPIRE_TIMESTAMP]
         if expire_at is not None:
@@ -343,6 +357,21 @@ def write_error_for_group(code: int) -> int:
     if code == ErrorCode.REQUEST_TIMED_OUT:
         return ErrorCode.REBALANCE_IN_PROGRESS
     return ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def write_error_for_delete_groups(code: int) -> int:
+    """Kafka 3.9's mapping of a failed DeleteGroups write (GroupCoordinatorService.handleOperationException, the
+    coordinator that writes through its runtime), answered for every group of the failed write's partition."""
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE, ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.UNKNOWN_SERVER_ERROR
+    if code == ErrorCode.NETWORK_EXCEPTION:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    return code
 
 
 def write_error_for_commit(code: int) -> int:
@@ -424,7 +453,7 @@ class GroupCoordinatorState:
                          client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
                          protocol_type: str, protocols: List[Tuple[str, bytes]], require_known: bool,
                          support_skip: bool) -> None:
-        if group.state == DEAD:
+        if group.dead:
             out.response = join_result("", ErrorCode.COORDINATOR_NOT_AVAILABLE)
             return
         if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
@@ -509,7 +538,7 @@ class GroupCoordinatorState:
     def _current_member_join(self, now: int, out: Outcome, token: Any, group: Group, instance_id: Optional[str],
                              client_id: str, client_host: str, rebalance_timeout_ms: int, session_timeout_ms: int,
                              protocol_type: str, protocols: List[Tuple[str, bytes]], member_id: str) -> None:
-        if group.state == DEAD:
+        if group.dead:
             out.response = join_result(member_id, ErrorCode.COORDINATOR_NOT_AVAILABLE)
             return
         if not group.supports_protocols(protocol_type, [n for n, _ in protocols]):
@@ -735,7 +764,7 @@ class GroupCoordinatorState:
             out.response = sync_result(ErrorCode.INVALID_GROUP_ID)
         elif group is None:
             out.response = sync_result(ErrorCode.UNKNOWN_MEMBER_ID)
-        elif group.state == DEAD:
+        elif group.dead:
             out.response = sync_result(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         elif group.validate_current_member(member_id, group_instance_id):
             out.response = sync_result(group.validate_current_member(member_id, group_instance_id))
@@ -803,7 +832,7 @@ class GroupCoordinatorState:
             out.response = ErrorCode.INVALID_GROUP_ID
         elif group is None:
             out.response = ErrorCode.UNKNOWN_MEMBER_ID
-        elif group.state == DEAD:
+        elif group.dead:
             out.response = ErrorCode.COORDINATOR_NOT_AVAILABLE
         elif group.validate_current_member(member_id, group_instance_id):
             out.response = group.validate_current_member(member_id, group_instance_id)
@@ -827,7 +856,7 @@ class GroupCoordinatorState:
         if group is None:
             out.response = (0, [(mid, iid, ErrorCode.UNKNOWN_MEMBER_ID) for mid, iid in members])
             return out
-        if group.state == DEAD:
+        if group.dead:
             out.response = (ErrorCode.COORDINATOR_NOT_AVAILABLE, [])
             return out
         results: List[Tuple[str, Optional[str], int]] = []
@@ -926,7 +955,7 @@ class GroupCoordinatorState:
         return result, accepted
 
     def _validate_commit(self, group: Group, member_id: str, instance_id: Optional[str], generation_id: int) -> int:
-        if group.state == DEAD:
+        if group.dead:
             return ErrorCode.COORDINATOR_NOT_AVAILABLE
         if generation_id < 0 and group.state == EMPTY:
             return 0  # admin client or a consumer without group management
@@ -958,7 +987,7 @@ class GroupCoordinatorState:
         if group is None:
             group = self.groups[group_id] = Group(group_id, current_state_timestamp=self._wall(now))
         error = 0
-        if group.state == DEAD:
+        if group.dead:
             error = ErrorCode.COORDINATOR_NOT_AVAILABLE
         elif generation_id < 0 and group.state == EMPTY:
             pass  # as Kafka's validateOffsetCommit: no generation to an empty group commits whatever the member id
@@ -1067,32 +1096,95 @@ class GroupCoordinatorState:
 
     # ================================================================== DeleteGroups / OffsetDelete
     def delete_groups(self, group_ids: List[str]) -> Outcome:
-        """Outcome.response maps group id -> error; tombstones for the deleted groups' offsets and metadata."""
+        """Outcome.response maps group id -> error; tombstones for the deleted groups' offsets and metadata.
+
+        As Kafka's coordinator that writes through its runtime (GroupCoordinatorShard.deleteGroups): an Empty group
+        is deleted (a group with members: NON_EMPTY_GROUP; unknown, Dead or already being removed:
+        GROUP_ID_NOT_FOUND) by a tombstone of each of its offsets (committed, in flight or pending in a transaction,
+        OffsetMetadataManager.deleteAllOffsets), then of its metadata when it ever had a generation (one used only
+        for offsets wrote none). The state changes only when those tombstones are written and replayed
+        (:meth:`replay_written`); meanwhile the group is ``deleting``: Dead to joins, commits and deletions
+        (COORDINATOR_NOT_AVAILABLE / GROUP_ID_NOT_FOUND, Kafka's answers to a Dead group), as it is to Kafka's
+        classic coordinator from the moment the deletion starts. A failed write changes nothing and answers every
+        group of the call with the write's error (``write_error_for_delete_groups``), as Kafka's failed write."""
         out = Outcome()
         result: Dict[str, int] = {}
+        marked: List[Group] = []
+        nothing_written: List[Group] = []
         for gid in group_ids:
             group = self.groups.get(gid)
-            if group is None or group.state == DEAD:
+            if group is None or group.dead:
                 result[gid] = ErrorCode.GROUP_ID_NOT_FOUND
             elif group.state != EMPTY:
                 result[gid] = ErrorCode.NON_EMPTY_GROUP
             else:
-                for tp in group.offsets:
-                    out.records.append((rec.offset_commit_key(gid, tp[0], tp[1]), None))
-                if group.generation_id > 0:  # as expiry: a group used only for offsets never wrote metadata
-                    out.records.append((rec.group_metadata_key(gid), None))
-                group.offsets.clear()
-                group.state = DEAD
-                del self.groups[gid]
+                records = self._offset_tombstones(group)
+                if group.generation_id > 0:
+                    records.append((rec.group_metadata_key(gid), None))
+                group.deleting = True
+                (marked if records else nothing_written).append(group)
+                out.records.extend(records)
                 result[gid] = 0
         out.response = result
+        if not out.records:  # nothing of these groups is in the log: nothing to write, they go now
+            for group in nothing_written:
+                self._remove_group(group)
+            return out
+        out.replay = True  # the others go when their tombstones are replayed
+
+        def written(t: int, _batch_offset: int) -> Outcome:
+            for group in nothing_written:
+                self._remove_group(group)
+            self._unmark(marked)  # removed by the replay; whatever is left stays (what the log holds)
+            return Outcome()
+
+        def failed(t: int, code: int) -> Outcome:
+            self._unmark(marked + nothing_written)
+            error = write_error_for_delete_groups(code)
+            return Outcome(response={gid: error for gid in group_ids})
+
+        out.on_written, out.on_write_failed = written, failed
         return out
+
+    @staticmethod
+    def _offset_tombstones(group: Group) -> List[Record]:
+        """A tombstone of each offset of ``group``: committed, with a commit in flight, pending in a transaction."""
+        tps: Dict[TopicPartition, None] = dict.fromkeys(group.offsets)
+        tps.update(dict.fromkeys(group.pending_commits))
+        for pending in group.pending_txn_commits.values():
+            tps.update(dict.fromkeys(pending))
+        return [(rec.offset_commit_key(group.group_id, tp[0], tp[1]), None) for tp in tps]
+
+    def _remove_group(self, group: Group) -> None:
+        """Kafka's transition to Dead and removal from the cache."""
+        if self.groups.get(group.group_id) is group:
+            log.info("[GroupCoordinator] Group %s transitioned to Dead in generation %d", group.group_id,
+                     group.generation_id)
+            del self.groups[group.group_id]
+        group.state = DEAD
+        group.deleting = False
+
+    def _unmark(self, groups: Iterable[Group]) -> None:
+        for group in groups:
+            if self.groups.get(group.group_id) is group:
+                group.deleting = False
+
+    def _drop_if_removed(self, group: Group) -> None:
+        """After written tombstones were replayed: a group left Empty with nothing in the log (no offsets, none in
+        flight or pending, no generation: its metadata tombstone reset it) is Dead and removed, as Kafka's
+        cleanupGroupMetadata (``group.is(Empty) && !group.hasOffsets``) and as a load of the same log finds it
+        (finish_loading). Members that were asked to rejoin (MEMBER_ID_REQUIRED) go with a group being deleted."""
+        if self.groups.get(group.group_id) is not group or group.state != EMPTY or group.members \
+                or group.offsets or group.generation_id or group.pending_commits or group.pending_txn_commits \
+                or (group.pending_members and not group.deleting):
+            return
+        self._remove_group(group)
 
     def delete_offsets(self, group_id: str, partitions: List[TopicPartition]) -> Outcome:
         """Outcome.response is (group error, {tp: error})."""
         out = Outcome()
         group = self.groups.get(group_id)
-        if group is None or group.state == DEAD:
+        if group is None or group.dead:
             out.response = (ErrorCode.GROUP_ID_NOT_FOUND, {})
             return out
         if group.state == EMPTY:
@@ -1116,26 +1208,50 @@ class GroupCoordinatorState:
 
     def expire_offsets(self, now: int, group_ids: Optional[Iterable[str]] = None) -> Outcome:
         """Kafka's cleanupGroupMetadata over ``group_ids`` (default: every group) at wall-clock ``now`` (compared
-        with the commit and state timestamps stored in the log, as Kafka's time.milliseconds()): drop the offsets
-        GroupMetadata.removeExpiredOffsets names, then a group left Empty without offsets (pending ones
-        included) becomes Dead and is removed; its metadata tombstone is written only if it ever had a
-        generation (a group used only for offset storage never wrote metadata)."""
+        with the commit and state timestamps stored in the log, as Kafka's time.milliseconds()): a tombstone of each
+        offset GroupMetadata.removeExpiredOffsets names, then, for a group left Empty without offsets (none in
+        flight or pending in a transaction either), the group's own tombstone if it ever had a generation (a group
+        used only for offset storage never wrote metadata).
+
+        Applied through replay, as Kafka's runtime-based coordinator (GroupCoordinatorShard.cleanupGroupMetadata):
+        the offsets and the group go when the tombstones are written and replayed; a group being removed is
+        ``deleting`` meanwhile (see :meth:`delete_groups`). A failed write changes nothing (the next pass tries
+        again). Outcome.response is the number of offset tombstones (0 once the write failed)."""
         out = Outcome()
         retention = self.config.offsets_retention_ms
+        marked: List[Group] = []
+        expired_count = 0
         for gid in list(self.groups) if group_ids is None else list(group_ids):
             group = self.groups.get(gid)
-            if group is None:
+            if group is None or group.dead:
                 continue
-            for tp in _expired_offsets(group, now, retention):
-                del group.offsets[tp]
+            expired = _expired_offsets(group, now, retention)
+            for tp in expired:
                 out.records.append((rec.offset_commit_key(gid, tp[0], tp[1]), None))
-            if group.state == EMPTY and not group.offsets and not group.pending_commits \
+            expired_count += len(expired)
+            if group.state == EMPTY and len(expired) == len(group.offsets) and not group.pending_commits \
                     and not group.pending_txn_commits:
-                log.info("[GroupCoordinator] Group %s transitioned to Dead in generation %d", gid, group.generation_id)
-                group.state = DEAD
-                del self.groups[gid]
+                if not expired and group.generation_id == 0:
+                    self._remove_group(group)  # nothing of it in the log
+                    continue
+                group.deleting = True
+                marked.append(group)
                 if group.generation_id > 0:
                     out.records.append((rec.group_metadata_key(gid), None))
+        out.response = expired_count
+        if not out.records:
+            return out
+        out.replay = True
+
+        def written(t: int, _batch_offset: int) -> Outcome:
+            self._unmark(marked)
+            return Outcome()
+
+        def failed(t: int, code: int) -> Outcome:
+            self._unmark(marked)
+            return Outcome(response=0)
+
+        out.on_written, out.on_write_failed = written, failed
         return out
 
     # ================================================================== load / unload
@@ -1185,24 +1301,34 @@ class GroupCoordinatorState:
         durable): :meth:`replay` / :meth:`replay_txn_record` at their offsets, plus what is not in the records: the
         commit in flight is settled (a plain one), and a transactional one whose transaction already ended (its
         marker was applied before this append's answer) is not made pending again."""
+        touched: Dict[str, Group] = {}
         for i, (key, value) in enumerate(records):
             offset = base_offset + i
             ok = rec.decode_offset_key(key)
             if ok is None:
+                if value is None:  # a group's tombstone (DeleteGroups, expiry): it resets the group
+                    g = self.groups.get(rec.decode_key(key).group)
+                    if g is not None:
+                        touched[g.group_id] = g
                 self.replay(key, value, offset)
                 continue
             group = self.groups.get(ok[0])
             tp = (ok[1], ok[2])
             if producer_id < 0:
                 self.replay(key, value, offset)
-                if group is not None and value is not None:  # a commit (a tombstone is OffsetDelete's)
-                    self._settle_pending_commit(group, tp)
+                if group is not None:
+                    if value is not None:  # a commit
+                        self._settle_pending_commit(group, tp)
+                    else:  # a tombstone: OffsetDelete's, DeleteGroups', expiry's
+                        touched[ok[0]] = group
                 continue
             mine = group.pending_txn_commits.get(producer_id) if group is not None else None
             entry = mine.get(tp) if mine is not None else None
             if entry is not None and entry[0] is None:
                 # the batch's offset, as Kafka's appendedBatchOffset (compared with plain commits' offsets)
                 self.replay_txn_record(key, value, base_offset, producer_id)
+        for g in touched.values():
+            self._drop_if_removed(g)
 
     def replay_records(self, records: Iterable[StoredRecord]) -> None:
         """Replay a plain batch's records (objects with ``offset``, ``key``, ``value``) in order."""
@@ -1238,7 +1364,7 @@ class GroupCoordinatorState:
             g = self.groups.get(group_id)
             if value is None:
                 if g is not None:
-                    g.offsets.pop(tp, None)
+                    self._replay_offset_tombstone(g, tp, record_offset)
                 return
             if g is None:
                 g = self.groups[group_id] = Group(group_id)
@@ -1250,6 +1376,7 @@ class GroupCoordinatorState:
             if g is not None:
                 g.members.clear()
                 g.static_members.clear()
+                g.pending_members.clear()
                 g.protocol_type = g.protocol_name = g.leader_id = None
                 g.generation_id = 0
                 g.state = EMPTY
@@ -1276,6 +1403,21 @@ class GroupCoordinatorState:
                 g.static_members[m.group_instance_id] = m.member_id
         g.state = STABLE if g.members else EMPTY
         g.update_subscribed_topics()
+
+    @staticmethod
+    def _replay_offset_tombstone(g: Group, tp: TopicPartition, record_offset: int) -> None:
+        """A plain offset tombstone at ``record_offset`` (-1: not known) removes what was written before it: the
+        committed offset and, as Kafka's replay-based coordinator (OffsetMetadataManager.replay), the
+        transactional commits of that partition pending in the group (a later COMMIT marker then applies none)."""
+        c = g.offsets.get(tp)
+        if c is not None and (record_offset < 0 or c[C_RECORD_OFFSET] is None or c[C_RECORD_OFFSET] < record_offset):
+            del g.offsets[tp]
+        for pid, pending in list(g.pending_txn_commits.items()):
+            entry = pending.get(tp)
+            if entry is not None and entry[0] is not None and (record_offset < 0 or entry[0] < record_offset):
+                del pending[tp]
+                if not pending:
+                    del g.pending_txn_commits[pid]
 
     def replay_txn_record(self, key: Optional[bytes], value: Optional[bytes], record_offset: int,
                           producer_id: int) -> None:

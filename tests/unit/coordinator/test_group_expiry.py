@@ -135,6 +135,8 @@ def test_loaded_empty_group_counts_from_its_recorded_state_timestamp() -> None:
     assert loaded.expire_offsets(became_empty + RETENTION - 1).records == []
     out = loaded.expire_offsets(became_empty + RETENTION)
     assert out.records == [(rec.offset_commit_key("g", "t", 0), None), (rec.group_metadata_key("g"), None)]
+    assert loaded.groups["g"].offsets  # applied once written
+    loaded.replay_written(out.records, len(d.log), -1)
     assert "g" not in loaded.groups
 
 
@@ -151,8 +153,10 @@ def test_old_metadata_without_state_timestamp_counts_from_each_commit() -> None:
     assert state.groups["g"].current_state_timestamp is None
     out = state.expire_offsets(1000 + RETENTION)
     assert out.records == [(rec.offset_commit_key("g", "t", 0), None)]
+    state.replay_written(out.records, 3, -1)
     out = state.expire_offsets(5000 + RETENTION)
     assert out.records == [(rec.offset_commit_key("g", "t", 1), None), (rec.group_metadata_key("g"), None)]
+    state.replay_written(out.records, 4, -1)
     assert state.groups.get("g") is None
 
 

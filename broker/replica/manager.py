@@ -39,7 +39,7 @@ import os
 import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, Final, Iterable, List, NamedTuple, Optional,
+from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional,
                     Protocol, Sequence, Tuple, Union, cast)
 
 from broker.accel import record_batch
@@ -51,8 +51,8 @@ from broker.replica.config import ReplicaConfig
 from broker.replica.errors import error_code_for
 from broker.replica.fetcher import InitialFetchState, ReplicaFetcherManager
 from broker.replica.io_workers import InlineIoWorkers, IoWorkers
-from broker.replica.partition import (EPOCH_DURING_DELETE, NO_EPOCH, AlterPartitionSubmitter,
-                                      LeaderAndIsrPartitionState, Partition)
+from broker.replica.partition import (EPOCH_DURING_DELETE, NO_EPOCH, SENTINEL_GUARD, AlterPartitionSubmitter,
+                                      LeaderAndIsrPartitionState, LeaderAppend, Partition)
 from broker.replica.partition_changes import PartitionChanges
 from broker.replica.purgatory import (DelayedDeleteRecords, DelayedElectLeader, DelayedFetch, DelayedOperationPurgatory,
                                       DelayedProduce, DeleteRecordsStatus, ProduceStatus)
@@ -65,7 +65,7 @@ from broker.util.request_time import parked
 
 if TYPE_CHECKING:
     from broker.storage.config import LogConfig
-    from broker.storage.partition_log import PartitionLog
+    from broker.storage.partition_log import LogAppendInfo, PartitionLog
     from broker.storage.log_dir_failure_channel import LogDirFailureChannel
     from broker.storage.log_manager import LogManager
 
@@ -119,16 +119,6 @@ class ClientMetadata(NamedTuple):
 
 
 FetchRead = Union[Tuple[TopicPartition, int, int], Tuple[TopicPartition, FetchPartitionInfo]]
-#: what a worker needs for one append as leader: (Partition, records, the leader epoch the append was accepted in,
-#: is_from_client, KIP-890 guard or None)
-_AppendJob = Tuple[Partition, "bytearray | memoryview", int, bool, Optional[object]]
-
-#: Kafka's VerificationGuard.SENTINEL: the guard of a transactional append that started no verification (the log
-#: held an open transaction of its producer when looked at, or the request asked for none); its owner-side append
-#: passes only if the producer's transaction is still open then (see ReplicaManager._append_one)
-SENTINEL_GUARD: Final = object()
-
-
 def fetch_request_replica(request: Any, api_version: int) -> Tuple[int, int]:
     """(replica_id, replica_epoch) of a decoded Fetch request: v15+ carries them in ``replica_state``."""
     if api_version >= 15:
@@ -244,7 +234,6 @@ class ReplicaManager:
         self.controller_epoch = 0
         self.leadership_listeners: List[Any] = []
         #: KIP-890 verification guards: (partition, producer id) -> the guard its verified append must present
-        self._verification_guards: Dict[Tuple[TopicPartition, int], object] = {}
         #: transaction.partition.verification.enable (a dynamic broker config; the server sets the reader): while
         #: true every transactional batch appended as leader must belong to an open transaction of its producer or
         #: present its verification guard, as Kafka's UnifiedLog.analyzeAndValidateProducerState checks
@@ -952,22 +941,11 @@ class ReplicaManager:
     # --- produce -------------------------------------------------------------------
     def start_transaction_verification(self, tp: TopicPartition, producer_id: int, producer_epoch: int
                                        ) -> Optional[object]:
-        """KIP-890: a guard for a transactional append that must be verified first, or None when none is needed.
-
-        None when the log already holds an open transaction of this producer at this epoch (Kafka's
-        VerificationGuard.SENTINEL) or the partition is not here (the append reports that). The guard is
-        dropped by the producer's next marker, so a verification that raced the end of its transaction
-        cannot start a new one (INVALID_TXN_STATE "The transaction was not verified"). This look at the log is
-        made on the loop, without the log's owner: with verification enabled the append (its owner) checks every
-        transactional batch again (``_append_one``), so a transaction that ends between this look and the append
-        is not continued by an unverified batch.
-        """
+        """KIP-890: the partition's guard for a transactional append that must be verified first, or None when none
+        is needed (``Partition.maybe_start_transaction_verification``; None too when the partition is not here: the
+        append reports that)."""
         p = self.partitions.get(tp)
-        if p is None or p.log is None or p.log.has_ongoing_txn(producer_id, producer_epoch):
-            return None
-        guard = object()
-        self._verification_guards[(tp, producer_id)] = guard
-        return guard
+        return None if p is None else p.maybe_start_transaction_verification(producer_id, producer_epoch)
 
     async def append_records(self, acks: int, entries: Dict[TopicPartition, Any], timeout_ms: int = 30000,
                              *, is_from_client: bool = True,
@@ -1026,12 +1004,12 @@ class ReplicaManager:
 
     def _leader_appends(self, acks: int, entries: Dict[TopicPartition, Any],
                         results: Dict[TopicPartition, ProduceResult], is_from_client: bool,
-                        guards: Dict[TopicPartition, object]) -> Tuple[List[TopicPartition], List[_AppendJob]]:
+                        guards: Dict[TopicPartition, object]) -> Tuple[List[TopicPartition], List[LeaderAppend]]:
         """(partitions, their append jobs) of the appends this broker makes as leader; the other partitions' answers
         go to ``results`` (not here, not the leader, or, for acks=-1, an ISR below min.insync.replicas)."""
         partitions = self.partitions
         tps: List[TopicPartition] = []
-        jobs: List[_AppendJob] = []
+        jobs: List[LeaderAppend] = []
         verifying: Optional[bool] = None
         for tp, buf in entries.items():
             p = partitions.get(tp)
@@ -1049,25 +1027,25 @@ class ReplicaManager:
                     verifying = bool(self.transaction_verification_enabled())
                 if verifying:  # the owner checks the transaction is still open (a marker may come first)
                     guard = SENTINEL_GUARD
-            jobs.append((p, buf, p.leader_epoch, is_from_client, guard))
+            jobs.append(LeaderAppend(p, buf, p.leader_epoch, is_from_client, guard))
         return tps, jobs
 
-    async def _append_on_workers(self, tps: List[TopicPartition], jobs: List[_AppendJob]) -> List[ProduceResult]:
-        """Run the appends, each on its partition's worker; their results in the order of ``jobs``."""
+    async def _append_on_workers(self, tps: List[TopicPartition], jobs: List[LeaderAppend]) -> List[ProduceResult]:
+        """Run the appends, each on its partition's owner (``LeaderAppend.run``); their results in the order of
+        ``jobs``, a failed append's exception as its partition's error code (Kafka's appendToLocalLog)."""
         if len(jobs) == 1:
-            return [await self.run_io(self._append_one, jobs[0], key=tps[0])]
+            try:
+                return [_appended(await self.run_io(jobs[0].run, key=tps[0]))]
+            except Exception as exc:
+                return [_append_failed(jobs[0].partition, exc)]
         # One job per worker (not a task and a hand-off per partition): a Produce spread over 1,000 partitions
         # costs a few loop wake-ups, and each partition still appends on its own worker. The jobs run one at a
         # time: side by side the workers would pass the GIL back and forth at every append's pwrite.
-        outcomes = await self._workers.run_each(self._append_one, jobs, tps, one_at_a_time=True)
-        done = []
-        for res, exc in outcomes:
-            if exc is not None:
-                raise exc
-            done.append(res)
-        return done
+        outcomes = await self._workers.run_each(LeaderAppend.run, jobs, tps, one_at_a_time=True)
+        return [_appended(info) if exc is None else _append_failed(job.partition, exc)
+                for job, (info, exc) in zip(jobs, outcomes)]
 
-    def _after_leader_appends(self, tps: List[TopicPartition], jobs: List[_AppendJob], done: List[ProduceResult],
+    def _after_leader_appends(self, tps: List[TopicPartition], jobs: List[LeaderAppend], done: List[ProduceResult],
                               results: Dict[TopicPartition, ProduceResult]) -> None:
         """Per appended partition, as Kafka after appendToLocalLog: count BytesIn/MessagesIn, wake the followers'
         fetches (the LEO moved), advance the HW and complete what waits on it.
@@ -1085,7 +1063,7 @@ class ReplicaManager:
             if res.error_code == 0:
                 note(tp, True)
                 # without the log's lock (a leader without followers: its HW becomes its LEO)
-                hw_moved = job[0].maybe_increment_leader_hw(now)
+                hw_moved = job.partition.maybe_increment_leader_hw(now)
                 if hw_moved and hw_waiters:
                     self.try_complete_delayed(tp)  # fetches included
                 elif fetches is not None:  # followers parked on this partition fetch the new records at once
@@ -1093,7 +1071,7 @@ class ReplicaManager:
         if self.topic_stats is not None:
             self._record_append_stats(tps, jobs, done)
 
-    def _record_append_stats(self, tps: List[TopicPartition], jobs: List[_AppendJob], done: List[ProduceResult]
+    def _record_append_stats(self, tps: List[TopicPartition], jobs: List[LeaderAppend], done: List[ProduceResult]
                              ) -> None:
         """BytesInPerSec / MessagesInPerSec, as Kafka's appendToLocalLog marks them: one update per run of
         partitions of the same topic (a request lists a topic's partitions together)."""
@@ -1108,46 +1086,10 @@ class ReplicaManager:
                 if topic is not None:
                     stats.record_append(topic, size, messages)
                 topic, size, messages = tp[0], 0, 0
-            size += len(job[1])
+            size += len(job.records)
             messages += res.last_offset - res.base_offset + 1
         if topic is not None:
             stats.record_append(topic, size, messages)
-
-    def _append_one(self, job: _AppendJob) -> ProduceResult:
-        """Worker thread: append as leader, unless leadership moved since the request was accepted.
-
-        Runs on the partition's own worker, like every append and marker of the partition, so the
-        verification guard check and the append cannot interleave with the producer's marker.
-        """
-        p, buf, epoch, is_from_client, guard = job
-        try:
-            verified = None
-            if guard is not None and not (guard is SENTINEL_GUARD and _is_control(buf)):
-                guards = self._verification_guards
-
-                def verified(plog: PartitionLog) -> bool:
-                    # Kafka's analyzeAndValidateProducerState, on every transactional batch at append time: its
-                    # producer's transaction is open, or the batch presents the guard its verification took
-                    pid = _producer_id(buf)
-                    return plog.has_ongoing_txn(pid, _producer_epoch(buf)) or (
-                        guard is not SENTINEL_GUARD and guards.get((p.tp, pid)) is guard)
-            first_offset, last_offset, log_append_time, log_start_offset, *_ = p.append_records_to_leader(
-                buf, epoch, is_from_client, verified)
-            if (guard is not None and guard is not SENTINEL_GUARD) or not is_from_client:
-                pid = _producer_id(buf)
-                if pid >= 0:
-                    # the transaction started (or a marker ended one): a pending verification is spent
-                    self._verification_guards.pop((p.tp, pid), None)
-            return ProduceResult(0, first_offset, log_append_time, log_start_offset, (), None, last_offset)
-        except Exception as exc:  # storage errors become per-partition codes
-            code = error_code_for(exc)
-            if code == ErrorCode.UNKNOWN_SERVER_ERROR:
-                log.exception("Unexpected error appending to %s-%d", p.topic, p.partition)
-            else:
-                log.debug("Append to %s-%d rejected: %s", p.topic, p.partition, exc)
-            record_errors = list(getattr(exc, "record_errors", []) or [])
-            lso = p.log.log_start_offset if p.log is not None else -1
-            return ProduceResult(code, -1, -1, lso, record_errors, str(exc) or None)
 
     # --- fetch ---------------------------------------------------------------------
     async def fetch_messages(self, reads: Sequence[FetchRead], max_bytes: int, min_bytes: int,
@@ -1520,19 +1462,22 @@ class ReplicaManager:
         return await asyncio.get_running_loop().run_in_executor(self._checkpoint_pool, fn, *args)
 
 
-def _producer_id(buf: Any) -> int:
-    """Producer id of the first batch of a Produce buffer (-1 when it cannot hold a magic-2 batch header)."""
-    return record_batch.producer_id(buf)
+def _appended(info: LogAppendInfo) -> ProduceResult:
+    """The answer of a partition appended to."""
+    return ProduceResult(0, info.first_offset, info.log_append_time, info.log_start_offset, (), None,
+                         info.last_offset)
 
 
-def _is_control(buf: Any) -> bool:
-    """The first batch of a buffer is a control batch (a transaction marker)."""
-    return record_batch.batch_header(buf).is_control
-
-
-def _producer_epoch(buf: Any) -> int:
-    """Producer epoch of the first batch of a Produce buffer (-1 when it cannot hold a magic-2 batch header)."""
-    return record_batch.producer_epoch(buf)
+def _append_failed(p: Partition, exc: Exception) -> ProduceResult:
+    """The answer of a partition whose append failed: its error code (storage errors, leadership, KIP-890)."""
+    code = error_code_for(exc)
+    if code == ErrorCode.UNKNOWN_SERVER_ERROR:
+        log.error("Unexpected error appending to %s-%d", p.topic, p.partition, exc_info=exc)
+    else:
+        log.debug("Append to %s-%d rejected: %s", p.topic, p.partition, exc)
+    record_errors = list(getattr(exc, "record_errors", []) or [])
+    lso = p.log.log_start_offset if p.log is not None else -1
+    return ProduceResult(code, -1, -1, lso, record_errors, str(exc) or None)
 
 
 def _assign_epoch_start_job(job: Tuple[PartitionLog, int]) -> int:

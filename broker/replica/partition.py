@@ -17,9 +17,10 @@ import asyncio
 import logging
 import uuid
 from dataclasses import dataclass, field
-from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Protocol, Sequence, Set,
-                    Tuple)
+from typing import (TYPE_CHECKING, Any, Callable, Dict, Final, Iterable, List, NamedTuple, Optional, Protocol, Sequence,
+                    Set, Tuple)
 
+from broker.accel import record_batch
 from broker.errors import ErrorCode, error_for_code
 from broker.replica.errors import error_code_for
 from broker.replica.results import ProduceResult, ReadResult
@@ -179,6 +180,28 @@ def _default_clock() -> int:
     return _clock_mod.mono_ms()
 
 
+#: Kafka's VerificationGuard.SENTINEL: the guard of a transactional append that started no verification (the log
+#: held an open transaction of its producer when looked at on the loop); its append on the owner passes only if the
+#: producer's transaction is still open then
+SENTINEL_GUARD: Final = object()
+
+
+class LeaderAppend(NamedTuple):
+    """One append as leader, as the loop accepted it (Partition the gate), handed to the partition's owner."""
+    partition: "Partition"
+    records: "bytearray | memoryview"
+    #: the leader epoch the append was accepted in
+    leader_epoch: int
+    is_from_client: bool
+    #: KIP-890: the batch's verification guard, SENTINEL_GUARD, or None (not transactional, or no verification)
+    guard: Optional[object]
+
+    def run(self) -> "LogAppendInfo":
+        """On the owner."""
+        return self.partition.append_records_to_leader(self.records, self.leader_epoch, self.is_from_client,
+                                                       self.guard)
+
+
 class Partition:
     """One hosted topic-partition: its log and, as leader, its followers and ISR."""
 
@@ -218,6 +241,8 @@ class Partition:
         self.transition: Optional["asyncio.Future[None]"] = None
         self._tasks: Set["asyncio.Task[Any]"] = set()
         self.deleted = False
+        #: KIP-890 guards by producer id: issued on the loop, spent by the append on the owner
+        self.verification_guards: Dict[int, object] = {}
         #: told "shrink" or "expand" when the controller commits an ISR change this leader asked for
         self.isr_change_listener: Optional[Callable[[str], None]] = None
 
@@ -234,19 +259,42 @@ class Partition:
                 "partition %s-%d" % (list(self.isr), self.effective_min_isr(), self.topic, self.partition)))
         return None
 
+    def maybe_start_transaction_verification(self, producer_id: int, producer_epoch: int) -> Optional[object]:
+        """KIP-890 (Kafka's Partition.maybeStartTransactionVerification), on the loop: a guard for a transactional
+        append that must be verified with its coordinator first, or None when the log already holds an open
+        transaction of this producer at this epoch (or there is no log: the append reports that). The producer's
+        next marker drops the guard, so a verification that raced the end of its transaction cannot start a new
+        one. This look at the log is made without its owner: the append looks again (``append_records_to_leader``)."""
+        plog = self.log
+        if plog is None or plog.has_ongoing_txn(producer_id, producer_epoch):
+            return None
+        guard = object()
+        self.verification_guards[producer_id] = guard
+        return guard
+
     def append_records_to_leader(self, buf: "bytearray | memoryview", leader_epoch: int, is_from_client: bool,
-                                 verified: Optional[Callable[["PartitionLog"], bool]] = None) -> "LogAppendInfo":
+                                 guard: Optional[object] = None) -> "LogAppendInfo":
         """Kafka's Partition.appendRecordsToLeader, on the partition's owner: append as leader in ``leader_epoch``,
-        unless leadership moved since the request was accepted on the loop (NOT_LEADER_OR_FOLLOWER) or
-        ``verified(log)`` says a transactional append was not verified (KIP-890: INVALID_TXN_STATE). The HW is
-        moved afterwards on the loop (``maybe_increment_leader_hw``)."""
+        unless leadership moved since the request was accepted on the loop (NOT_LEADER_OR_FOLLOWER). ``guard``
+        (KIP-890, a transactional batch): the batch continues an open transaction of its producer, or presents the
+        guard its verification took (not :data:`SENTINEL_GUARD`); otherwise INVALID_TXN_STATE, as Kafka's
+        analyzeAndValidateProducerState checks every transactional batch. The HW is moved afterwards on the loop
+        (``maybe_increment_leader_hw``)."""
         plog = self.log
         if self.deleted or plog is None or self.leader_id != self.local_broker_id or self.leader_epoch != leader_epoch:
             raise error_for_code(ErrorCode.NOT_LEADER_OR_FOLLOWER)(
                 "leadership of %s-%d changed before the append" % (self.topic, self.partition))
-        if verified is not None and not verified(plog):
-            raise error_for_code(ErrorCode.INVALID_TXN_STATE)("The transaction was not verified")
-        return plog.append_as_leader(buf, leader_epoch, is_from_client=is_from_client)
+        if guard is not None and not (guard is SENTINEL_GUARD and record_batch.batch_header(buf).is_control):
+            pid = record_batch.producer_id(buf)
+            if not (plog.has_ongoing_txn(pid, record_batch.producer_epoch(buf))
+                    or (guard is not SENTINEL_GUARD and self.verification_guards.get(pid) is guard)):
+                raise error_for_code(ErrorCode.INVALID_TXN_STATE)("The transaction was not verified")
+        info = plog.append_as_leader(buf, leader_epoch, is_from_client=is_from_client)
+        if (guard is not None and guard is not SENTINEL_GUARD) or not is_from_client:
+            pid = record_batch.producer_id(buf)
+            if pid >= 0:  # the transaction started (or a marker ended one): a pending verification is spent
+                self.verification_guards.pop(pid, None)
+        return info
 
     def read_records(self, plog: "PartitionLog", fetch_offset: int, max_bytes: int, upper: str,
                      last_fetched_epoch: int, throttled: bool, min_one_message: bool, wait: bool = True

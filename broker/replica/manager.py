@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from broker.storage.partition_log import PartitionLog
     from broker.storage.log_dir_failure_channel import LogDirFailureChannel
     from broker.storage.log_manager import LogManager
+    from broker.replica.tiered_storage import TieredStorage
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ DEBUGGING_REPLICA_ID = -2
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 
 __all__ = ["ReplicaManager", "Partition", "LeaderAndIsrPartitionState", "ProduceResult", "ReadResult",
            "FetchPartitionInfo", "ClientMetadata", "fetch_request_replica", "ReplicaConfig"]
@@ -257,6 +259,8 @@ class ReplicaManager:
         self._checkpoint_pool: Optional[ThreadPoolExecutor] = \
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="hw-checkpoint") if io_threads > 0 else None
         self.fetcher_manager: Optional[ReplicaFetcherManager] = None
+        #: tiered storage (KIP-405): the RemoteLogManager and its reader pool, when remote.log.storage.system.enable
+        self.tiered: Optional["TieredStorage"] = None
         #: partitions moving between this broker's log dirs (AlterReplicaLogDirs)
         self.alter_log_dirs = ReplicaAlterLogDirsManager(self)
         if channel_factory is not None:
@@ -375,6 +379,8 @@ class ReplicaManager:
         """Stop fetchers, periodic tasks and the AlterPartition manager; checkpoint HWs (before the log manager
         shuts down)."""
         self.is_shutting_down = True
+        if self.tiered is not None:  # its tasks end before the logs close (Kafka closes the RemoteLogManager first)
+            await asyncio.get_running_loop().run_in_executor(None, self.tiered.close)
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -619,6 +625,7 @@ class ReplicaManager:
                 await self.fetcher_manager.shutdown_idle_fetchers()
             await self._notify("on_become_leader", became_leaders)
             await self._notify("on_resign", became_followers)
+            self._tiered_leadership(became_leaders, became_followers)
             created_count = sum(1 for _, _, created in accepted if created)
             if created_count >= runtime_tuning.FREEZE_AFTER_PARTITIONS:
                 runtime_tuning.freeze_long_lived("LeaderAndIsr hosting %d new partitions" % created_count)
@@ -790,8 +797,42 @@ class ReplicaManager:
                     continue
                 to_stop.append((tp, delete))
                 responses[tp] = 0
+            stopping = self._tiered_stops(to_stop, partitions)
             responses.update(await self._stop_partitions(to_stop))
+            if stopping and self.tiered is not None:
+                self.tiered.on_stop_partitions(stopping)
             return 0, responses
+
+    # --- tiered storage (KIP-405) ----------------------------------------------------
+    def _tiered_leadership(self, leaders: List[TopicPartition], followers: List[TopicPartition]) -> None:
+        """The RemoteLogManager's onLeadershipChange: copy and expiration tasks for the tiered partitions now led here,
+        follower tasks for those followed (handed to its own thread; nothing waits for them here)."""
+        if self.tiered is None:
+            return
+        lead, follow = [], []
+        for tp in leaders + followers:
+            p = self.partitions.get(tp)
+            if p is None or p.log is None or p.topic_id is None or not getattr(p.log, "remote_log_enabled", False):
+                continue
+            if tp in leaders:
+                lead.append((tp[0], tp[1], p.topic_id, p.leader_epoch))
+            else:
+                follow.append((tp[0], tp[1], p.topic_id))
+        if lead or follow:
+            self.tiered.on_leadership_change(lead, follow)
+
+    def _tiered_stops(self, to_stop: List[Tuple[TopicPartition, bool]],
+                      requested: Dict[TopicPartition, Tuple[int, bool]]) -> List[Tuple[str, int, bool, bool]]:
+        """StopReplica's StopPartitions for the RemoteLogManager: the remote data is deleted only by the leader of a
+        deleted topic (delete with the EpochDuringDelete sentinel), as Kafka's ReplicaManager.stopReplicas."""
+        if self.tiered is None:
+            return []
+        out = []
+        for tp, delete in to_stop:
+            p = self.partitions.get(tp)
+            out.append((tp[0], tp[1], delete, bool(delete and p is not None and p.is_leader
+                                                   and requested[tp][0] == EPOCH_DURING_DELETE)))
+        return out
 
     async def _stop_partitions(self, to_stop: List[Tuple[TopicPartition, bool]]) -> Dict[TopicPartition, int]:
         if self.fetcher_manager is not None and to_stop:
@@ -1403,7 +1444,7 @@ class ReplicaManager:
             found = await self.run_io(plog.fetch_offset_by_timestamp, timestamp, key=tp)
         except Exception as exc:
             return error_code_for(exc), -1, -1, -1
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
             if found is None:
                 return 0, -1, -1, -1
             return 0, found[1], found[0], found[2] if found[2] is not None else -1

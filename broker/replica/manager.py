@@ -1274,8 +1274,9 @@ class ReplicaManager:
                         p.update_follower_fetch_state(replica_id, replica_epoch, info.fetch_offset,
                                                       info.log_start_offset, now, res.log_end_offset)
             ordered = {tp: results[tp] for tp, _ in infos}
+            remote = not is_follower and self.tiered is not None and await self._maybe_read_remote(ordered, parts)
             total = sum(res.size for res in ordered.values())
-            done = (max_wait_ms <= 0 or (session is None and op is None) or total >= min_bytes
+            done = (remote or max_wait_ms <= 0 or (session is None and op is None) or total >= min_bytes
                     or not first and loop.time() >= deadline
                     or any(res.error_code or res.diverging_epoch is not None or res.preferred_read_replica >= 0
                            for res in ordered.values()))
@@ -1320,6 +1321,55 @@ class ReplicaManager:
                             await op.future
                     finally:
                         op.cancel()
+
+    async def _maybe_read_remote(self, ordered: Dict[TopicPartition, ReadResult],
+                                 parts: Dict[TopicPartition, Partition]) -> bool:
+        """KIP-405, Kafka's fetchMessages / processRemoteFetch / DelayedRemoteFetch: the first partition of a
+        consumer's fetch whose offset only remote storage holds is read from there on the remote reader pool (the
+        others answer no records this time), waiting at most remote.fetch.max.wait.ms; the fetch is then answered
+        at once with what the local reads found. Over the remote fetch quota nothing is read remotely (empty, no
+        error). True when a remote read was made (the fetch answers now)."""
+        tiered = self.tiered
+        assert tiered is not None
+        first = next((tp for tp, r in ordered.items() if r.remote_fetch is not None and r.error_code == 0), None)
+        if first is None:
+            return False
+        res = ordered[first]
+        assert res.remote_fetch is not None
+        offset, max_bytes, min_one = res.remote_fetch
+        if tiered.fetch_quota_exceeded():
+            return False
+        p = parts.get(first) or self.partitions.get(first)
+        plog = p.log if p is not None else None
+        epochs = getattr(plog, "leader_epoch_cache", None)
+        tip = tiered.topic_id_partition(*first)
+        if tip is None and p is not None and p.topic_id is not None:
+            from broker.storage.remote.metadata import TopicIdPartition
+            tip = TopicIdPartition(p.topic_id, first[0], first[1])
+        if tip is None or epochs is None:
+            return False
+        task = asyncio.ensure_future(tiered.read(tip, epochs, offset, max_bytes, min_one))
+        try:
+            with parked():
+                done, _ = await asyncio.wait({task}, timeout=tiered.remote_fetch_max_wait_ms / 1000.0)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if not done:  # DelayedRemoteFetch.onExpiration: the read is abandoned, the partition answers no records
+            task.cancel()
+            log.debug("Remote fetch of %s-%d at %d did not finish within %d ms", *first, offset,
+                      tiered.remote_fetch_max_wait_ms)
+            return True
+        try:
+            fetched = task.result()
+        except Exception as exc:  # noqa: BLE001 - that partition answers the error (Kafka's createLogReadResult(e))
+            log.warning("Error reading %s-%d at %d from remote storage: %s", *first, offset, exc)
+            ordered[first] = ReadResult(error_code_for(exc))
+            return True
+        if fetched.records:
+            res.records = fetched.records
+            res.size = len(fetched.records)
+        return True
 
     def _unchanged(self, tp: TopicPartition, info: FetchPartitionInfo, replica_id: int, upper: str) -> bool:
         """Whether a fetch of ``tp`` (``info.known`` set) would find nothing new: still led here in the fetcher's

@@ -61,6 +61,11 @@ class BrokerMetadataTopic:
     def _run(self, coro: Awaitable[Any]) -> Any:
         if threading.current_thread() is threading.main_thread() and self._loop.is_running():
             raise RuntimeError("BrokerMetadataTopic called on the event loop's thread")
+        if self._closed or self._loop.is_closed():
+            close = getattr(coro, "close", None)
+            if close is not None:
+                close()
+            raise RemoteStorageException("The broker is shutting down")
         return asyncio.run_coroutine_threadsafe(coro, self._loop).result()  # type: ignore[arg-type]
 
     def _retry(self, what: str, attempt: Callable[[], Tuple[bool, Any]]) -> Any:

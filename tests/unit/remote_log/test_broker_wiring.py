@@ -5,12 +5,15 @@ RemoteLogManager's tasks started by LeaderAndIsr on its own thread, segments cop
 from __future__ import annotations
 
 import asyncio
+import time
 import uuid
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Dict, Optional
 
 from broker.remote_log.metadata_serde import METADATA_TOPIC
+from broker.errors import ErrorCode
 from broker.replica.config import ReplicaConfig
+from broker.replica.manager import FetchPartitionInfo
 from broker.replica.remote_log_metadata_topic import BrokerMetadataTopic
 from broker.replica.tiered_storage import TieredStorage
 from broker.storage.config import LogConfig
@@ -73,7 +76,7 @@ class Wired:
         return self.cluster.log_config if topic == TOPIC else LogConfig(file_delete_delay_ms=0)
 
     async def lead(self) -> None:
-        await self.rm.become_leader_or_follower(0, 1, [state(1, 1, [1], [1])], {TOPIC: TOPIC_ID},
+        await self.rm.become_leader_or_follower(0, 1, [state(1, 1, [1], [1, 2])], {TOPIC: TOPIC_ID},
                                                 {1: self.cluster.node(1)}, self._cfg)
 
     async def produce(self, n: int) -> None:
@@ -115,6 +118,39 @@ async def _copies_and_deletes(w: Wired) -> None:
     assert plog.log_start_offset == 0 and plog.offsets.local_log_start_offset == 6
     assert await w.rm.list_offset(TP, -4, 0) == (0, -1, 6, 1)
     assert await w.rm.list_offset(TP, -2, 0) == (0, -1, 0, 1)
+    # a consumer reads every record from offset 0: the first 6 from remote storage, one segment per fetch
+    got, offset = [], 0
+    while offset < 7:
+        res = (await w.rm.fetch_messages([(TP, FetchPartitionInfo(offset, 1 << 20))], 1 << 20, 1, 100))[TP]
+        assert res.error_code == 0, res
+        batch = bytes(res.records.read() if hasattr(res.records, "read") else res.records)
+        vals = [r for r in _values(batch) if r[0] >= offset]
+        assert vals, offset
+        got += vals
+        offset = vals[-1][0] + 1
+    assert got == [(i, b"v%019d" % i) for i in range(7)]
+    # a follower below the local log start is told to rebuild from remote storage (TierStateMachine)
+    res = (await w.rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20))], 1 << 20, 1, 0, replica_id=2))[TP]
+    assert res.error_code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
+    assert (res.high_watermark, res.log_start_offset) == (7, 0)
+    # a remote read slower than remote.fetch.max.wait.ms: the fetch answers without it (DelayedRemoteFetch expiry)
+    slow = w.tiered.reader.read
+    w.tiered.reader.read = lambda *a, **k: (time.sleep(1.0), slow(*a, **k))[1]  # type: ignore[method-assign]
+    w.tiered.remote_fetch_max_wait_ms = 50
+    started = time.monotonic()
+    res = (await w.rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20))], 1 << 20, 1, 5000))[TP]
+    assert time.monotonic() - started < 0.9
+    assert (res.error_code, res.size, res.high_watermark) == (0, 0, 7)
+
+
+def _values(data: bytes) -> list:
+    from broker.accel import record_batch
+    from broker.storage.cleaner_batch import iter_stored_records
+    infos, _ = record_batch.scan_batches(data)
+    out = []
+    for bi in infos:
+        out += [(r.offset, bytes(r.value)) for r in iter_stored_records(data[bi.position:bi.position + bi.size])]
+    return out
 
 
 def test_untiered_topic_list_offsets(tmp_path: Path) -> None:

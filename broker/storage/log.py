@@ -1202,6 +1202,15 @@ class Log:
         with self._lock:
             self._truncate_fully_locked(offset)
 
+    @owner_command
+    @handles_io("Error while rebuilding the log of %(tp)s from remote storage in dir %(dir)s")
+    def restore_remote_aux_state(self, next_offset: int, log_start_offset: int, epochs: list[tuple[int, int]],
+                                 producer_snapshot: bytes) -> None:
+        """Tiered follower: start empty at ``next_offset`` with the leader-epoch entries and producer snapshot of
+        the remote segment ending before it (broker.storage.tiered_log.restore_aux_state)."""
+        with self._lock:
+            tiered_log.restore_aux_state(self, next_offset, log_start_offset, epochs, producer_snapshot)
+
     def _note_truncation(self, offset: int) -> None:
         self._truncated_to = offset if self._truncated_to is None else min(self._truncated_to, offset)
 

@@ -10,6 +10,8 @@ import uuid
 from pathlib import Path
 from typing import Any, Awaitable, Callable, Dict, Optional
 
+import pytest
+
 from broker.remote_log.metadata_serde import METADATA_TOPIC
 from broker.errors import ErrorCode
 from broker.replica.config import ReplicaConfig
@@ -189,3 +191,43 @@ async def _stop_delete(w: Wired) -> None:
     # per segment STARTED, FINISHED, DELETE_STARTED, DELETE_FINISHED; then the partition's MARKED, STARTED, FINISHED
     await wait_until(lambda: sum(m.log_end_offset for m in meta) == 2 * 4 + 3, what="partition deletion recorded")
     assert not w.tiered.rlm.leader_copy_tasks
+
+
+def test_follower_rebuilds_from_remote_storage(tmp_path: Path) -> None:
+    with_wired(tmp_path, _follower_rebuilds)
+
+
+async def _follower_rebuilds(w: Wired) -> None:
+    """Kafka's TierStateMachine: a new follower below the leader's local log start builds its epochs and producer
+    state from the remote segment before it, starts its log after that segment and replicates the rest."""
+    await w.lead()
+    leader_log = w.rm.get_partition(TP).log
+    await w.produce(7)
+    await wait_until(lambda: leader_log.highest_offset_in_remote_storage == 5, what="copied")
+    await w.rm.run_io(lambda: leader_log.delete_old_segments(), key=TP)
+    assert leader_log.offsets.local_log_start_offset == 6
+    cluster = w.cluster
+    b2 = cluster.start(2)
+    b2.log_manager.remote_storage_system_enable = True
+    rsm2 = LocalTieredStorage()
+    rsm2.configure({"broker.id": 2, "dir": str(Path(w.rsm.storage_directory).parent)})
+    port2 = BrokerMetadataTopic(asyncio.get_running_loop(), cluster.channel_factory(2)("rlmm"),
+                                lambda t, p: cluster.node(1), w.port._ensure_topic, retry_timeout_ms=5000,
+                                retry_interval_ms=10)
+    lm2 = b2.log_manager
+    t2 = TieredStorage(2, rsm2, port2, {"remote.log.metadata.topic.num.partitions": 2,
+                                        "remote.log.metadata.topic.replication.factor": 1},
+                       lambda t, p: lm2.tiered_log((t, p)), task_interval_ms=20)
+    b2.rm.tiered = t2
+    t2.start()
+    await b2.rm.become_leader_or_follower(0, 1, [state(1, 1, [1], [1, 2])], {TOPIC: TOPIC_ID},
+                                          {1: cluster.node(1), 2: cluster.node(2)}, w._cfg)
+    flog = b2.rm.get_partition(TP).log
+    await wait_until(lambda: flog.log_end_offset == 7, what="the follower caught up")
+    assert flog.log_start_offset == 0 and flog.offsets.local_log_start_offset == 6
+    assert flog.leader_epoch_cache.entries == [(1, 0)]
+    # only the segment after the remote one was replicated: its records, nothing below
+    info = flog.read(6, 1 << 20)
+    assert [v for _, v in _values(info.records.read())] == [b"v%019d" % 6]
+    with pytest.raises(Exception):
+        flog.read(5, 1 << 20)

@@ -231,7 +231,12 @@ class BrokerServer:
         self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
         self.admin = AdminManager(self.config, self.metadata, zk, self.zk_calls, self.dynamic_config)
         if cfg.get(tiered_config.SYSTEM_ENABLE):
-            rm.tiered = await loop.run_in_executor(None, self._tiered_storage, loop)
+            rm.tiered = tiered = await loop.run_in_executor(None, self._tiered_storage, loop)
+            # the copy/fetch quotas and remote.fetch.max.wait.ms are dynamic, as Kafka's
+            self.config.add_listener(lambda _old, new: tiered.update_dynamic(
+                int(new.get("remote.log.manager.copy.max.bytes.per.second")),
+                int(new.get("remote.log.manager.fetch.max.bytes.per.second")),
+                int(new.get("remote.fetch.max.wait.ms"))))
         await self._start_authorizer()
         # Group coordinator: loads __consumer_offsets partitions as this broker becomes their leader.
         # KIP-890 part 1: transactional appends (produce, TxnOffsetCommit) verified with the coordinator first

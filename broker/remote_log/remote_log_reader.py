@@ -4,7 +4,7 @@ segment of that epoch holding it (RemoteLogMetadataManager), the position from t
 segment's batches from there (RemoteStorageManager): the first batch ending at or after the offset, and the whole
 batches after it within ``max_bytes`` (the first one whatever its size with ``min_one_message``, KIP-74).
 
-Not wired into the fetch path yet: the broker still refuses remote.log.storage.system.enable=true.
+Called by the ReplicaManager's fetch on the remote reader pool (broker/replica/tiered_storage.py).
 """
 from __future__ import annotations
 

@@ -138,6 +138,14 @@ class TieredStorage:
         self.scheduler.shutdown()
         self._readers.shutdown(wait=False, cancel_futures=True)
 
+    def update_dynamic(self, copy_bytes_per_second: int, fetch_bytes_per_second: int,
+                       remote_fetch_max_wait_ms: int) -> None:
+        """remote.log.manager.copy/fetch.max.bytes.per.second and remote.fetch.max.wait.ms changed (dynamic
+        broker configs, as Kafka's RemoteLogManager.updateCopyQuota / updateFetchQuota)."""
+        self.rlm.copy_quota.bytes_per_second = copy_bytes_per_second
+        self.fetch_quota.bytes_per_second = fetch_bytes_per_second
+        self.remote_fetch_max_wait_ms = remote_fetch_max_wait_ms
+
     # ------------------------------------------------------------------ leadership (from the ReplicaManager)
     def on_leadership_change(self, leaders: Iterable[Tuple[str, int, "uuid.UUID", int]],
                              followers: Iterable[Tuple[str, int, "uuid.UUID"]]) -> "Future[None]":

@@ -1336,7 +1336,7 @@ class ReplicaManager:
             return False
         res = ordered[first]
         assert res.remote_fetch is not None
-        offset, max_bytes, min_one = res.remote_fetch
+        offset, max_bytes, min_one, read_committed = res.remote_fetch
         if tiered.fetch_quota_exceeded():
             return False
         p = parts.get(first) or self.partitions.get(first)
@@ -1348,7 +1348,7 @@ class ReplicaManager:
             tip = TopicIdPartition(p.topic_id, first[0], first[1])
         if tip is None or epochs is None:
             return False
-        task = asyncio.ensure_future(tiered.read(tip, epochs, offset, max_bytes, min_one))
+        task = asyncio.ensure_future(tiered.read(tip, epochs, offset, max_bytes, min_one, read_committed))
         try:
             with parked():
                 done, _ = await asyncio.wait({task}, timeout=tiered.remote_fetch_max_wait_ms / 1000.0)
@@ -1369,6 +1369,17 @@ class ReplicaManager:
         if fetched.records:
             res.records = fetched.records
             res.size = len(fetched.records)
+            if read_committed:  # the aborted transactions overlapping the records, the local log's too if needed
+                aborted = list(fetched.aborted_transactions or [])
+                if fetched.local_aborted_upper >= 0 and plog is not None:
+                    try:
+                        local = await self.run_io(plog.collect_aborted_transactions, offset,
+                                                  fetched.local_aborted_upper, key=first)
+                    except Exception as exc:  # noqa: BLE001 - the partition answers the error
+                        ordered[first] = ReadResult(error_code_for(exc))
+                        return True
+                    aborted += [(t.producer_id, t.first_offset) for t in local]
+                res.aborted_transactions = aborted
         return True
 
     def _unchanged(self, tp: TopicPartition, info: FetchPartitionInfo, replica_id: int, upper: str) -> bool:

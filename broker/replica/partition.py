@@ -301,7 +301,7 @@ class Partition:
             # Kafka's handleOffsetOutOfRangeError: at or above the log start but below the local log start
             if upper == "leo":  # a follower rebuilds from the leader's remote metadata (its TierStateMachine)
                 return ReadResult(int(ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE), hw, -1, start, None, 0, leo)
-            res.remote_fetch = (fetch_offset, max_bytes, min_one_message)
+            res.remote_fetch = (fetch_offset, max_bytes, min_one_message, upper == "lso")
         except Exception as exc:
             # Kafka's createLogReadResult(e): a failed read reports no offsets (-1), no data
             res = ReadResult(error_code_for(exc))

@@ -195,7 +195,7 @@ class TieredStorage:
 
     # ------------------------------------------------------------------ remote reads
     async def read(self, tip: TopicIdPartition, epochs: Any, offset: int, max_bytes: int,
-                   min_one_message: bool) -> RemoteFetchResult:
+                   min_one_message: bool, read_committed: bool = False) -> RemoteFetchResult:
         """One partition's remote read on the reader pool (RemoteLogReader), recorded in the fetch quota."""
         with self._pending_lock:
             if self._pending_reads >= self._reader_max_pending:
@@ -204,7 +204,7 @@ class TieredStorage:
         try:
             loop = asyncio.get_running_loop()
             result = await loop.run_in_executor(self._readers, self.reader.read, tip, epochs, offset, max_bytes,
-                                                min_one_message)
+                                                min_one_message, read_committed)
         finally:
             with self._pending_lock:
                 self._pending_reads -= 1

@@ -111,6 +111,32 @@ class RemoteLogReader:
             md = self._next_segment(tip, md)  # the offset was past this segment's last batch (compacted away)
         return RemoteFetchResult(b"", None)
 
+    def find_offset_by_timestamp(self, tip: TopicIdPartition, timestamp: int, starting_offset: int
+                                 ) -> Optional[Tuple[int, int, int]]:
+        """Kafka's RemoteLogManager.findOffsetByTimestamp: in the first copied segment (offset order) whose largest
+        timestamp reaches ``timestamp`` and which ends at or after ``starting_offset`` (the log start), the first
+        record at or after both; (offset, timestamp, leader epoch of its batch or -1), None when no remote segment
+        has one (the local log is searched then)."""
+        from broker.accel import record_batch
+        from broker.storage.cleaner_batch import iter_stored_records
+        segments = sorted((m for m in self.rlmm.list_remote_log_segments(tip)
+                           if m.state == RemoteLogSegmentState.COPY_SEGMENT_FINISHED), key=lambda m: m.start_offset)
+        for md in segments:
+            if md.max_timestamp_ms < timestamp or md.end_offset < starting_offset:
+                continue
+            with self.rsm.fetch_log_segment(md, 0) as f:
+                data = f.read()
+            infos, _ = record_batch.scan_batches(data)
+            for bi in infos:
+                if bi.is_control or bi.max_timestamp < timestamp or \
+                        bi.base_offset + bi.last_offset_delta < starting_offset:
+                    continue
+                for r in iter_stored_records(data[bi.position:bi.position + bi.size]):
+                    if r.timestamp >= timestamp and r.offset >= starting_offset:
+                        epoch = bi.partition_leader_epoch
+                        return r.offset, r.timestamp, epoch if epoch >= 0 else -1
+        return None
+
     def aborted_transactions(self, tip: TopicIdPartition, md: RemoteLogSegmentMetadata, start: int, upper: int
                              ) -> Tuple[List[Tuple[int, int]], bool]:
         """Kafka's RemoteLogManager.collectAbortedTransactions, remote part: the transaction indexes of the remote

@@ -1502,7 +1502,12 @@ class ReplicaManager:
                 return int(ErrorCode.OFFSET_NOT_AVAILABLE), -1, -1, -1
             return 0, -1, last_fetchable, p.leader_epoch
         try:
-            found = await self.run_io(plog.fetch_offset_by_timestamp, timestamp, key=tp)
+            found = None
+            if timestamp >= 0 and self.tiered is not None and plog.remote_log_enabled and p.topic_id is not None:
+                # a tiered log: remote storage first, then the local log (Kafka's UnifiedLog.fetchOffsetByTimestamp)
+                found = await self.tiered.find_offset_by_timestamp(tp, p.topic_id, timestamp, plog.log_start_offset)
+            if found is None:
+                found = await self.run_io(plog.fetch_offset_by_timestamp, timestamp, key=tp)
         except Exception as exc:
             return error_code_for(exc), -1, -1, -1
         if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP):

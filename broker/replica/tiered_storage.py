@@ -211,6 +211,13 @@ class TieredStorage:
         self.fetch_quota.record(len(result.records))
         return result
 
+    async def find_offset_by_timestamp(self, tp: Tuple[str, int], topic_id: "uuid.UUID", timestamp: int,
+                                       starting_offset: int) -> Optional[Tuple[int, int, int]]:
+        """ListOffsets by timestamp in remote storage, on the reader pool: (offset, timestamp, epoch) or None."""
+        tip = TopicIdPartition(topic_id, tp[0], tp[1])
+        return await asyncio.get_running_loop().run_in_executor(self._readers, self.reader.find_offset_by_timestamp,
+                                                                tip, timestamp, starting_offset)
+
     def fetch_quota_exceeded(self) -> bool:
         return self.fetch_quota.is_quota_exceeded()
 

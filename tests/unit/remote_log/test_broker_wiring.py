@@ -120,6 +120,10 @@ async def _copies_and_deletes(w: Wired) -> None:
     assert plog.log_start_offset == 0 and plog.offsets.local_log_start_offset == 6
     assert await w.rm.list_offset(TP, -4, 0) == (0, -1, 6, 1)
     assert await w.rm.list_offset(TP, -2, 0) == (0, -1, 0, 1)
+    # by timestamp: remote storage first (every record here has the same timestamp), then the local log
+    ts = 1_700_000_000_000
+    assert await w.rm.list_offset(TP, ts, 0) == (0, ts, 0, 1)
+    assert await w.rm.list_offset(TP, ts + 1, 0) == (0, -1, -1, -1)
     # a consumer reads every record from offset 0: the first 6 from remote storage, one segment per fetch
     got, offset = [], 0
     while offset < 7:

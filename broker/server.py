@@ -36,6 +36,7 @@ from broker.cluster.delegation_token_manager import DelegationTokenManager, Toke
 from broker.cluster.scram_credential_admin import ScramCredentialAdmin
 from broker.cluster.zk_alter_partition import ZkAlterPartitionManager
 from broker.cluster.metadata_cache import MetadataCache
+from broker.config import tiered_storage as tiered_config
 from broker.config.dynamic import DynamicBrokerConfig
 from broker.config.ibp import InterBrokerProtocolVersion
 from broker.config.kafka_config import Endpoint, KafkaConfig
@@ -62,7 +63,9 @@ from broker.security.authorizer import AclAuthorizer, AclCache, parse_super_user
 from broker.security.credential_cache import ScramCredentialCache
 from broker.security.token_cache import DelegationTokenCache
 from broker.server_security import build_inter_broker_client, build_listener_security
+from broker.replica.remote_log_metadata_topic import BrokerMetadataTopic
 from broker.replica.replication_quota import ReplicationQuotas, dynamic_rate_getter
+from broker.replica.tiered_storage import TieredStorage, load_remote_storage_manager
 from broker.storage.cleaner import CleanerConfig
 from broker.storage.config import LogConfig
 from broker.storage.log_dir_check import unusable_log_dirs
@@ -227,6 +230,13 @@ class BrokerServer:
         self.config.add_listener(lambda _old, new: rm.quotas.update_rates(dynamic_rate_getter(new)))
         self.producer_ids = ProducerIdManager(self._allocate_producer_ids)
         self.admin = AdminManager(self.config, self.metadata, zk, self.zk_calls, self.dynamic_config)
+        if cfg.get(tiered_config.SYSTEM_ENABLE):
+            rm.tiered = tiered = await loop.run_in_executor(None, self._tiered_storage, loop)
+            # the copy/fetch quotas and remote.fetch.max.wait.ms are dynamic, as Kafka's
+            self.config.add_listener(lambda _old, new: tiered.update_dynamic(
+                int(new.get("remote.log.manager.copy.max.bytes.per.second")),
+                int(new.get("remote.log.manager.fetch.max.bytes.per.second")),
+                int(new.get("remote.fetch.max.wait.ms"))))
         await self._start_authorizer()
         # Group coordinator: loads __consumer_offsets partitions as this broker becomes their leader.
         # KIP-890 part 1: transactional appends (produce, TxnOffsetCommit) verified with the coordinator first
@@ -287,6 +297,8 @@ class BrokerServer:
         await self.token_manager.startup()
         log_manager.startup()
         await self.socket_server.enable_request_processing()
+        if rm.tiered is not None:  # creates __remote_log_metadata through the cluster, so after serving starts
+            rm.tiered.start()
         # Serving clients makes sense once the controller told us about the cluster (first UpdateMetadata).
         if not await self.metadata.wait_initialized(cfg.zk_session_timeout_ms / 1000.0 + 5):
             log.warning("No UpdateMetadata from a controller yet; serving with an empty view of the cluster")
@@ -430,6 +442,35 @@ class BrokerServer:
         start = int(response.producer_id_start)
         return start, start + int(response.producer_id_len) - 1
 
+    def _tiered_storage(self, loop: asyncio.AbstractEventLoop) -> TieredStorage:
+        """remote.log.storage.system.enable=true: the RemoteLogManager with the storage plug-in named by
+        remote.log.storage.manager.class.name and the topic-based metadata manager over this cluster (Kafka's
+        RemoteLogManager built by KafkaServer.startup in ZooKeeper mode)."""
+        cfg = self.config.current
+        assert self.log_manager is not None and self.admin is not None
+        lm, admin = self.log_manager, self.admin
+        rlmm_cfg = tiered_config.rlmm_config(cfg)
+        port = BrokerMetadataTopic(
+            loop, self._channel("remote-log-metadata"),
+            lambda t, p: self._leader_node(t, p),
+            lambda name, n, rf, configs: admin.ensure_internal_topic(name, n, rf, configs),
+            request_timeout_ms=int(cfg.get("request.timeout.ms")),
+            retry_timeout_ms=int(rlmm_cfg["remote.log.metadata.initialization.retry.max.timeout.ms"]),
+            retry_interval_ms=int(rlmm_cfg["remote.log.metadata.initialization.retry.interval.ms"]))
+        return TieredStorage(
+            self.broker_id, load_remote_storage_manager(cfg, self.broker_id), port, rlmm_cfg,
+            lambda t, p: lm.tiered_log((t, p)),
+            task_interval_ms=int(cfg.get("remote.log.manager.task.interval.ms")),
+            copy_max_bytes_per_second=int(cfg.get("remote.log.manager.copy.max.bytes.per.second")),
+            copy_quota_window_num=int(cfg.get("remote.log.manager.copy.quota.window.num")),
+            copy_quota_window_size_seconds=int(cfg.get("remote.log.manager.copy.quota.window.size.seconds")),
+            fetch_max_bytes_per_second=int(cfg.get("remote.log.manager.fetch.max.bytes.per.second")),
+            fetch_quota_window_num=int(cfg.get("remote.log.manager.fetch.quota.window.num")),
+            fetch_quota_window_size_seconds=int(cfg.get("remote.log.manager.fetch.quota.window.size.seconds")),
+            reader_threads=int(cfg.get("remote.log.reader.threads")),
+            reader_max_pending=int(cfg.get("remote.log.reader.max.pending.tasks")),
+            remote_fetch_max_wait_ms=int(cfg.get("remote.fetch.max.wait.ms")))
+
     def _make_log_manager(self, default_log_config: LogConfig, cluster_id: str) -> Any:
         cfg = self.config.current
         return LogManager(cfg.log_dirs, default_log_config, broker_id=self.broker_id, cluster_id=cluster_id,
@@ -444,7 +485,8 @@ class BrokerServer:
                           producer_id_expiration_ms=cfg.get("producer.id.expiration.ms"),
                           cleaner_config=CleanerConfig.from_broker_config(cfg.get),
                           recovery_threads_per_data_dir=cfg.get("num.recovery.threads.per.data.dir"),
-                          segment_file_cache_size=cfg.get("broker.storage.segment.file.cache.size"))
+                          segment_file_cache_size=cfg.get("broker.storage.segment.file.cache.size"),
+                          remote_storage_system_enable=bool(cfg.get(tiered_config.SYSTEM_ENABLE)))
 
     def _advertised_endpoints(self) -> List[Endpoint]:
         """Advertised listeners, with the real port where the config asked for port 0."""

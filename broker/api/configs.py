@@ -182,7 +182,8 @@ async def _alter_topic(metadata: "MetadataCache", admin: "AdminManager", name: s
     if metadata.topic(name) is None:
         return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
     try:
-        validate_topic_configs(new)
+        broker_config = getattr(admin, "broker_config", None)
+        validate_topic_configs(new, broker_config() if broker_config is not None else None)
     except InvalidConfigError as exc:
         if isinstance(exc.__cause__, ConfigError):
             return ErrorCode.INVALID_CONFIG, invalid_value_message(name, exc)

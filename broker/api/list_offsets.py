@@ -1,4 +1,5 @@
-"""ListOffsets: earliest, latest (high watermark), max timestamp, and offset-for-time lookups."""
+"""ListOffsets: earliest, latest (high watermark), max timestamp, earliest local (-4) and latest tiered (-5, KIP-405),
+and offset-for-time lookups."""
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Optional, Set, Tuple
@@ -12,7 +13,6 @@ if TYPE_CHECKING:
     from broker.replica.manager import ReplicaManager
 
 MIN_VERSION, MAX_VERSION = 0, 9
-EARLIEST_TIERED = -5
 _ALLOW_ALL = Authz()
 
 
@@ -54,19 +54,14 @@ async def handle(ctx: "RequestContext", request: Any, *, replica_manager: "Repli
                 entry["error_code"] = ErrorCode.INVALID_REQUEST
                 parts.append(entry)
                 continue
-            part = rm.get_partition(tp)
             cle = getattr(p, "current_leader_epoch", -1)
-            if p.timestamp == EARLIEST_TIERED and (part is None or not rm.check_leader_epoch(part, cle)):
-                # No tiered storage: Kafka answers offset -1 for the earliest tiered offset.
-                entry["error_code"] = 0 if part is not None else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            else:
-                code, ts, offset, epoch = await rm.list_offset(tp, p.timestamp, isolation, replica_id=replica_id,
-                                                               current_leader_epoch=cle)
-                entry["error_code"] = code
-                if code == 0:
-                    if version == 0:
-                        entry["old_style_offsets"] = [offset] if offset >= 0 else []
-                    entry.update(timestamp=ts, offset=offset, leader_epoch=epoch)
+            code, ts, offset, epoch = await rm.list_offset(tp, p.timestamp, isolation, replica_id=replica_id,
+                                                           current_leader_epoch=cle)
+            entry["error_code"] = code
+            if code == 0:
+                if version == 0:
+                    entry["old_style_offsets"] = [offset] if offset >= 0 else []
+                entry.update(timestamp=ts, offset=offset, leader_epoch=epoch)
             parts.append(entry)
         topics.append({"name": t.name, "partitions": parts})
     return {"throttle_time_ms": 0, "topics": topics + refused}

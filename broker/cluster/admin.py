@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from broker.cluster.topic_names import colliding_topics, invalid_topic_reason
 from broker.cluster.assignment import RackInfoMissingError, assign_replicas_to_brokers
+from broker.config.kafka_config import KafkaConfig
 from broker.config.topic_defs import validate_topic_configs
 from broker.config.types import InvalidConfigError
 from broker.errors import ErrorCode
@@ -56,6 +57,11 @@ class AdminManager:
         self.metadata = metadata
         self.zk = zk
         self.zk_calls = zk_calls
+
+    def broker_config(self) -> Optional["KafkaConfig"]:
+        """The broker's current config (topic rules read its defaults and remote.log.storage.system.enable)."""
+        current = getattr(self.config, "current", None)
+        return current if isinstance(current, KafkaConfig) else None
 
     async def _zk(self, fn: Any, *args: Any) -> Any:
         return await self.zk_calls.run(fn, *args)
@@ -122,7 +128,7 @@ class AdminManager:
             except RackInfoMissingError as exc:
                 return TopicResult(name, ErrorCode.INVALID_REPLICA_ASSIGNMENT, str(exc))
         try:
-            validate_topic_configs(configs)
+            validate_topic_configs(configs, self.broker_config())
         except InvalidConfigError as exc:
             return TopicResult(name, ErrorCode.INVALID_CONFIG, str(exc))
         r = TopicResult(name, 0, None, None, num_partitions, replication_factor, dict(configs))

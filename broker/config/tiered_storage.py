@@ -1,11 +1,8 @@
 """Tiered storage (KIP-405) configuration: Kafka 3.9's broker start-up checks and topic config rules.
 
-Broker: ``remote.log.storage.system.enable=true`` asks the broker to copy rolled segments to remote storage and
-serve reads from there. This broker does not do that yet (no RemoteLogManager), and a broker that accepted the key
-and kept every byte on local disk would mislead its operator about where data lives and how long disks last, so
-the key set to true stops start-up with one line naming it (the project's rule for a durability key it does not
-honour). Before that refusal, the plug-in class names are checked as Kafka's start-up would fail on them:
-Kafka's own class names map to this broker's built-in implementations, anything else is refused.
+Broker: ``remote.log.storage.system.enable=true`` runs tiered storage (broker/replica/tiered_storage.py). At start-up
+the plug-in class names are checked as Kafka's start-up would fail on them: Kafka's own class names map to this
+broker's built-in implementations, anything else is refused with one line.
 
 Topic: LogConfig.validate's tiered-storage rules in ZooKeeper mode, in Kafka's order: ``remote.log.copy.disable``
 and ``remote.log.delete.on.disable`` set to true are refused (KIP-950 is KRaft only), then, for
@@ -104,7 +101,8 @@ def rlmm_config(cfg: "KafkaConfig") -> Dict[str, Any]:
 
 def check_broker(cfg: "KafkaConfig") -> None:
     """Start-up check (KafkaConfig._validate): with the system switch on, the plug-in class names must name a
-    built-in implementation, and then the switch itself is refused. Raises ConfigError (one line)."""
+    built-in implementation and the metadata manager's keys and the broker's local retention must be valid. Raises
+    ConfigError (one line)."""
     if not cfg.get(SYSTEM_ENABLE):
         return
     rsm = cfg.get(RSM_CLASS_NAME)
@@ -125,8 +123,6 @@ def check_broker(cfg: "KafkaConfig") -> None:
         cause = exc.__cause__
         name = cause.name if isinstance(cause, ConfigError) else SYSTEM_ENABLE
         raise ConfigError(f"log.{name}" if name.startswith("local.") else name, None, message=str(exc)) from None
-    raise ConfigError(SYSTEM_ENABLE, True, message=f"{SYSTEM_ENABLE}=true is not supported yet: this broker does "
-                      "not copy segments to remote storage (no RemoteLogManager); set it to false or remove it")
 
 
 def _config_exception(message: str) -> InvalidConfigError:

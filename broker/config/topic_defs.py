@@ -68,11 +68,11 @@ _TOPIC_DEFS = [
     TopicConfigDef("local.retention.bytes", T.LONG,
                    "Tiered storage: local bytes kept once tiered; -2 = retention.bytes; at most retention.bytes and not "
                    "-1 when that is set (checked only where remote.storage.enable=true is accepted).", at_least(-2),
-                   -2, True),
+                   -2),
     TopicConfigDef("local.retention.ms", T.LONG,
                    "Tiered storage: local retention time once tiered; -2 = retention.ms; at most retention.ms and not "
                    "-1 when that is set (checked only where remote.storage.enable=true is accepted).", at_least(-2),
-                   -2, True),
+                   -2),
     TopicConfigDef("max.compaction.lag.ms", T.LONG, "Max age before forced compaction.", at_least(1)),
     TopicConfigDef("max.message.bytes", T.INT, "Largest record batch accepted.", at_least(0)),
     TopicConfigDef("message.downconversion.enable", T.BOOLEAN,
@@ -94,9 +94,9 @@ _TOPIC_DEFS = [
                    "KIP-950 (KRaft only): true is refused as a ZooKeeper-mode Kafka 3.9 refuses it.", None, False,
                    True),
     TopicConfigDef("remote.storage.enable", T.BOOLEAN,
-                   "Tier the topic. true is refused as Kafka refuses it on a broker whose "
-                   "remote.log.storage.system.enable is false (this broker refuses to start with it true).", None,
-                   False, True),
+                   "Tier the topic (KIP-405): rolled segments go to remote storage, local retention keeps the tail. "
+                   "true is refused as Kafka refuses it on a broker whose remote.log.storage.system.enable is false "
+                   "and on compacted topics; internal topics are never tiered.", None, False),
     TopicConfigDef("retention.bytes", T.LONG, "Retention size per partition; -1 = unlimited."),
     TopicConfigDef("retention.ms", T.LONG, "Retention time; -1 = forever.", at_least(-1)),
     TopicConfigDef("segment.bytes", T.INT, "Segment size before roll.", at_least(14)),

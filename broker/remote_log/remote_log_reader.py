@@ -4,17 +4,18 @@ segment of that epoch holding it (RemoteLogMetadataManager), the position from t
 segment's batches from there (RemoteStorageManager): the first batch ending at or after the offset, and the whole
 batches after it within ``max_bytes`` (the first one whatever its size with ``min_one_message``, KIP-74).
 
-Not wired into the fetch path yet: the broker still refuses remote.log.storage.system.enable=true.
+Called by the ReplicaManager's fetch on the remote reader pool (broker/replica/tiered_storage.py).
 """
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple, Optional
+from typing import List, NamedTuple, Optional, Tuple
 
 from broker.remote_log.metadata_manager import RemoteLogMetadataManager
 from broker.storage.leader_epoch_file import LeaderEpochFileCache
 from broker.storage.remote.metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
-from broker.storage.remote.storage_manager import IndexType, RemoteStorageManager
+from broker.storage.remote.storage_manager import IndexType, RemoteResourceNotFoundException, RemoteStorageManager
+from broker.storage.txn_index import decode_entries, overlapping
 
 #: a batch's header up to and including lastOffsetDelta: baseOffset(8) length(4) partitionLeaderEpoch(4) magic(1)
 #: crc(4) attributes(2) lastOffsetDelta(4)
@@ -23,10 +24,25 @@ _ENTRY = struct.Struct(">ii")
 
 
 class RemoteFetchResult(NamedTuple):
-    """The records read (whole batches) and the remote segment they came from (None: no remote data)."""
+    """The records read (whole batches) and the remote segment they came from (None: no remote data); for a
+    read_committed read, the aborted transactions (producer id, first offset) overlapping them."""
 
     records: bytes
     segment: Optional[RemoteLogSegmentMetadata]
+    aborted_transactions: Optional[List[Tuple[int, int]]] = None
+    #: read_committed: the upper bound of the aborted-transaction search when the remote indexes did not complete it
+    #: (the local log's transaction indexes hold the rest: Kafka's log.collectAbortedTransactions), else -1
+    local_aborted_upper: int = -1
+
+
+def _end_offset(records: bytes) -> int:
+    """The last offset of the last whole batch of ``records``."""
+    pos, last = 0, -1
+    while pos + _HEADER <= len(records):
+        base, length = struct.unpack_from(">qi", records, pos)
+        last = base + struct.unpack_from(">i", records, pos + 23)[0]
+        pos += 12 + length
+    return last
 
 
 def lookup_position(index: bytes, base_offset: int, offset: int) -> int:
@@ -75,7 +91,7 @@ class RemoteLogReader:
         self.rlmm = rlmm
 
     def read(self, tip: TopicIdPartition, epochs: LeaderEpochFileCache, offset: int, max_bytes: int,
-             min_one_message: bool = True) -> RemoteFetchResult:
+             min_one_message: bool = True, read_committed: bool = False) -> RemoteFetchResult:
         epoch = epochs.epoch_for_offset(offset)
         if epoch is None:
             return RemoteFetchResult(b"", None)
@@ -87,9 +103,59 @@ class RemoteLogReader:
                 data = f.read()
             records = read_batches(data, offset, max_bytes, min_one_message)
             if records:
-                return RemoteFetchResult(records, md)
+                if not read_committed:
+                    return RemoteFetchResult(records, md)
+                upper = _end_offset(records) + 1
+                aborted, complete = self.aborted_transactions(tip, md, offset, upper)
+                return RemoteFetchResult(records, md, aborted, -1 if complete else upper)
             md = self._next_segment(tip, md)  # the offset was past this segment's last batch (compacted away)
         return RemoteFetchResult(b"", None)
+
+    def find_offset_by_timestamp(self, tip: TopicIdPartition, timestamp: int, starting_offset: int
+                                 ) -> Optional[Tuple[int, int, int]]:
+        """Kafka's RemoteLogManager.findOffsetByTimestamp: in the first copied segment (offset order) whose largest
+        timestamp reaches ``timestamp`` and which ends at or after ``starting_offset`` (the log start), the first
+        record at or after both; (offset, timestamp, leader epoch of its batch or -1), None when no remote segment
+        has one (the local log is searched then)."""
+        from broker.accel import record_batch
+        from broker.storage.cleaner_batch import iter_stored_records
+        segments = sorted((m for m in self.rlmm.list_remote_log_segments(tip)
+                           if m.state == RemoteLogSegmentState.COPY_SEGMENT_FINISHED), key=lambda m: m.start_offset)
+        for md in segments:
+            if md.max_timestamp_ms < timestamp or md.end_offset < starting_offset:
+                continue
+            with self.rsm.fetch_log_segment(md, 0) as f:
+                data = f.read()
+            infos, _ = record_batch.scan_batches(data)
+            for bi in infos:
+                if bi.is_control or bi.max_timestamp < timestamp or \
+                        bi.base_offset + bi.last_offset_delta < starting_offset:
+                    continue
+                for r in iter_stored_records(data[bi.position:bi.position + bi.size]):
+                    if r.timestamp >= timestamp and r.offset >= starting_offset:
+                        epoch = bi.partition_leader_epoch
+                        return r.offset, r.timestamp, epoch if epoch >= 0 else -1
+        return None
+
+    def aborted_transactions(self, tip: TopicIdPartition, md: RemoteLogSegmentMetadata, start: int, upper: int
+                             ) -> Tuple[List[Tuple[int, int]], bool]:
+        """Kafka's RemoteLogManager.collectAbortedTransactions, remote part: the transaction indexes of the remote
+        segments from ``md`` on, until one says the search is complete (an entry's last stable offset reaches
+        ``upper``); (aborted transactions, complete). Not complete: the local log's indexes hold the rest."""
+        out: List[Tuple[int, int]] = []
+        seg: Optional[RemoteLogSegmentMetadata] = md
+        while seg is not None:
+            try:
+                with self.rsm.fetch_index(seg, IndexType.TRANSACTION) as f:
+                    entries = decode_entries(f.read())
+            except RemoteResourceNotFoundException:
+                entries = []
+            found, complete = overlapping(entries, start, upper)
+            out += [(t.producer_id, t.first_offset) for t in found]
+            if complete:
+                return out, True
+            seg = self._next_segment(tip, seg)
+        return out, False
 
     def _next_segment(self, tip: TopicIdPartition, md: RemoteLogSegmentMetadata) -> Optional[RemoteLogSegmentMetadata]:
         for m in self.rlmm.list_remote_log_segments(tip):

@@ -204,6 +204,8 @@ class ReplicaFetcher:
         #: the incremental fetch session with the leader (KIP-227), and the Fetch version it was opened with
         self.fetch_session = FetchSessionHandler()
         self._session_version = -1
+        #: (partition, leader epoch, leader's log start offset) answered OFFSET_MOVED_TO_TIERED_STORAGE (KIP-405)
+        self._tiered_pending: List[Tuple[TopicPartition, int, int]] = []
 
     # ------------------------------------------------------------------ lifecycle
     def start(self) -> None:
@@ -476,6 +478,86 @@ class ReplicaFetcher:
             if not await self._handle_out_of_range(tp, epoch):
                 async with self.lock:
                     self._delay([tp])
+        pending, self._tiered_pending = self._tiered_pending, []
+        for tp, epoch, leader_start in pending:
+            if not await self._build_remote_log_aux_state(tp, epoch, leader_start):
+                async with self.lock:
+                    self._delay([tp])
+
+    async def _build_remote_log_aux_state(self, tp: TopicPartition, request_epoch: int, leader_log_start: int) -> bool:
+        """Kafka's TierStateMachine: the leader's local log start (ListOffsets -4) and its epoch, the epoch of the
+        offset before it (OffsetsForLeaderEpoch of the previous epoch), the remote segment holding that offset; only
+        that segment's leader-epoch checkpoint and producer snapshot are downloaded, the log is truncated fully and
+        starts after the segment, and fetching goes on from there. False = retry after the backoff."""
+        st = self.partitions.get(tp)
+        p = self.rm.get_partition(tp)
+        if st is None or st.current_leader_epoch != request_epoch:
+            return True
+        tiered = self.rm.tiered
+        if tiered is None or p is None or p.log is None or not p.log.remote_log_enabled or p.topic_id is None:
+            log.warning("%s: cannot build the state of %s-%d from remote storage: tiered storage is not enabled "
+                        "for it here (retried)", self.name, *tp)
+            return False
+        from broker.storage.remote.metadata import TopicIdPartition
+        from broker.storage.remote.storage_manager import IndexType
+        from broker.storage.tiered_log import parse_leader_epoch_checkpoint
+        try:
+            local_start, epoch = await self._list_offset_entry(tp, request_epoch, -4)
+            previous = local_start - 1
+            target = epoch
+            if epoch > 0:
+                err, earlier_epoch, earlier_end = (await self._fetch_epoch_end_offsets(
+                    {tp: (request_epoch, epoch - 1)}))[tp]
+                if err:
+                    raise _LeaderError(err)
+                if earlier_end > previous:  # the offset lies in the earlier epoch (end offsets are exclusive)
+                    target = earlier_epoch
+            tip = TopicIdPartition(p.topic_id, tp[0], tp[1])
+            loop = asyncio.get_running_loop()
+
+            def download() -> Tuple[int, List[Tuple[int, int]], bytes]:
+                md = tiered.rlmm.remote_log_segment_metadata(tip, target, previous)
+                if md is None:
+                    raise LookupError(f"no remote segment of epoch {target} holds offset {previous}")
+                rsm = tiered.rlm.rsm
+                with rsm.fetch_index(md, IndexType.LEADER_EPOCH) as f:
+                    epochs = parse_leader_epoch_checkpoint(f.read())
+                with rsm.fetch_index(md, IndexType.PRODUCER_SNAPSHOT) as f:
+                    snapshot = f.read()
+                return md.end_offset + 1, epochs, snapshot
+            next_offset, epochs, snapshot = await loop.run_in_executor(None, download)
+        except asyncio.CancelledError:
+            raise
+        except _LeaderError as e:
+            if e.code == ErrorCode.FENCED_LEADER_EPOCH:
+                async with self.lock:
+                    return not self._on_partition_fenced(tp, request_epoch)
+            log.info("%s: could not build the state of %s-%d from remote storage: %s", self.name, *tp, e)
+            return False
+        except Exception as e:  # noqa: BLE001 - retried after the backoff, as Kafka's fetcher does
+            log.warning("%s: could not build the state of %s-%d from remote storage: %s", self.name, *tp,
+                        e or type(e).__name__)
+            return False
+        async with self.lock:
+            cur = self.partitions.get(tp)
+            if cur is None or cur.current_leader_epoch != request_epoch:
+                return True
+            try:
+                await self.rm.run_io(p.log.restore_remote_aux_state, next_offset, leader_log_start, epochs, snapshot,
+                                     key=tp)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.error("%s: rebuilding %s-%d from remote storage failed: %s", self.name, *tp, exc)
+                self._mark_failed(tp)
+                return True
+            log.info("%s: built the state of %s-%d from remote storage up to offset %d (leader's local log start "
+                     "%d); fetching from %d", self.name, *tp, next_offset - 1, local_start, next_offset)
+            cur = self.partitions.get(tp)
+            if cur is not None:
+                self._put(tp, dataclasses.replace(cur, fetch_offset=next_offset, state=FETCHING,
+                                                  last_fetched_epoch=p.log.latest_epoch, reset_offset=False))
+            return True
 
     async def _process_fetch_response(self, resp: Any, version: int,
                                       session: Dict[TopicPartition, PartitionFetchState],
@@ -518,6 +600,8 @@ class ReplicaFetcher:
                         errors.add(tp)
                 elif err == ErrorCode.OFFSET_OUT_OF_RANGE:
                     out_of_range.append((tp, sent.current_leader_epoch))
+                elif err == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE:
+                    self._tiered_pending.append((tp, sent.current_leader_epoch, int(pd.log_start_offset)))
                 elif err == ErrorCode.FENCED_LEADER_EPOCH:
                     if self._on_partition_fenced(tp, sent.current_leader_epoch):
                         errors.add(tp)
@@ -706,6 +790,10 @@ class ReplicaFetcher:
                     self._delay([tp])
 
     async def _list_offset(self, tp: TopicPartition, leader_epoch: int, timestamp: int) -> int:
+        return (await self._list_offset_entry(tp, leader_epoch, timestamp))[0]
+
+    async def _list_offset_entry(self, tp: TopicPartition, leader_epoch: int, timestamp: int) -> Tuple[int, int]:
+        """ListOffsets to the leader: (offset, leader epoch)."""
         body = {"replica_id": self.manager.broker_id, "isolation_level": 0,
                 "topics": [{"name": tp[0], "partitions": [{"partition_index": tp[1],
                                                             "current_leader_epoch": leader_epoch,
@@ -719,7 +807,7 @@ class ReplicaFetcher:
                 if pr.partition_index == tp[1]:
                     if pr.error_code:
                         raise _LeaderError(pr.error_code)
-                    return int(pr.offset)
+                    return int(pr.offset), int(pr.leader_epoch)
         raise _LeaderError(ErrorCode.UNKNOWN_SERVER_ERROR)
 
     async def _handle_out_of_range(self, tp: TopicPartition, request_epoch: int) -> bool:

@@ -68,6 +68,7 @@ if TYPE_CHECKING:
     from broker.storage.partition_log import LogAppendInfo, PartitionLog
     from broker.storage.log_dir_failure_channel import LogDirFailureChannel
     from broker.storage.log_manager import LogManager
+    from broker.replica.tiered_storage import TieredStorage
 
 log = logging.getLogger(__name__)
 
@@ -78,6 +79,7 @@ DEBUGGING_REPLICA_ID = -2
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 
 __all__ = ["ReplicaManager", "Partition", "LeaderAndIsrPartitionState", "ProduceResult", "ReadResult",
            "FetchPartitionInfo", "ClientMetadata", "fetch_request_replica", "ReplicaConfig"]
@@ -255,6 +257,8 @@ class ReplicaManager:
         self._checkpoint_pool: Optional[ThreadPoolExecutor] = \
             ThreadPoolExecutor(max_workers=1, thread_name_prefix="hw-checkpoint") if io_threads > 0 else None
         self.fetcher_manager: Optional[ReplicaFetcherManager] = None
+        #: tiered storage (KIP-405): the RemoteLogManager and its reader pool, when remote.log.storage.system.enable
+        self.tiered: Optional["TieredStorage"] = None
         #: partitions moving between this broker's log dirs (AlterReplicaLogDirs)
         self.alter_log_dirs = ReplicaAlterLogDirsManager(self)
         if channel_factory is not None:
@@ -373,6 +377,8 @@ class ReplicaManager:
         """Stop fetchers, periodic tasks and the AlterPartition manager; checkpoint HWs (before the log manager
         shuts down)."""
         self.is_shutting_down = True
+        if self.tiered is not None:  # its tasks end before the logs close (Kafka closes the RemoteLogManager first)
+            await asyncio.get_running_loop().run_in_executor(None, self.tiered.close)
         for t in self._tasks:
             t.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -617,6 +623,7 @@ class ReplicaManager:
                 await self.fetcher_manager.shutdown_idle_fetchers()
             await self._notify("on_become_leader", became_leaders)
             await self._notify("on_resign", became_followers)
+            self._tiered_leadership(became_leaders, became_followers)
             created_count = sum(1 for _, _, created in accepted if created)
             if created_count >= runtime_tuning.FREEZE_AFTER_PARTITIONS:
                 runtime_tuning.freeze_long_lived("LeaderAndIsr hosting %d new partitions" % created_count)
@@ -788,8 +795,42 @@ class ReplicaManager:
                     continue
                 to_stop.append((tp, delete))
                 responses[tp] = 0
+            stopping = self._tiered_stops(to_stop, partitions)
             responses.update(await self._stop_partitions(to_stop))
+            if stopping and self.tiered is not None:
+                self.tiered.on_stop_partitions(stopping)
             return 0, responses
+
+    # --- tiered storage (KIP-405) ----------------------------------------------------
+    def _tiered_leadership(self, leaders: List[TopicPartition], followers: List[TopicPartition]) -> None:
+        """The RemoteLogManager's onLeadershipChange: copy and expiration tasks for the tiered partitions now led here,
+        follower tasks for those followed (handed to its own thread; nothing waits for them here)."""
+        if self.tiered is None:
+            return
+        lead, follow = [], []
+        for tp in leaders + followers:
+            p = self.partitions.get(tp)
+            if p is None or p.log is None or p.topic_id is None or not getattr(p.log, "remote_log_enabled", False):
+                continue
+            if tp in leaders:
+                lead.append((tp[0], tp[1], p.topic_id, p.leader_epoch))
+            else:
+                follow.append((tp[0], tp[1], p.topic_id))
+        if lead or follow:
+            self.tiered.on_leadership_change(lead, follow)
+
+    def _tiered_stops(self, to_stop: List[Tuple[TopicPartition, bool]],
+                      requested: Dict[TopicPartition, Tuple[int, bool]]) -> List[Tuple[str, int, bool, bool]]:
+        """StopReplica's StopPartitions for the RemoteLogManager: the remote data is deleted only by the leader of a
+        deleted topic (delete with the EpochDuringDelete sentinel), as Kafka's ReplicaManager.stopReplicas."""
+        if self.tiered is None:
+            return []
+        out = []
+        for tp, delete in to_stop:
+            p = self.partitions.get(tp)
+            out.append((tp[0], tp[1], delete, bool(delete and p is not None and p.is_leader
+                                                   and requested[tp][0] == EPOCH_DURING_DELETE)))
+        return out
 
     async def _stop_partitions(self, to_stop: List[Tuple[TopicPartition, bool]]) -> Dict[TopicPartition, int]:
         if self.fetcher_manager is not None and to_stop:
@@ -1197,8 +1238,9 @@ class ReplicaManager:
                         p.update_follower_fetch_state(replica_id, replica_epoch, info.fetch_offset,
                                                       info.log_start_offset, now, res.log_end_offset)
             ordered = {tp: results[tp] for tp, _ in infos}
+            remote = not is_follower and self.tiered is not None and await self._maybe_read_remote(ordered, parts)
             total = sum(res.size for res in ordered.values())
-            done = (max_wait_ms <= 0 or (session is None and op is None) or total >= min_bytes
+            done = (remote or max_wait_ms <= 0 or (session is None and op is None) or total >= min_bytes
                     or not first and loop.time() >= deadline
                     or any(res.error_code or res.diverging_epoch is not None or res.preferred_read_replica >= 0
                            for res in ordered.values()))
@@ -1243,6 +1285,66 @@ class ReplicaManager:
                             await op.future
                     finally:
                         op.cancel()
+
+    async def _maybe_read_remote(self, ordered: Dict[TopicPartition, ReadResult],
+                                 parts: Dict[TopicPartition, Partition]) -> bool:
+        """KIP-405, Kafka's fetchMessages / processRemoteFetch / DelayedRemoteFetch: the first partition of a
+        consumer's fetch whose offset only remote storage holds is read from there on the remote reader pool (the
+        others answer no records this time), waiting at most remote.fetch.max.wait.ms; the fetch is then answered
+        at once with what the local reads found. Over the remote fetch quota nothing is read remotely (empty, no
+        error). True when a remote read was made (the fetch answers now)."""
+        tiered = self.tiered
+        assert tiered is not None
+        first = next((tp for tp, r in ordered.items() if r.remote_fetch is not None and r.error_code == 0), None)
+        if first is None:
+            return False
+        res = ordered[first]
+        assert res.remote_fetch is not None
+        offset, max_bytes, min_one, read_committed = res.remote_fetch
+        if tiered.fetch_quota_exceeded():
+            return False
+        p = parts.get(first) or self.partitions.get(first)
+        plog = p.log if p is not None else None
+        epochs = getattr(plog, "leader_epoch_cache", None)
+        tip = tiered.topic_id_partition(*first)
+        if tip is None and p is not None and p.topic_id is not None:
+            from broker.storage.remote.metadata import TopicIdPartition
+            tip = TopicIdPartition(p.topic_id, first[0], first[1])
+        if tip is None or epochs is None:
+            return False
+        task = asyncio.ensure_future(tiered.read(tip, epochs, offset, max_bytes, min_one, read_committed))
+        try:
+            with parked():
+                done, _ = await asyncio.wait({task}, timeout=tiered.remote_fetch_max_wait_ms / 1000.0)
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        if not done:  # DelayedRemoteFetch.onExpiration: the read is abandoned, the partition answers no records
+            task.cancel()
+            log.debug("Remote fetch of %s-%d at %d did not finish within %d ms", *first, offset,
+                      tiered.remote_fetch_max_wait_ms)
+            return True
+        try:
+            fetched = task.result()
+        except Exception as exc:  # noqa: BLE001 - that partition answers the error (Kafka's createLogReadResult(e))
+            log.warning("Error reading %s-%d at %d from remote storage: %s", *first, offset, exc)
+            ordered[first] = ReadResult(error_code_for(exc))
+            return True
+        if fetched.records:
+            res.records = fetched.records
+            res.size = len(fetched.records)
+            if read_committed:  # the aborted transactions overlapping the records, the local log's too if needed
+                aborted = list(fetched.aborted_transactions or [])
+                if fetched.local_aborted_upper >= 0 and plog is not None:
+                    try:
+                        local = await self.run_io(plog.collect_aborted_transactions, offset,
+                                                  fetched.local_aborted_upper, key=first)
+                    except Exception as exc:  # noqa: BLE001 - the partition answers the error
+                        ordered[first] = ReadResult(error_code_for(exc))
+                        return True
+                    aborted += [(t.producer_id, t.first_offset) for t in local]
+                res.aborted_transactions = aborted
+        return True
 
     def _unchanged(self, tp: TopicPartition, info: FetchPartitionInfo, replica_id: int, upper: str) -> bool:
         """Whether a fetch of ``tp`` (``info.known`` set) would find nothing new: still led here in the fetcher's
@@ -1364,10 +1466,15 @@ class ReplicaManager:
                 return int(ErrorCode.OFFSET_NOT_AVAILABLE), -1, -1, -1
             return 0, -1, last_fetchable, p.leader_epoch
         try:
-            found = await self.run_io(plog.fetch_offset_by_timestamp, timestamp, key=tp)
+            found = None
+            if timestamp >= 0 and self.tiered is not None and plog.remote_log_enabled and p.topic_id is not None:
+                # a tiered log: remote storage first, then the local log (Kafka's UnifiedLog.fetchOffsetByTimestamp)
+                found = await self.tiered.find_offset_by_timestamp(tp, p.topic_id, timestamp, plog.log_start_offset)
+            if found is None:
+                found = await self.run_io(plog.fetch_offset_by_timestamp, timestamp, key=tp)
         except Exception as exc:
             return error_code_for(exc), -1, -1, -1
-        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
+        if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP, LATEST_TIERED_TIMESTAMP):
             if found is None:
                 return 0, -1, -1, -1
             return 0, found[1], found[0], found[2] if found[2] is not None else -1

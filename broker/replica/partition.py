@@ -305,7 +305,7 @@ class Partition:
         fetched epoch (KIP-320: a diverging epoch answers where it ends, no data); ``throttled`` (a leader's
         replication quota) answers the offsets without records. A failed read answers its error and no offsets.
         Raises LogBusyError only with ``wait=False`` (the loop), when the log's segments are being changed."""
-        from broker.storage.errors import LogBusyError, OffsetOutOfRangeError
+        from broker.storage.errors import LogBusyError, OffsetMovedToTieredStorageError, OffsetOutOfRangeError
         # Offsets before the read: appends after it must not make a follower look caught up. The HW first (the LSO
         # from it), then the owner's published offsets: one publication, whole.
         hw = plog.high_watermark
@@ -345,6 +345,11 @@ class Partition:
                 res.size = len(recs)
         except LogBusyError:
             raise
+        except OffsetMovedToTieredStorageError:
+            # Kafka's handleOffsetOutOfRangeError: at or above the log start but below the local log start
+            if upper == "leo":  # a follower rebuilds from the leader's remote metadata (its TierStateMachine)
+                return ReadResult(int(ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE), hw, -1, start, None, 0, leo)
+            res.remote_fetch = (fetch_offset, max_bytes, min_one_message, upper == "lso")
         except Exception as exc:
             # Kafka's createLogReadResult(e): a failed read reports no offsets (-1), no data
             res = ReadResult(error_code_for(exc))

@@ -42,3 +42,6 @@ class ReadResult:
     #: read_committed reads: (producer id, first offset) of the aborted transactions overlapping the data
     #: (None for other reads: Kafka's response then carries null)
     aborted_transactions: Optional[List[Tuple[int, int]]] = None
+    #: KIP-405: a consumer's offset only remote storage holds: (fetch offset, max bytes, min one message,
+    #: read_committed) for the ReplicaManager's remote read (Kafka's RemoteStorageFetchInfo); no records until then
+    remote_fetch: Optional[Tuple[int, int, bool, bool]] = None

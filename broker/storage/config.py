@@ -60,6 +60,9 @@ class LogConfig:
     message_downconversion_enable: bool = True
     local_retention_ms: int = -2
     local_retention_bytes: int = -2
+    #: the topic asks for tiered storage (KIP-405); whether a log is tiered also needs the broker's
+    #: remote.log.storage.system.enable, and never holds for internal or compacted topics (tiered_storage config)
+    remote_storage_enable: bool = False
     extra: Mapping[str, str] = field(default_factory=dict, compare=False)
 
     @functools.cached_property

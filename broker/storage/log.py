@@ -73,6 +73,7 @@ EARLIEST_TIMESTAMP = -2
 LATEST_TIMESTAMP = -1
 MAX_TIMESTAMP = -3
 EARLIEST_LOCAL_TIMESTAMP = -4
+LATEST_TIERED_TIMESTAMP = -5
 NO_TIMESTAMP = -1
 
 Scheduler = Callable[[float, Callable[[], None]], None]
@@ -1061,8 +1062,9 @@ class Log:
     def fetch_offset_by_timestamp(self, timestamp: int) -> Optional[tuple[int, int, int]]:
         """ListOffsets: (offset, timestamp, leader_epoch or -1), or None when nothing matches.
 
-        Special timestamps: -2 earliest (log start offset), -4 earliest local (the same here),
-        -1 latest (LEO), -3 the record with the largest timestamp.
+        Special timestamps: -2 earliest (log start offset), -4 earliest local (the local log start offset; the log
+        start offset of an untiered log), -5 latest tiered (the highest offset in remote storage; -1 with epoch -1
+        for an untiered log), -1 latest (LEO), -3 the record with the largest timestamp.
         """
         with self._lock:
             cache = self.leader_epoch_cache
@@ -1071,8 +1073,16 @@ class Log:
                 e = cache.epoch_for_offset(offset)
                 return -1 if e is None else e
 
+            if timestamp == EARLIEST_LOCAL_TIMESTAMP and self.remote_log_enabled:  # the first offset on local disk
+                local = self.offsets.local_log_start_offset
+                return local, NO_TIMESTAMP, epoch_of(local)
             if timestamp in (EARLIEST_TIMESTAMP, EARLIEST_LOCAL_TIMESTAMP):
                 return self._log_start_offset, NO_TIMESTAMP, epoch_of(self._log_start_offset)
+            if timestamp == LATEST_TIERED_TIMESTAMP:  # UnifiedLog: -1 with epoch -1 when nothing is tiered
+                if not self.remote_log_enabled:
+                    return -1, NO_TIMESTAMP, -1
+                highest = self.highest_offset_in_remote_storage
+                return highest, NO_TIMESTAMP, epoch_of(highest) if highest >= 0 else -1
             if timestamp == LATEST_TIMESTAMP:
                 latest = cache.latest_epoch
                 return self._leo, NO_TIMESTAMP, -1 if latest is None else latest
@@ -1191,6 +1201,15 @@ class Log:
         """Delete every segment and restart the log, empty, at ``offset``."""
         with self._lock:
             self._truncate_fully_locked(offset)
+
+    @owner_command
+    @handles_io("Error while rebuilding the log of %(tp)s from remote storage in dir %(dir)s")
+    def restore_remote_aux_state(self, next_offset: int, log_start_offset: int, epochs: list[tuple[int, int]],
+                                 producer_snapshot: bytes) -> None:
+        """Tiered follower: start empty at ``next_offset`` with the leader-epoch entries and producer snapshot of
+        the remote segment ending before it (broker.storage.tiered_log.restore_aux_state)."""
+        with self._lock:
+            tiered_log.restore_aux_state(self, next_offset, log_start_offset, epochs, producer_snapshot)
 
     def _note_truncation(self, offset: int) -> None:
         self._truncated_to = offset if self._truncated_to is None else min(self._truncated_to, offset)

@@ -38,6 +38,8 @@ from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional
 
+from broker.config.tiered_storage import remote_log_enabled
+
 from . import file_cache, files
 from .checkpoints import (OffsetCheckpointFile, atomic_write, fsync_dir, fsync_file, read_partition_metadata,
                           sync_filesystem, write_partition_metadata)
@@ -117,7 +119,8 @@ class LogManager:
                  recovery_threads_per_data_dir: int = 1,
                  segment_file_cache_size: int = file_cache.DEFAULT_SEGMENT_FILE_CACHE_SIZE,
                  log_dir_failure_channel: Optional[LogDirFailureChannel] = None,
-                 initial_offline_dirs: Optional[dict[str, str]] = None) -> None:
+                 initial_offline_dirs: Optional[dict[str, str]] = None,
+                 remote_storage_system_enable: bool = False) -> None:
         """``initial_offline_dirs``: {dir: why} of the dirs of ``log_dirs`` found unusable at start-up: they start
         offline (reported to the channel in Kafka's words), never locked, read or loaded."""
         if not log_dirs:
@@ -144,6 +147,8 @@ class LogManager:
         self.checkpoint_interval_ms = flush_recovery_offset_checkpoint_interval_ms
         self.log_start_offset_checkpoint_interval_ms = flush_start_offset_checkpoint_interval_ms
         self.producer_id_expiration_ms = producer_id_expiration_ms
+        #: remote.log.storage.system.enable: a topic with remote.storage.enable=true is tiered (KIP-405)
+        self.remote_storage_system_enable = remote_storage_system_enable
         self.producer_id_expiration_check_interval_ms = producer_id_expiration_check_interval_ms
         #: num.recovery.threads.per.data.dir: threads loading (and recovering) the logs of each dir at start-up
         self.recovery_threads_per_data_dir = recovery_threads_per_data_dir
@@ -263,10 +268,27 @@ class LogManager:
             cfg = self._topic_config_provider(topic)
         return cfg if cfg is not None else self.default_config
 
+    def remote_log_enabled(self, topic: str, config: LogConfig) -> bool:
+        """Whether ``topic``'s logs are tiered (Kafka's UnifiedLog.remoteLogEnabled): the broker's
+        remote.log.storage.system.enable, the topic's remote.storage.enable, and neither internal nor compacted."""
+        return remote_log_enabled(topic, self.remote_storage_system_enable, config.remote_storage_enable,
+                                  config.compact)
+
+    def tiered_log(self, tp: TopicPartition) -> Optional[Log]:
+        """The log itself, for the RemoteLogManager (broker/remote_log, the storage side of tiered storage), when
+        it is tiered."""
+        with self._lock:
+            log = self._logs.get(tp)
+        return log if log is not None and log.remote_log_enabled else None
+
     def _open_log(self, path: str, config: LogConfig, **kwargs: object) -> Log:
+        name = os.path.basename(path)
+        parsed = parse_future_dir(name) or files.parse_topic_partition_dir(name)
+        tiered = parsed is not None and self.remote_log_enabled(parsed[0], config)
         log = Log.open(path, config, time=self._time, scheduler=self.scheduler.schedule_once,
                        producer_id_expiration_ms=self.producer_id_expiration_ms,
-                       log_dir_failure_channel=self.failure_channel, **kwargs)  # type: ignore[arg-type]
+                       log_dir_failure_channel=self.failure_channel, remote_log_enabled=tiered,
+                       **kwargs)  # type: ignore[arg-type]
         log.on_roll = self._on_roll
         log.owners = self.owners
         if log.topic_partition[1] < 0:  # a future log: its partition's owner runs it too
@@ -670,8 +692,11 @@ class LogManager:
             self._topic_configs[topic] = config
             logs = [log for (t, _), log in self._logs.items() if t == topic]
             logs += [log for (t, _), log in self._future_logs.items() if t == topic]
+        tiered = self.remote_log_enabled(topic, config)
         for log in logs:
             log.update_config(config)
+            if tiered and not log.remote_log_enabled:  # tiering turned on for an existing topic (never off in ZK mode)
+                log.remote_log_enabled = True
 
     # ------------------------------------------------------------------ periodic tasks
     def cleanup_logs(self) -> int:

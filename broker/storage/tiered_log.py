@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, NamedTuple, Optional
 
+from . import files
 from .leader_epoch_file import LeaderEpochFileCache
 
 if TYPE_CHECKING:
@@ -105,5 +106,35 @@ def delete_local_segments(log: "Log", now_ms: int) -> int:
     return deleted
 
 
-__all__ = ["CopyableSegment", "copyable_segments", "delete_local_segments", "leader_epoch_checkpoint_slice",
+def parse_leader_epoch_checkpoint(data: bytes) -> list[tuple[int, int]]:
+    """The ``epoch start-offset`` entries of a leader-epoch checkpoint (version line, count line, entries)."""
+    lines = [line.strip() for line in data.decode("ascii").splitlines() if line.strip()]
+    if len(lines) < 2 or lines[0] != "0":
+        raise ValueError("not a leader-epoch checkpoint (version %r)" % (lines[0] if lines else None))
+    entries = [(int(e), int(o)) for e, o in (line.split() for line in lines[2:])]
+    if len(entries) != int(lines[1]):
+        raise ValueError("leader-epoch checkpoint: %d entries, %s expected" % (len(entries), lines[1]))
+    return entries
+
+
+def restore_aux_state(log: "Log", next_offset: int, log_start_offset: int, epochs: list[tuple[int, int]],
+                      producer_snapshot: bytes) -> None:
+    """A follower's state rebuilt from remote storage, under the log's lock (Kafka's TierStateMachine
+    buildRemoteLogAuxState): truncated fully to start at ``next_offset`` (the end of the remote segment holding the
+    leader's local log start - 1, plus one), the log start offset at the leader's, the leader-epoch cache from the
+    segment's checkpoint, the producer state from its snapshot."""
+    from .checkpoints import atomic_write
+    log._truncate_fully_locked(next_offset)
+    if 0 <= log_start_offset < next_offset:
+        log._log_start_offset = log_start_offset  # the rest is remote: local log start is next_offset
+    cache = log.leader_epoch_cache
+    for epoch, start in epochs:
+        cache.assign(epoch, start)
+    atomic_write(files.file_path(log.dir, next_offset, files.PRODUCER_SNAPSHOT_SUFFIX), producer_snapshot, True)
+    log.producer_state.load_latest_snapshot_at_or_below(next_offset, next_offset, log._now_ms())
+    log.highest_offset_in_remote_storage = max(log.highest_offset_in_remote_storage, next_offset - 1)
+    log._publish()
+
+
+__all__ = ["CopyableSegment", "parse_leader_epoch_checkpoint", "restore_aux_state", "copyable_segments", "delete_local_segments", "leader_epoch_checkpoint_slice",
            "segment_leader_epochs", "local_retention_ms", "local_retention_bytes", "USE_TOTAL_RETENTION"]

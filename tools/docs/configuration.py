@@ -47,11 +47,12 @@ _RESTRICTED = {
                                "listener refused",
     "sasl.mechanism.inter.broker.protocol": f"{HONOURED}: {', '.join(SUPPORTED_MECHANISMS)} (when the inter-broker "
                                             "listener uses SASL)",
-    "remote.log.storage.system.enable": "refused when `true` (tiered storage does not run yet); `false` honoured",
+    "remote.log.storage.system.enable": f"{HONOURED} (tiered storage, KIP-405: see above)",
 }
 #: topic keys whose values the broker refuses as Kafka does (CreateTopics and AlterConfigs answer INVALID_CONFIG)
 _TOPIC_RESTRICTED = {
-    "remote.storage.enable": "refused when `true` (Kafka's answer while the broker's tiered storage is off)",
+    "remote.storage.enable": f"{HONOURED}; refused when `true` as Kafka refuses it (the broker's tiered storage "
+                             "off, a compacted topic)",
     "remote.log.copy.disable": "refused when `true` (Kafka's ZooKeeper-mode answer)",
     "remote.log.delete.on.disable": "refused when `true` (Kafka's ZooKeeper-mode answer)",
 }
@@ -171,18 +172,24 @@ def render() -> str:
         f"{', '.join(f'`{k}`' for k in UNSUPPORTED_KEYS)} are refused unless set to their \"off\" value "
         "(Kerberos/GSSAPI, OAUTHBEARER, custom callback handlers, ZooKeeper TLS/SASL/ACLs are not implemented; "
         "running less protected than configured would be worse than not running).",
-        "- Tiered storage (KIP-405): the broker and topic keys are Kafka 3.9's, typed, validated, described and (where "
-        "Kafka's are) dynamic, but this broker does not copy segments to remote storage yet (no RemoteLogManager). So "
-        "`remote.log.storage.system.enable=true` stops start-up with one line naming it, after the plug-in class "
-        "names are checked as Kafka's start-up would check them (`remote.log.storage.manager.class.name`: Kafka's "
+        "- Tiered storage (KIP-405), Kafka 3.9's keys: with `remote.log.storage.system.enable=true` the broker runs a "
+        "RemoteLogManager (broker/replica/tiered_storage.py): the leader of each partition of a topic with "
+        "`remote.storage.enable=true` copies its rolled segments below the last stable offset to the "
+        "RemoteStorageManager named by `remote.log.storage.manager.class.name` (Kafka's "
         "`org.apache.kafka.server.log.remote.storage.LocalTieredStorage` or `broker.storage.remote.LocalTieredStorage`"
-        " for the built-in local-directory storage, `broker.storage.remote.S3RemoteStorageManager` for S3; "
-        "`remote.log.metadata.manager.class.name`: Kafka's default `TopicBasedRemoteLogMetadataManager`; anything "
-        "else is refused). With the switch off, the other `remote.log.*` keys and `log.local.retention.*` are inert, "
-        "as in Kafka. A topic's `remote.storage.enable=true` is refused as Kafka refuses it on a broker whose switch "
+        " for the built-in local-directory storage, configured by `rsm.config.dir`; "
+        "`broker.storage.remote.S3RemoteStorageManager` for S3; anything else is refused at start-up with one line), "
+        "records them in `__remote_log_metadata` (Kafka's TopicBasedRemoteLogMetadataManager, its topic created with "
+        "`rlmm.config.remote.log.metadata.topic.num.partitions`/`.replication.factor`), deletes local segments past "
+        "`local.retention.ms`/`local.retention.bytes` once copied, and expires remote ones by `retention.ms`/"
+        "`retention.bytes`; consumers read offsets only remote storage holds through the remote reader pool "
+        "(`remote.log.reader.threads`, `remote.fetch.max.wait.ms`, the fetch quota), followers below the leader's "
+        "local log start rebuild from the remote metadata, ListOffsets answers -4 and -5. The keys marked \"accepted, "
+        "not acted on\" have no meaning here (Java class paths, thread-pool sizes: one RemoteLogManager thread, the "
+        "index cache). A topic's `remote.storage.enable=true` is refused as Kafka refuses it on a broker whose switch "
         "is off (`Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log "
-        "storage.`), and `remote.log.copy.disable`/`remote.log.delete.on.disable` set to true with Kafka's "
-        "ZooKeeper-mode message (`It is invalid to set ... under Zookeeper's mode.`), all INVALID_CONFIG.",
+        "storage.`) or on a compacted topic, and `remote.log.copy.disable`/`remote.log.delete.on.disable` set to true "
+        "with Kafka's ZooKeeper-mode message (`It is invalid to set ... under Zookeeper's mode.`), all INVALID_CONFIG.",
         "",
         f"## Broker configs ({len(BROKER_CONFIGS)} keys)",
         "",

@@ -1,6 +1,6 @@
-"""Tiered storage's keys on a real broker process (bin/kafka-server-start.sh): the system switch set to true stops
-start-up with one line naming it (this broker does not tier yet), an unknown plug-in class before it; a topic's
-``remote.storage.enable=true`` and the KIP-950 keys are refused with Kafka 3.9's ZooKeeper-mode messages by
+"""Tiered storage's keys on a real broker process (bin/kafka-server-start.sh): an unknown plug-in class stops start-up
+with one line naming it (the system switch itself is run: tests/integration/cluster/test_tiered_storage_cluster.py);
+a topic's ``remote.storage.enable=true`` and the KIP-950 keys are refused with Kafka 3.9's ZooKeeper-mode messages by
 CreateTopics and AlterConfigs (confluent-kafka's AdminClient)."""
 from __future__ import annotations
 
@@ -17,14 +17,6 @@ from tests.integration.broker.test_startup import assert_one_line_failure, run_t
 
 DISABLED = "Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log storage."
 ZK_MODE = "It is invalid to set `remote.log.delete.on.disable` or `remote.log.copy.disable` under Zookeeper's mode."
-
-
-def test_system_switch_on_ends_startup_with_one_line(tmp_path: Path, zk_chroot: str) -> None:
-    rc, out, err = run_to_exit(tmp_path, zk_chroot, {
-        "remote.log.storage.system.enable": "true",
-        "remote.log.storage.manager.class.name": "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
-        "rsm.config.dir": str(tmp_path / "remote")})
-    assert_one_line_failure(rc, out, err, "remote.log.storage.system.enable=true is not supported yet")
 
 
 def test_unknown_storage_manager_class_ends_startup(tmp_path: Path, zk_chroot: str) -> None:

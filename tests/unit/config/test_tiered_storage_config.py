@@ -82,14 +82,11 @@ def test_switch_off_is_fine_and_plugins_are_inert() -> None:
     assert cfg.get("remote.log.storage.system.enable") is False
 
 
-def test_switch_on_is_refused_with_one_line_naming_it() -> None:
+def test_switch_on_with_a_built_in_storage_manager_is_accepted() -> None:
     props = {**BASE, "remote.log.storage.system.enable": "true",
              "remote.log.storage.manager.class.name": "org.apache.kafka.server.log.remote.storage.LocalTieredStorage",
              "rsm.config.dir": "/tmp/x"}
-    with pytest.raises(ConfigError) as e:
-        KafkaConfig(props)
-    assert e.value.name == "remote.log.storage.system.enable"
-    assert "\n" not in str(e.value) and "remote.log.storage.system.enable=true is not supported yet" in str(e.value)
+    assert KafkaConfig(props).get("remote.log.storage.system.enable") is True
 
 
 @pytest.mark.parametrize("key,value", [

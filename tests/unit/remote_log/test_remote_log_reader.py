@@ -42,3 +42,34 @@ def test_lookup_position_and_read_batches() -> None:
     assert [lookup_position(index, 100, o) for o in (100, 104, 105, 109, 110, 500)] == [0, 0, 0x100, 0x100, 0x200,
                                                                                         0x200]
     assert read_batches(b"", 0, 100, True) == b""
+
+
+def test_read_committed_gets_the_aborted_transactions_from_remote_transaction_indexes(tmp_path: Path) -> None:
+    """Kafka's RemoteLogManager.collectAbortedTransactions: the remote segments' transaction indexes from the one read
+    on; the search ends where an entry's last stable offset reaches the upper bound, else the local log goes on."""
+    from broker.protocol.records.builder import build_batch
+    from broker.protocol.records.control import end_txn_marker_batch
+
+    from .test_remote_log_manager import TS, batch
+    e = Env(tmp_path, LogConfig(segment_bytes=ONE * 2, retention_ms=-1, local_retention_ms=0))
+    try:
+        txn = bytearray(build_batch([(b"k", b"v" * 20, [], TS)], producer_id=7, producer_epoch=0, base_sequence=0,
+                                    is_transactional=True))
+        e.log.append_as_leader(txn, 3)  # offset 0
+        e.log.append_as_leader(batch(TS), 3)  # 1
+        e.log.append_as_leader(bytearray(end_txn_marker_batch(7, 0, 0, False)), 3, is_from_client=False)  # 2
+        e.log.append_as_leader(batch(TS), 3)  # 3
+        e.log.append_as_leader(batch(TS), 3)  # 4
+        e.log.update_high_watermark(e.log.log_end_offset)
+        rlm = e.rlm()
+        rlm.on_leadership_change({TIP: 3}, set())
+        rlm.run_once()
+        assert e.log.highest_offset_in_remote_storage >= 1
+        reader = RemoteLogReader(e.rsm, rlm.rlmm)
+        res = reader.read(TIP, e.log.leader_epoch_cache, 0, 1 << 20, read_committed=True)
+        assert res.segment is not None and res.segment.start_offset == 0
+        # the abort marker is in the next remote segment: its index completes the search
+        assert res.aborted_transactions == [(7, 0)] and res.local_aborted_upper == -1
+        assert reader.read(TIP, e.log.leader_epoch_cache, 0, 1 << 20).aborted_transactions is None
+    finally:
+        e.log.close()

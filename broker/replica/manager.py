@@ -121,6 +121,8 @@ class ClientMetadata(NamedTuple):
 
 
 FetchRead = Union[Tuple[TopicPartition, int, int], Tuple[TopicPartition, FetchPartitionInfo]]
+
+
 def fetch_request_replica(request: Any, api_version: int) -> Tuple[int, int]:
     """(replica_id, replica_epoch) of a decoded Fetch request: v15+ carries them in ``replica_state``."""
     if api_version >= 15:
@@ -235,7 +237,6 @@ class ReplicaManager:
             DelayedOperationPurgatory("ElectLeader")
         self.controller_epoch = 0
         self.leadership_listeners: List[Any] = []
-        #: KIP-890 verification guards: (partition, producer id) -> the guard its verified append must present
         #: transaction.partition.verification.enable (a dynamic broker config; the server sets the reader): while
         #: true every transactional batch appended as leader must belong to an open transaction of its producer or
         #: present its verification guard, as Kafka's UnifiedLog.analyzeAndValidateProducerState checks
@@ -808,14 +809,15 @@ class ReplicaManager:
         if self.tiered is None:
             return
         lead, follow = [], []
-        for tp in leaders + followers:
-            p = self.partitions.get(tp)
-            if p is None or p.log is None or p.topic_id is None or not getattr(p.log, "remote_log_enabled", False):
-                continue
-            if tp in leaders:
-                lead.append((tp[0], tp[1], p.topic_id, p.leader_epoch))
-            else:
-                follow.append((tp[0], tp[1], p.topic_id))
+        for tps, leading in ((leaders, True), (followers, False)):
+            for tp in tps:
+                p = self.partitions.get(tp)
+                if p is None or p.log is None or p.topic_id is None or not p.log.remote_log_enabled:
+                    continue
+                if leading:
+                    lead.append((tp[0], tp[1], p.topic_id, p.leader_epoch))
+                else:
+                    follow.append((tp[0], tp[1], p.topic_id))
         if lead or follow:
             self.tiered.on_leadership_change(lead, follow)
 
@@ -1305,7 +1307,7 @@ class ReplicaManager:
             return False
         p = parts.get(first) or self.partitions.get(first)
         plog = p.log if p is not None else None
-        epochs = getattr(plog, "leader_epoch_cache", None)
+        epochs = plog.leader_epoch_cache if plog is not None else None
         tip = tiered.topic_id_partition(*first)
         if tip is None and p is not None and p.topic_id is not None:
             from broker.storage.remote.metadata import TopicIdPartition

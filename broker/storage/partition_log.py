@@ -28,6 +28,7 @@ from .txn_index import AbortedTxn
 if TYPE_CHECKING:
     from .config import LogConfig
     from .errors import KafkaStorageError
+    from .leader_epoch_file import LeaderEpochFileCache
     from .log_offsets import LogOffsets, LogView
     from .log_owner import TopicPartition
 
@@ -80,6 +81,9 @@ class PartitionLog(Protocol):
     offsets: "LogOffsets"
     #: tiered storage (KIP-405): the topic's segments go to remote storage
     remote_log_enabled: bool
+    #: the epoch entries (copy-on-write: readers on any thread see one whole list); for the remote reader, which maps
+    #: an offset to its epoch to find the remote segment
+    leader_epoch_cache: "LeaderEpochFileCache"
 
     @property
     def parent_dir(self) -> str: ...

@@ -289,6 +289,19 @@ class ReplicaFetcher:
         self.manager.failed_partitions.add(tp)
         log.warning("%s: partition %s-%d marked as failed", self.name, *tp)
 
+    async def _leader_step_failed(self, tp: TopicPartition, request_epoch: int, exc: Exception, what: str,
+                                  other_level: int) -> bool:
+        """A step's request to the leader for ``tp`` failed: a fenced epoch is answered as ``_on_partition_fenced``
+        decides; any other error is logged (a leader's error code at INFO, anything else at ``other_level``) and the
+        step is retried after the backoff (False)."""
+        if isinstance(exc, _LeaderError):
+            if exc.code == ErrorCode.FENCED_LEADER_EPOCH:
+                async with self.lock:
+                    return not self._on_partition_fenced(tp, request_epoch)
+            other_level = logging.INFO
+        log.log(other_level, "%s: could not %s for %s-%d: %s", self.name, what, *tp, exc or type(exc).__name__)
+        return False
+
     def _on_partition_fenced(self, tp: TopicPartition, request_epoch: Optional[int]) -> bool:
         """The leader has a newer epoch. If ours is the one we sent, wait for LeaderAndIsr (False); if our
         state moved on meanwhile, just retry later (True)."""
@@ -528,16 +541,9 @@ class ReplicaFetcher:
             next_offset, epochs, snapshot = await loop.run_in_executor(None, download)
         except asyncio.CancelledError:
             raise
-        except _LeaderError as e:
-            if e.code == ErrorCode.FENCED_LEADER_EPOCH:
-                async with self.lock:
-                    return not self._on_partition_fenced(tp, request_epoch)
-            log.info("%s: could not build the state of %s-%d from remote storage: %s", self.name, *tp, e)
-            return False
         except Exception as e:  # noqa: BLE001 - retried after the backoff, as Kafka's fetcher does
-            log.warning("%s: could not build the state of %s-%d from remote storage: %s", self.name, *tp,
-                        e or type(e).__name__)
-            return False
+            return await self._leader_step_failed(tp, request_epoch, e, "build the state from remote storage",
+                                                  logging.WARNING)
         async with self.lock:
             cur = self.partitions.get(tp)
             if cur is None or cur.current_leader_epoch != request_epoch:
@@ -826,15 +832,8 @@ class ReplicaFetcher:
                 leader_start = await self._list_offset(tp, request_epoch, -2)
         except asyncio.CancelledError:
             raise
-        except _LeaderError as e:
-            if e.code == ErrorCode.FENCED_LEADER_EPOCH:
-                async with self.lock:
-                    return not self._on_partition_fenced(tp, request_epoch)
-            log.info("%s: could not fetch the offsets of %s-%d: %s", self.name, *tp, e)
-            return False
-        except Exception as e:
-            log.info("%s: could not fetch the offsets of %s-%d: %s", self.name, *tp, e or type(e).__name__)
-            return False
+        except Exception as e:  # noqa: BLE001 - retried after the backoff
+            return await self._leader_step_failed(tp, request_epoch, e, "fetch the offsets", logging.INFO)
         async with self.lock:
             cur = self.partitions.get(tp)
             if cur is None or cur.current_leader_epoch != request_epoch:

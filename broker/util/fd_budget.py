@@ -20,7 +20,10 @@ it runs at most once a second (:data:`RECOUNT_INTERVAL_S`), and between counts t
 admitted and subtracts those that closed. Linux gives a new socket the lowest free descriptor number, so an
 accepted socket's number ``fd`` proves at least ``fd + 1`` descriptors are open: a free lower bound, checked on
 every accept. Near the threshold a refusal is confirmed by a fresh count (at most every 50 ms), so descriptors freed
-by others (a closed segment, a finished checkpoint) are seen quickly.
+by others (a closed segment, a finished checkpoint) are seen quickly. Once refusing, a listener kind admits again
+only when :func:`resume_margin` descriptors are free above its reserve: at the threshold the exact count moves by
+one or two with every checkpoint's temporary file, and without that margin the broker would flap between refusing
+and admitting (one more connection taken each time) and log a recovery line for each flap.
 
 The start-up estimate (:func:`estimate_descriptors`): one descriptor per partition directory found in
 ``log.dirs`` (the storage layer keeps the active segment's ``.log`` open; indexes are read or mapped on demand),
@@ -47,7 +50,7 @@ except ImportError:  # not on Linux/Unix: no limit to raise or read
 
 __all__ = ["NofileLimit", "raise_nofile_limit", "current_nofile_limit", "count_open_descriptors",
            "count_partition_dirs", "default_reserve", "effective_reserve", "DescriptorEstimate", "estimate_descriptors",
-           "DescriptorBudget", "WARN_FRACTION", "RECOUNT_INTERVAL_S"]
+           "DescriptorBudget", "WARN_FRACTION", "RECOUNT_INTERVAL_S", "resume_margin"]
 
 log = logging.getLogger(__name__)
 
@@ -187,6 +190,12 @@ class DescriptorEstimate:
                 "for connections")
 
 
+def resume_margin(reserve: int) -> int:
+    """Free descriptors above the reserve needed before a refusing listener admits again (an eighth of the reserve,
+    1 to 64)."""
+    return max(1, min(64, reserve // 8))
+
+
 def estimate_descriptors(limit: NofileLimit, log_dirs: Iterable[str], segment_file_cache: int,
                          reserve: int) -> DescriptorEstimate:
     """Count partition directories and open descriptors now (before any log is loaded) into an estimate."""
@@ -238,6 +247,9 @@ class DescriptorBudget:
         keep = self.reserve // 2 if inter_broker else self.reserve
         return self.limit - self.open - keep
 
+    def _admit_above(self, refusing: bool) -> int:
+        return resume_margin(self.reserve) if refusing else 0
+
     def admit(self, fd: int, listener: str, inter_broker: bool = False) -> bool:
         """Called with each newly accepted socket's descriptor number; False: close it at once (one line logged
         per REFUSAL_LOG_INTERVAL_S). A True must later be matched by :meth:`connection_closed`."""
@@ -246,12 +258,13 @@ class DescriptorBudget:
             self.open += 1  # (a fresh count includes the new socket)
         if fd >= self.open:
             self.open = fd + 1  # lowest free number first: descriptors 0..fd are all open
-        if self.free_for(inter_broker) < 0 and now - self._counted_at >= CONFIRM_INTERVAL_S:
+        refusing = self._refusing[inter_broker]
+        if self.free_for(inter_broker) < self._admit_above(refusing) and now - self._counted_at >= CONFIRM_INTERVAL_S:
             self._recount(now)  # confirm before refusing: others may have closed descriptors since
             if fd >= self.open:
                 self.open = fd + 1
-        if self.free_for(inter_broker) >= 0:
-            if self._refusing[inter_broker]:
+        if self.free_for(inter_broker) >= self._admit_above(refusing):
+            if refusing:
                 self._refusing[inter_broker] = False
                 self._log.info("Accepting new connections again: %d of %d file descriptors in use; %d connections "
                                "refused since the last message", self.open, self.limit, self._refused_since_log)

@@ -195,3 +195,26 @@ def test_a_failed_count_keeps_the_running_count() -> None:
     f.open = -1  # listing /proc/self/fd failed (no descriptor for it)
     f.now += fd_budget.RECOUNT_INTERVAL_S
     assert b.admit(20, "PLAINTEXT") and b.open == 501
+
+
+def test_a_refusing_listener_admits_again_only_with_a_margin_above_the_reserve(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """At the threshold the exact count moves by one or two (a checkpoint's temporary file): no flapping."""
+    f = Fake(limit=1000, open_now=900)  # reserve 100: nothing free
+    b = budget(f)
+    caplog.set_level(logging.INFO, logger="test.fd_budget")
+    assert not b.admit(900, "PLAINTEXT")
+    margin = fd_budget.resume_margin(100)
+    assert margin == 12
+    for freed in range(1, margin + 1):  # a descriptor closes elsewhere between fresh counts
+        f.open = 900 - freed
+        f.now += fd_budget.RECOUNT_INTERVAL_S
+        assert not b.admit(f.open, "PLAINTEXT"), f"admitted with {freed} free, margin {margin}"
+    f.open = 900 - margin - 1
+    f.now += fd_budget.RECOUNT_INTERVAL_S
+    assert b.admit(f.open, "PLAINTEXT")
+    f.now += fd_budget.RECOUNT_INTERVAL_S  # not refusing any more: down to the reserve again without a margin
+    assert all(b.admit(f.open + i, "PLAINTEXT") for i in range(1, margin + 1))
+    lines = [r.getMessage() for r in caplog.records]
+    assert sum(line.startswith("Accepting new connections again") for line in lines) == 1, lines
+    assert fd_budget.resume_margin(0) == 1 and fd_budget.resume_margin(64) == 8 and fd_budget.resume_margin(5000) == 64

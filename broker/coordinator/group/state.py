@@ -1181,7 +1181,15 @@ class GroupCoordinatorState:
         self._remove_group(group)
 
     def delete_offsets(self, group_id: str, partitions: List[TopicPartition]) -> Outcome:
-        """Outcome.response is (group error, {tp: error})."""
+        """Outcome.response is (group error, {tp: error}).
+
+        Tombstones of the named offsets the group holds; an Empty group left without offsets (none in flight or
+        pending in a transaction either) goes too, with its own tombstone when it ever had a generation, as Kafka's
+        handleDeleteOffsets does through cleanupGroupMetadata (a group of generation 0 goes at the replay of its
+        last offset tombstone, :meth:`_drop_if_removed`). Applied through replay; a failed write changes nothing
+        and answers the group error Kafka's runtime-based coordinator answers (``write_error_for_delete_groups``:
+        its handleOperationException), where Kafka's classic coordinator, having already changed its cache,
+        answers success."""
         out = Outcome()
         group = self.groups.get(group_id)
         if group is None or group.dead:
@@ -1195,15 +1203,35 @@ class GroupCoordinatorState:
             out.response = (ErrorCode.NON_EMPTY_GROUP, {})
             return out
         errors: Dict[TopicPartition, int] = {}
+        removed: Set[TopicPartition] = set()
         for tp in partitions:
             if tp[0] in subscribed:
                 errors[tp] = ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
                 continue
             errors[tp] = 0
-            if tp in group.offsets:
+            if tp in group.offsets and tp not in removed:
+                removed.add(tp)
                 out.records.append((rec.offset_commit_key(group_id, tp[0], tp[1]), None))
         # the offsets go when their tombstones are written and replayed
         out.response, out.replay = (0, errors), True
+        if not out.records:
+            return out
+        marked: List[Group] = []
+        if group.state == EMPTY and len(removed) == len(group.offsets) and group.generation_id > 0 \
+                and not group.pending_commits and not group.pending_txn_commits:
+            group.deleting = True
+            marked.append(group)
+            out.records.append((rec.group_metadata_key(group_id), None))
+
+        def written(t: int, _batch_offset: int) -> Outcome:
+            self._unmark(marked)
+            return Outcome()
+
+        def failed(t: int, code: int) -> Outcome:
+            self._unmark(marked)
+            return Outcome(response=(write_error_for_delete_groups(code), {}))
+
+        out.on_written, out.on_write_failed = written, failed
         return out
 
     def expire_offsets(self, now: int, group_ids: Optional[Iterable[str]] = None) -> Outcome:

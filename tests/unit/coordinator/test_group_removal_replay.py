@@ -390,3 +390,53 @@ def test_deleting_a_group_with_a_pending_transactional_commit_drops_it() -> None
             loaded.replay_batch((LoadedRecord(offset, key, value, pid),), pid, None)
     loaded.finish_loading(0)
     assert loaded.groups == {}
+
+
+def test_offset_delete_of_an_empty_groups_last_offsets_removes_the_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka's handleDeleteOffsets goes through cleanupGroupMetadata: an Empty group left without offsets goes Dead,
+    with a group tombstone after the offsets' when it had a generation; a group with offsets left stays."""
+    def prepare(io: GatedOffsetsTopic, now: int) -> None:
+        seed(io, "g", 3, {T0: 5, T1: 6}, now)
+        seed(io, "simple", 0, {T0: 7}, now)
+
+    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, now: List[int]) -> None:
+        state = gc.shards[0]
+        assert await gc.delete_offsets("g", [T0]) == (0, {T0: 0})
+        assert "g" in state.groups and offsets_of(gc, "g") == {T1: 6}
+        written = len(io.records)
+        assert await gc.delete_offsets("g", [T1, T1, ("u", 0)]) == (0, {T1: 0, ("u", 0): 0})
+        assert [(r.key, r.value) for r in io.records[written:]] == [
+            (rec.offset_commit_key("g", "t", 1), None), (rec.group_metadata_key("g"), None)]
+        assert "g" not in state.groups
+        assert await gc.delete_offsets("simple", [T0]) == (0, {T0: 0})  # generation 0: no metadata in the log
+        assert "simple" not in state.groups and io.records[-1].key == rec.offset_commit_key("simple", "t", 0)
+        assert loaded_from(io).snapshot() == state.snapshot()
+
+    run(monkeypatch, scenario, prepare)
+
+
+@pytest.mark.parametrize("append_error,answer", [(E.NOT_ENOUGH_REPLICAS, E.COORDINATOR_NOT_AVAILABLE),
+                                                 (E.NOT_LEADER_OR_FOLLOWER, E.NOT_COORDINATOR)])
+def test_a_failed_offset_delete_write_answers_the_error_and_keeps_the_group(monkeypatch: pytest.MonkeyPatch,
+                                                                            append_error: int, answer: int) -> None:
+    """Nothing changes when the tombstones are not written, and the client is not told they were; meanwhile the
+    group being removed is Dead to a join (COORDINATOR_NOT_AVAILABLE is the runtime's answer to a Dead group)."""
+    def prepare(io: GatedOffsetsTopic, now: int) -> None:
+        seed(io, "g", 3, {T0: 5}, now)
+
+    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, now: List[int]) -> None:
+        state = gc.shards[0]
+        before = state.snapshot()
+        io.hold = True
+        deleting = asyncio.ensure_future(gc.delete_offsets("g", [T0]))
+        await settle()
+        assert state.groups["g"].deleting
+        assert await join_new_member(gc, "g") == E.COORDINATOR_NOT_AVAILABLE
+        io.open_gate(int(append_error))
+        assert await deleting == (answer, {})
+        assert state.snapshot() == before and not state.groups["g"].deleting
+        io.hold = False
+        assert await gc.delete_offsets("g", [T0]) == (0, {T0: 0})
+        assert "g" not in state.groups
+
+    run(monkeypatch, scenario, prepare)

@@ -100,30 +100,40 @@ def _opt_bytes(value: Any) -> Any:
     return None if value is None else bytes(value)
 
 
-def deserialize(data: bytes) -> RemoteLogMetadata:
-    """RemoteLogMetadataSerde.deserialize. Raises RemoteLogMetadataParseError with Kafka's wording."""
-    buf = memoryview(data)
+def _frame_short(buf: memoryview, pos: int, entity: str) -> tuple[int, int]:
+    """AbstractApiMessageSerde.unsignedIntToShort."""
     try:
-        frame, pos = read_uvarint(buf, 0)
-        if frame == 0:
-            raise RemoteLogMetadataParseError("Could not deserialize metadata record with frame version 0. Note that "
-                                              "upgrades from the preview release of KRaft in 2.8 to newer versions "
-                                              "are not supported.")
-        if frame != FRAME_VERSION:
-            raise RemoteLogMetadataParseError(f"Could not deserialize metadata record due to unknown frame version "
-                                              f"{frame}(only frame version {FRAME_VERSION} is supported)")
-        api_key, pos = read_uvarint(buf, pos)
-        version, pos = read_uvarint(buf, pos)
+        value, pos = read_uvarint(buf, pos)
     except (MalformedMessageError, IndexError, struct.error) as exc:
-        raise RemoteLogMetadataParseError(f"Error while reading the frame: {exc}") from None
-    if api_key not in _NAMES:
-        raise RemoteLogMetadataParseError(f"Unknown metadata id {api_key}")
-    if version != 0:
-        raise RemoteLogMetadataParseError(f"Failed to deserialize record with type {api_key}: version {version}")
+        raise RemoteLogMetadataParseError(f"Error while reading {entity}") from exc
+    if value > 0x7FFF:
+        raise RemoteLogMetadataParseError(f"Value for {entity} was too large.")
+    return value, pos
+
+
+def deserialize(data: bytes) -> RemoteLogMetadata:
+    """RemoteLogMetadataSerde.deserialize. Raises RemoteLogMetadataParseError whose text is the message of Kafka's
+    MetadataParseException (what kafka-dump-log prints); the reason, where Kafka chains one, is its ``__cause__``."""
+    buf = memoryview(data)
+    frame, pos = _frame_short(buf, 0, "frame version")
+    if frame == 0:
+        raise RemoteLogMetadataParseError("Could not deserialize metadata record with frame version 0. Note that "
+                                          "upgrades from the preview release of KRaft in 2.8 to newer versions "
+                                          "are not supported.")
+    if frame != FRAME_VERSION:
+        raise RemoteLogMetadataParseError(f"Could not deserialize metadata record due to unknown frame version "
+                                          f"{frame}(only frame version {FRAME_VERSION} is supported)")
+    api_key, pos = _frame_short(buf, pos, "type")
+    version, pos = _frame_short(buf, pos, "version")
+    if api_key not in _NAMES:  # MetadataParseException(cause): its message is the cause's toString()
+        raise RemoteLogMetadataParseError(
+            f"org.apache.kafka.common.errors.UnsupportedVersionException: Unknown metadata id {api_key}")
     try:
+        if version != 0:
+            raise MalformedMessageError(f"version {version} of {_NAMES[api_key]} does not exist")
         m, end = _codec(api_key).decode(buf, pos)
     except (MalformedMessageError, IndexError, struct.error, ValueError) as exc:
-        raise RemoteLogMetadataParseError(f"Failed to deserialize record with type {api_key}: {exc}") from None
+        raise RemoteLogMetadataParseError(f"Failed to deserialize record with type {api_key}") from exc
     if end != len(buf):
         raise RemoteLogMetadataParseError(f"Found {len(buf) - end} byte(s) of garbage after {api_key}")
     if api_key == SEGMENT_API_KEY:

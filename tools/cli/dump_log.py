@@ -13,8 +13,9 @@ time-index errors and non-consecutive offsets are summed up on stderr at the end
 The batches, records, indexes, producer snapshots and transaction indexes are read with the broker's own code
 (``broker.accel.record_batch``, ``broker.storage``); pre-0.11 (magic 0/1) entries, which old Kafka brokers
 wrote, are read as Kafka reads them (a compressed wrapper's inner messages at absolute offsets).
-``--cluster-metadata-decoder`` and ``--remote-log-metadata-decoder`` are refused (this broker runs in ZooKeeper
-mode without tiered storage), as are decoder classes other than Kafka's String/Integer/Long decoders. Where
+``--remote-log-metadata-decoder`` prints ``__remote_log_metadata`` values as Kafka's RemoteLogMetadataSerde
+decodes them (their toString()). ``--cluster-metadata-decoder`` is refused (this broker runs in ZooKeeper mode), as
+are decoder classes other than Kafka's String/Integer/Long decoders. Where
 Kafka's tool dies of an exception (a decoder meeting bytes it cannot read, a missing file), this one prints the
 exception line the JVM prints and exits 1.
 """
@@ -65,10 +66,9 @@ def build_parser() -> OptionParser:
                                       "__transaction_state topic.")
     p.refuse("cluster-metadata-decoder", _NO_REASON_KRAFT,
              "If set, log data will be parsed as cluster metadata records.", argument="none")
-    p.refuse("remote-log-metadata-decoder", "this broker has no tiered storage (no remote log metadata topic)",
-             "If set, log data will be parsed as TopicBasedRemoteLogMetadataManager (RLMM) metadata records. "
-             "Instead, the value-decoder-class option can be used if a custom RLMM implementation is configured.",
-             argument="none")
+    p.flag("remote-log-metadata-decoder", "If set, log data will be parsed as TopicBasedRemoteLogMetadataManager "
+                                          "(RLMM) metadata records. Instead, the value-decoder-class option can be "
+                                          "used if a custom RLMM implementation is configured.")
     p.flag("skip-record-metadata", "Whether to skip printing metadata for each record.")
     return p
 
@@ -79,7 +79,8 @@ class Settings:
     def __init__(self, o: Options) -> None:
         self.opts = o
         self.print_data = any(o.has(n) for n in ("print-data-log", "offsets-decoder", "transaction-log-decoder",
-                                                 "value-decoder-class", "key-decoder-class"))
+                                                 "remote-log-metadata-decoder", "value-decoder-class",
+                                                 "key-decoder-class"))
         self.deep = o.has("deep-iteration") or self.print_data
         self.skip_metadata = o.has("skip-record-metadata")
         self.verify_only = o.has("verify-index-only")
@@ -94,6 +95,8 @@ class Settings:
             return decoders.offsets_parser
         if self.opts.has("transaction-log-decoder"):
             return decoders.transaction_log_parser
+        if self.opts.has("remote-log-metadata-decoder"):
+            return decoders.remote_log_metadata_parser
         value = decoders.decoder(self.opts.value("value-decoder-class"))
         key = decoders.decoder(self.opts.value("key-decoder-class"))
         return decoders.decoder_parser(key, value)

@@ -316,3 +316,61 @@ def transaction_log_parser(record: Any) -> Parsed:
     return key, (f"producerId:{v.producer_id},producerEpoch:{v.producer_epoch},state={state},"
                  f"partitions=[{','.join(f'{t}-{p}' for t, p in parts)}],"
                  f"txnLastUpdateTimestamp={v.last_update_timestamp_ms},txnTimeoutMs={v.transaction_timeout_ms}")
+
+
+def _java_optional_custom(custom: Optional[bytes]) -> str:
+    """Optional<CustomMetadata>.toString()."""
+    return "Optional.empty" if custom is None else f"Optional[CustomMetadata{{{len(custom)} bytes}}]"
+
+
+def _java_epochs(epochs: Any) -> str:
+    """A TreeMap<Integer, Long>'s toString(): ascending keys."""
+    return "{" + ", ".join(f"{e}={o}" for e, o in sorted(epochs.items())) + "}"
+
+
+def remote_log_metadata_text(md: Any) -> str:
+    """The toString() of the value Kafka's RemoteLogMetadataSerde returns (storage-api's classes)."""
+    from broker.storage.remote.metadata import (
+        RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate, RemotePartitionDeleteMetadata, uuid_to_string,
+    )
+
+    def segment_id(sid: Any) -> str:
+        return f"RemoteLogSegmentId{{topicIdPartition={sid.topic_id_partition}, id={uuid_to_string(sid.id)}}}"
+
+    if isinstance(md, RemoteLogSegmentMetadata):
+        return (f"RemoteLogSegmentMetadata{{remoteLogSegmentId={segment_id(md.remote_log_segment_id)}, "
+                f"startOffset={md.start_offset}, endOffset={md.end_offset}, brokerId={md.broker_id}, "
+                f"maxTimestampMs={md.max_timestamp_ms}, eventTimestampMs={md.event_timestamp_ms}, "
+                f"segmentLeaderEpochs={_java_epochs(md.segment_leader_epochs)}, "
+                f"segmentSizeInBytes={md.segment_size_in_bytes}, "
+                f"customMetadata={_java_optional_custom(md.custom_metadata)}, state={md.state.name}}}")
+    if isinstance(md, RemoteLogSegmentMetadataUpdate):
+        return (f"RemoteLogSegmentMetadataUpdate{{remoteLogSegmentId={segment_id(md.remote_log_segment_id)}, "
+                f"customMetadata={_java_optional_custom(md.custom_metadata)}, state={md.state.name}, "
+                f"eventTimestampMs={md.event_timestamp_ms}, brokerId={md.broker_id}}}")
+    if isinstance(md, RemotePartitionDeleteMetadata):
+        return (f"RemotePartitionDeleteMetadata{{topicPartition={md.topic_id_partition}, state={md.state.name}, "
+                f"eventTimestampMs={md.event_timestamp_ms}, brokerId={md.broker_id}}}")
+    return (f"RemoteLogSegmentMetadataSnapshot{{segmentId={uuid_to_string(md.segment_id)}, "
+            f"startOffset={md.start_offset}, endOffset={md.end_offset}, maxTimestampMs={md.max_timestamp_ms}, "
+            f"segmentLeaderEpochs={_java_epochs(md.segment_leader_epochs)}, "
+            f"segmentSizeInBytes={md.segment_size_in_bytes}, "
+            f"customMetadata={_java_optional_custom(md.custom_metadata)}, state={md.state.name}}}")
+
+
+#: the message of the NullPointerException Kafka's parser meets on a record without a value (JDK 17's helpful NPE)
+_NULL_VALUE_NPE = ('Cannot invoke "java.nio.ByteBuffer.remaining()" because the return value of '
+                   '"org.apache.kafka.common.record.Record.value()" is null')
+
+
+def remote_log_metadata_parser(record: Any) -> Parsed:
+    """Kafka's RemoteMetadataLogMessageParser: no key; the value's RemoteLogMetadataSerde decoding as its
+    toString(), or ``Error at offset N, skipping. <message>`` when it cannot be decoded."""
+    from broker.remote_log.metadata_serde import deserialize
+
+    if record.value is None:
+        return None, f"Error at offset {record.offset}, skipping. {_NULL_VALUE_NPE}"
+    try:
+        return None, remote_log_metadata_text(deserialize(bytes(record.value)))
+    except ValueError as exc:  # RemoteLogMetadataParseError, or a value the metadata classes refuse
+        return None, f"Error at offset {record.offset}, skipping. {exc}"

@@ -9,7 +9,7 @@ import shutil
 import subprocess
 import uuid
 from pathlib import Path
-from typing import Dict, List
+from typing import Dict, List, Optional
 
 from broker.protocol.records.builder import build_batch
 from broker.storage.config import LogConfig
@@ -20,7 +20,9 @@ from broker.storage.remote.metadata import (
     RemotePartitionDeleteMetadata, RemotePartitionDeleteState, TopicIdPartition, random_uuid, uuid_to_string,
 )
 from tests.harness.kafka import kafka_classpath
+from tests.harness.cluster_ops import run_kafka_tool
 from tests.harness.kafka_dump import dump_segments
+from tests.integration.tools.kafka_tools import run_tool
 
 CHECKER = Path(__file__).resolve().parents[2] / "harness" / "java" / "RemoteLogMetadataCheck.java"
 
@@ -101,3 +103,28 @@ def test_dump_log_segments_decodes_a_metadata_partition(tmp_path: Path) -> None:
         kinds[kind] = kinds.get(kind, 0) + 1
     assert kinds == {"RemoteLogSegmentMetadata": 40, "RemoteLogSegmentMetadataUpdate": 40,
                      "RemotePartitionDeleteMetadata": 40}
+
+
+def test_kafka_dump_log_prints_what_kafkas_tool_prints(tmp_path: Path) -> None:
+    """bin/kafka-dump-log.sh --remote-log-metadata-decoder over a metadata partition segment the project's Log wrote
+    (every kind of value, a value with custom metadata, a tombstone, values Kafka's serde refuses): the same stdout
+    as Kafka 3.9.1's DumpLogSegments, byte for byte."""
+    samples = _samples(random.Random(11))
+    values: List[Optional[bytes]] = [serde.serialize(md) for md in samples[:30]]
+    good = values[0]
+    assert good is not None
+    values += [None, b"\x00\x00\x00", b"\x01\x07\x00", b"\x01\x00\x05", good + b"\x00", b"\x02\x00\x00", good[:9]]
+    log = Log.open(str(tmp_path / "__remote_log_metadata-0"), LogConfig(), time=lambda: 1_700_000_000.0)
+    for i in range(0, len(values), 6):
+        log.append_as_leader(bytearray(build_batch([(None, v, [], 1_700_000_000_000) for v in values[i:i + 6]])), 0)
+    log.flush()
+    segment = Path(log.segments[0].path)
+    log.close()
+    args = ["--remote-log-metadata-decoder", "--files", str(segment)]
+    kafka = run_kafka_tool("kafka.tools.DumpLogSegments", args)
+    ours = run_tool("dump-log", *args)
+    assert kafka.returncode == 0, kafka.stderr[-3000:]
+    assert kafka.stdout.count("Error at offset") == 7, kafka.stdout
+    assert "customMetadata=Optional[CustomMetadata{" in kafka.stdout
+    assert (ours.code, ours.stderr) == (0, ""), ours.stderr
+    assert ours.lines() == kafka.stdout.splitlines()

@@ -198,9 +198,8 @@ def test_dump_log_options_and_refusals() -> None:
     assert _option_names(ours.stderr) == _option_names(theirs.stderr)
     missing = run_tool("dump-log")
     assert missing.code == 1 and missing.stderr.startswith('Missing required argument "[files]"')
-    for refused in ("--cluster-metadata-decoder", "--remote-log-metadata-decoder"):
-        r = run_tool("dump-log", "--files", "/nonexistent.log", refused)
-        assert r.code == 1 and "not supported by this broker's tools" in r.stderr, r.stderr
+    r = run_tool("dump-log", "--files", "/nonexistent.log", "--cluster-metadata-decoder")
+    assert r.code == 1 and "not supported by this broker's tools" in r.stderr, r.stderr
     r = run_tool("dump-log", "--files", "/nonexistent.log", "--value-decoder-class", "com.example.Custom")
     assert r.code == 1 and "com.example.Custom is not supported" in r.stderr, r.stderr
 

@@ -722,15 +722,16 @@ class Log:
             return LogAppendInfo(-1, -1, -1, self._log_start_offset)
         now = int(self._time() * 1000)  # _now_ms
         config = self.config
+        records_checked: frozenset[int] = frozenset()
         if config.compression_type != "producer":
-            converted = recompress_if_needed(buf, batches, config.compression_type)
+            converted = recompress_if_needed(buf, batches, config.compression_type, config.compact)
             if converted is not None:
-                buf = converted
-                batches = parse_batches(buf)
+                buf, records_checked = converted
+                batches = parse_batches(buf, False)  # built here: CRCs computed, rebuilt records already walked
                 null_keys = None
         (_, appended, first_offset, last_offset, max_timestamp, offset_of_max_timestamp, num_records,
          valid_bytes) = validate_and_assign_offsets(buf, batches, self._leo, leader_epoch, config, now,
-                                                    is_from_client, null_keys)
+                                                    is_from_client, null_keys, records_checked)
         updates: Optional[dict[int, ProducerAppendInfo]] = None
         completed: list[CompletedTxn] = []
         if len(batches) > 1 or batches[0].producer_id >= 0:  # else no producer state to check or keep

@@ -62,7 +62,8 @@ def _batch_records(buf: "bytearray | memoryview", info: BatchInfo) -> list:
 
 def validate_and_assign_offsets(buf: "bytearray | memoryview", batches: list[BatchInfo], next_offset: int,
                                 leader_epoch: int, config: LogConfig, now_ms: int, is_from_client: bool,
-                                null_keys: Optional[dict[int, list[int]]] = None) -> ValidatedBatches:
+                                null_keys: Optional[dict[int, list[int]]] = None,
+                                records_checked: frozenset[int] = frozenset()) -> ValidatedBatches:
     """Apply Kafka's per-batch validation rules, then stamp offsets/epoch (and LogAppendTime) in place.
 
     Every batch passes the rules before any is stamped (one native pass stamps them all): a rejected append leaves
@@ -71,7 +72,8 @@ def validate_and_assign_offsets(buf: "bytearray | memoryview", batches: list[Bat
     the NamedTuple's Python-level ``__new__``.
 
     ``null_keys``: what ``parse_batches`` found of a compacted topic's uncompressed batches (None when it was not
-    asked, e.g. the topic became compacted since: then they are walked here).
+    asked, e.g. the topic became compacted since: then they are walked here). ``records_checked``: positions of
+    batches whose records were already walked (rebuilt by :func:`recompress_if_needed`): not decompressed again.
     """
     max_bytes = config.max_message_bytes
     segment_bytes = config.segment_bytes
@@ -99,7 +101,9 @@ def validate_and_assign_offsets(buf: "bytearray | memoryview", batches: list[Bat
                 raise InvalidRecordError("clients are not allowed to write control records")
             if producer_id >= 0 and base_sequence < 0:
                 raise InvalidRecordError("invalid sequence %d for producer %d" % (base_sequence, producer_id))
-        if compact and not attributes & CONTROL_MASK:
+        if records_checked and info[0] in records_checked:
+            pass
+        elif compact and not attributes & CONTROL_MASK:
             if null_keys is not None and not attributes & COMPRESSION_MASK:
                 missing = null_keys.get(info[0])
                 if missing:
@@ -163,12 +167,22 @@ def target_codec(compression_type: str) -> int:
     return TOPIC_CODECS.get(compression_type.strip().lower(), -1)
 
 
-def recompress_if_needed(buf: "bytearray | memoryview", batches: list[BatchInfo], compression_type: str
-                         ) -> bytearray | None:
+class Recompressed(NamedTuple):
+    """What :func:`recompress_if_needed` built: the new buffer and the positions in it of the batches it rebuilt
+    (their records were walked, and a compacted topic's keys checked, while they were rebuilt)."""
+
+    buf: bytearray
+    rebuilt: frozenset[int]
+
+
+def recompress_if_needed(buf: "bytearray | memoryview", batches: list[BatchInfo], compression_type: str,
+                         keys_required: bool = False) -> Optional[Recompressed]:
     """Rebuild batches whose codec differs from the topic's compression.type; None when none do.
 
-    This is the only per-record path on append, as in Kafka (which also recompresses then).
-    Producer id/epoch/sequence, transactional flag and CreateTime timestamps are kept.
+    This is the only per-record path on append, as in Kafka (which also recompresses then). Each rebuilt batch is
+    decompressed once: the walk that builds it is its record check (``keys_required``: a compacted topic's records
+    without a key are refused here), so :func:`validate_and_assign_offsets` skips those positions. Producer
+    id/epoch/sequence, transactional flag and CreateTime timestamps are kept.
     """
     if compression_type == "producer":  # the default: nothing to look at
         return None
@@ -178,13 +192,19 @@ def recompress_if_needed(buf: "bytearray | memoryview", batches: list[BatchInfo]
     from broker.protocol.records.builder import build_batch
 
     out = bytearray()
+    rebuilt: list[int] = []
     for info in batches:
         raw = memoryview(buf)[info.position:info.position + info.size]
         if info.compression == codec or info.is_control:
             out += raw
             continue
         recs = _batch_records(buf, info)
+        if keys_required:
+            missing = [i for i, r in enumerate(recs) if r.key is None]
+            if missing:
+                _refuse_null_keys(missing)
+        rebuilt.append(len(out))
         out += build_batch([(r.key, r.value, r.headers, r.timestamp) for r in recs], compression=codec,
                            producer_id=info.producer_id, producer_epoch=info.producer_epoch,
                            base_sequence=info.base_sequence, is_transactional=info.is_transactional)
-    return out
+    return Recompressed(out, frozenset(rebuilt))

@@ -2,67 +2,25 @@
 ``LocalTieredStorage`` layout in a directory the brokers share: segments roll and are copied by the leader, local
 segments past local.retention go, a stock consumer (confluent-kafka) reads every record from offset 0 across the
 remote/local boundary; the leader is killed (-9) and the new leader continues copying from the metadata
-(``__remote_log_metadata``) without copying any segment again."""
+(``__remote_log_metadata``) without copying again what was copied (only the segment holding the first offset
+not copied yet may overlap, as in Kafka: replicas roll their segments at their own points) and without a gap."""
 from __future__ import annotations
 
-import re
-import time
-import uuid
 from pathlib import Path
-from typing import Callable, Dict, List, Tuple
+from typing import Callable, List
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-
+from tests.harness.tiered import LOCAL_TIERED_STORAGE, assert_copies_continue, local_segments, remote_ranges
+from tests.harness.tiered import consume_numbered as _consume_all
+from tests.harness.tiered import produce_numbered as _produce
+from tests.harness.tiered import remote_segments as _remote_segments
 from tests.integration.cluster.conftest import ClusterView, wait_for
 from tools.cluster import LocalCluster
 
-LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
 SEGMENT_BYTES = 16 * 1024
-VALUE = 200
-
-
-def _remote_segments(remote: Path) -> Dict[str, Tuple[int, int]]:
-    """segment id -> (start offset, size) of every segment LocalTieredStorage holds."""
-    out: Dict[str, Tuple[int, int]] = {}
-    for f in remote.rglob("*.log"):
-        m = re.match(r"(\d{20})-(.+)\.log$", f.name)
-        if m:
-            out[m.group(2)] = (int(m.group(1)), f.stat().st_size)
-    return out
 
 
 def _local_segments(cluster: LocalCluster, broker_id: int, topic: str) -> List[int]:
-    d = cluster.brokers[broker_id].log_dir / f"{topic}-0"
-    return sorted(int(f.stem) for f in d.glob("*.log")) if d.exists() else []
-
-
-def _produce(bootstrap: str, topic: str, start: int, n: int) -> None:
-    p = Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 4096,
-                  "enable.idempotence": True})
-    for i in range(start, start + n):
-        p.produce(topic, key=b"%d" % i, value=b"%08d" % i + b"x" * (VALUE - 8))
-        if i % 500 == 0:
-            p.poll(0)
-    assert p.flush(60) == 0
-
-
-def _consume_all(bootstrap: str, topic: str, n: int, timeout_s: float = 90) -> List[int]:
-    c = Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
-                  "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.max.bytes": 1 << 20})
-    c.assign([TopicPartition(topic, 0, 0)])
-    seen: List[int] = []
-    deadline = time.monotonic() + timeout_s
-    try:
-        while len(seen) < n and time.monotonic() < deadline:
-            m = c.poll(1.0)
-            if m is None:
-                continue
-            assert m.error() is None, m.error()
-            assert m.offset() == len(seen), (m.offset(), len(seen))
-            seen.append(int(m.value()[:8]))
-    finally:
-        c.close()
-    return seen
+    return local_segments(cluster.brokers[broker_id].log_dir, topic)
 
 
 def test_tiered_topic_copies_deletes_locally_reads_back_and_survives_leader_kill(
@@ -97,18 +55,13 @@ def test_tiered_topic_copies_deletes_locally_reads_back_and_survives_leader_kill
     # a stock consumer reads every record from offset 0, most of them from remote storage
     assert _consume_all(cluster.bootstrap, topic, n1) == list(range(n1))
 
-    before = _remote_segments(remote)
-    starts = sorted(s for s, _ in before.values())
-    assert len(starts) == len(set(starts)), "a segment was copied twice"
+    before = remote_ranges(remote)
+    assert_copies_continue({}, before)
 
     # kill -9 the leader: the new leader continues from the metadata, no segment is copied again
     cluster.brokers[leader].kill()
     wait_for(lambda: view.partitions(topic)[0][0] not in (-1, leader), 60, "a new leader")
     _produce(cluster.bootstrap, topic, n1, 1000)
     wait_for(lambda: len(_remote_segments(remote)) >= len(before) + 8, 90, "the new leader copies new segments")
-    after = _remote_segments(remote)
-    assert set(before) <= set(after)
-    starts_after = sorted(s for s, _ in after.values())
-    assert len(starts_after) == len(set(starts_after)), "a segment was copied again after the leader change"
-    assert min(s for k, (s, _) in after.items() if k not in before) > max(starts), "a gap or an overlap"
+    assert_copies_continue(before, remote_ranges(remote))
     assert _consume_all(cluster.bootstrap, topic, n1 + 1000) == list(range(n1 + 1000))

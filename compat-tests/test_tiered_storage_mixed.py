@@ -11,7 +11,9 @@ Each kind is judged by the other:
   and producer snapshot our broker copied): it does not fetch from offset 0;
 - Kafka, leader again, continues from our metadata and serves the segments ours copied;
 - ListOffsets -4 (EARLIEST_LOCAL_TIMESTAMP) and -5 (LATEST_TIERED_TIMESTAMP) from each kind while it leads: the
-  leader's first local segment, and the last copied offset.
+  leader's first local segment, and the last copied offset;
+- Kafka's DumpLogSegments ``--remote-log-metadata-decoder`` decodes ``__remote_log_metadata`` as both kinds wrote
+  it, and the project's kafka-dump-log prints the same lines.
 """
 from __future__ import annotations
 
@@ -24,11 +26,13 @@ import pytest
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from tests.harness.cluster_ops import run_kafka_tool
 from tests.harness.mixed_cluster import MixedCluster
 from tests.harness.tiered import (EARLIEST_LOCAL, LATEST_TIERED, LOCAL_TIERED_STORAGE, assert_copies_continue,
                                   consume_numbered, list_offset, local_segments, produce_numbered, remote_end_offset,
                                   remote_ranges, remote_segments)
 from tests.harness.waiting import wait_for
+from tests.integration.tools.kafka_tools import run_tool
 
 KAFKA, OURS, OTHER = 2, 0, 1
 SEGMENT_BYTES = 16 * 1024
@@ -152,3 +156,19 @@ def test_kafka_and_our_brokers_share_one_tiered_topic(cluster: Callable[[Path], 
     assert_copies_continue(by_ours, remote_ranges(remote))
     check_list_offsets(c, KAFKA, topic, remote)
     assert consume_numbered(c[KAFKA].bootstrap, topic, 5000) == list(range(5000))
+
+    # 5. __remote_log_metadata, written by both kinds' metadata managers: Kafka's DumpLogSegments decodes every
+    #    record of our replica's segments, and kafka-dump-log prints the same lines
+    segments = []
+    for f in sorted((c[OURS].log_dir).glob("__remote_log_metadata-*/*.log")):  # copied: both tools read the same bytes
+        copy = tmp_path / "rlmm" / f.parent.name / f.name
+        copy.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(f, copy)
+        segments.append(copy)
+    assert segments, "no __remote_log_metadata segment in our broker's log directory"
+    args = ["--remote-log-metadata-decoder", "--files", ",".join(str(f) for f in segments)]
+    kafka = run_kafka_tool("kafka.tools.DumpLogSegments", args)
+    assert kafka.returncode == 0 and "Error at offset" not in kafka.stdout, kafka.stdout[-3000:] + kafka.stderr
+    assert kafka.stdout.count("RemoteLogSegmentMetadataUpdate{") >= len(by_ours)  # copies finished long before
+    ours = run_tool("dump-log", *args)
+    assert ours.code == 0 and ours.lines() == kafka.stdout.splitlines(), ours.stderr

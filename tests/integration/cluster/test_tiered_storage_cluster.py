@@ -3,13 +3,19 @@
 segments past local.retention go, a stock consumer (confluent-kafka) reads every record from offset 0 across the
 remote/local boundary; the leader is killed (-9) and the new leader continues copying from the metadata
 (``__remote_log_metadata``) without copying again what was copied (only the segment holding the first offset
-not copied yet may overlap, as in Kafka: replicas roll their segments at their own points) and without a gap."""
+not copied yet may overlap, as in Kafka: replicas roll their segments at their own points) and without a gap; the
+killed broker, restarted with its partition directory wiped, rebuilds from the remote state instead of fetching
+from offset 0; a lowered retention.ms expires the remote segments and moves the log start."""
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 from typing import Callable, List
 
-from tests.harness.tiered import LOCAL_TIERED_STORAGE, assert_copies_continue, local_segments, remote_ranges
+from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
+
+from tests.harness.tiered import (LOCAL_TIERED_STORAGE, assert_copies_continue, list_offset, local_segments,
+                                  remote_ranges)
 from tests.harness.tiered import consume_numbered as _consume_all
 from tests.harness.tiered import produce_numbered as _produce
 from tests.harness.tiered import remote_segments as _remote_segments
@@ -65,3 +71,21 @@ def test_tiered_topic_copies_deletes_locally_reads_back_and_survives_leader_kill
     wait_for(lambda: len(_remote_segments(remote)) >= len(before) + 8, 90, "the new leader copies new segments")
     assert_copies_continue(before, remote_ranges(remote))
     assert _consume_all(cluster.bootstrap, topic, n1 + 1000) == list(range(n1 + 1000))
+
+    # the killed broker comes back with its partition directory wiped: it rebuilds from the new leader's remote
+    # state (OFFSET_MOVED_TO_TIERED_STORAGE, then Kafka's TierStateMachine) instead of fetching from offset 0
+    shutil.rmtree(cluster.brokers[leader].log_dir / f"{topic}-0")
+    cluster.brokers[leader].start()
+    wait_for(lambda: leader in view.partitions(topic)[0][2], 90, "the wiped broker back in the ISR")
+    rebuilt = _local_segments(cluster, leader, topic)
+    assert rebuilt and rebuilt[0] > 0, f"the wiped broker fetched from offset 0: {rebuilt}"
+
+    # remote expiry: retention.ms lowered, every segment past it goes from remote storage and the log start moves
+    copied_end = max(end for _, end in remote_ranges(remote).values())
+    retention = ConfigResource(ConfigResource.Type.TOPIC, topic, incremental_configs=[
+        ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
+    view.admin.incremental_alter_configs([retention])[retention].result(30)
+    wait_for(lambda: not remote_ranges(remote), 90, "remote segments past retention.ms deleted")
+    current_leader = view.partitions(topic)[0][0]
+    err, earliest, _ = list_offset(cluster.brokers[current_leader].bootstrap, topic, -2)
+    assert err == 0 and earliest > copied_end, (err, earliest, copied_end)

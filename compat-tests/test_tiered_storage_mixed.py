@@ -12,6 +12,7 @@ Each kind is judged by the other:
 - Kafka, leader again, continues from our metadata and serves the segments ours copied;
 - ListOffsets -4 (EARLIEST_LOCAL_TIMESTAMP) and -5 (LATEST_TIERED_TIMESTAMP) from each kind while it leads: the
   leader's first local segment, and the last copied offset;
+- both kinds answer alike the topic changes KIP-950 brings (refused in ZooKeeper mode) and remote.storage.enable=false;
 - Kafka's DumpLogSegments ``--remote-log-metadata-decoder`` decodes ``__remote_log_metadata`` as both kinds wrote
   it, and the project's kafka-dump-log prints the same lines.
 """
@@ -20,13 +21,14 @@ from __future__ import annotations
 import shutil
 import uuid
 from pathlib import Path
-from typing import Callable, Dict, Iterator, List, Set
+from typing import Any, Callable, Dict, Iterator, List, Optional, Set, Tuple
 
 import pytest
-from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka import ElectionType, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.harness.cluster_ops import run_kafka_tool
+from broker.protocol.api import ApiKey
+from tests.harness.cluster_ops import call, run_kafka_tool
 from tests.harness.mixed_cluster import MixedCluster
 from tests.harness.tiered import (EARLIEST_LOCAL, LATEST_TIERED, LOCAL_TIERED_STORAGE, assert_copies_continue,
                                   consume_numbered, list_offset, local_segments, produce_numbered, remote_end_offset,
@@ -104,6 +106,16 @@ def check_list_offsets(c: MixedCluster, leader: int, topic: str, remote: Path) -
              f"-5 offset, -5 epoch, last remote offset]: {seen}")
 
 
+def alter_topic(bootstrap: str, topic: str, configs: Dict[str, str]) -> Tuple[int, Optional[str]]:
+    """IncrementalAlterConfigs (SET) of a topic's keys at one broker, validate_only: (error code, message)."""
+    r: Any = call(bootstrap, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {"resources": [{
+        "resource_type": 2, "resource_name": topic,
+        "configs": [{"name": k, "config_operation": 0, "value": v} for k, v in configs.items()]}],
+        "validate_only": True})
+    (resource,) = r.responses
+    return resource.error_code, resource.error_message
+
+
 def test_kafka_and_our_brokers_share_one_tiered_topic(cluster: Callable[[Path], MixedCluster],
                                                       tmp_path: Path) -> None:
     remote = tmp_path / "remote"
@@ -127,6 +139,15 @@ def test_kafka_and_our_brokers_share_one_tiered_topic(cluster: Callable[[Path], 
     assert_copies_continue({}, by_kafka)
     check_list_offsets(c, KAFKA, topic, remote)
 
+    # KIP-950's keys are refused in ZooKeeper mode, alike by both kinds (remote.storage.enable=false alone is
+    # accepted by Kafka 3.9.1 in ZooKeeper mode: ours too)
+    for change in ({"remote.log.copy.disable": "true"}, {"remote.log.delete.on.disable": "true"},
+                   {"remote.storage.enable": "false"},
+                   {"remote.storage.enable": "false", "remote.log.delete.on.disable": "true"}):
+        answers = {c.kind(b): alter_topic(c[b].bootstrap, topic, change) for b in (KAFKA, OURS)}
+        kip950 = "remote.log.copy.disable" in change or "remote.log.delete.on.disable" in change
+        assert answers["ours"] == answers["kafka"] and (answers["kafka"][0] != 0) == kip950, (change, answers)
+
     # 2. Kafka's broker stops: ours leads, continues from Kafka's metadata, serves Kafka's copies
     c[KAFKA].stop()  # SIGTERM: controlled shutdown (the JVM exits 143)
     assert not c[KAFKA].is_alive()
@@ -148,8 +169,16 @@ def test_kafka_and_our_brokers_share_one_tiered_topic(cluster: Callable[[Path], 
         f"Kafka's broker fetched from offset 0 instead of starting after the remote segments: {kafka_local}"
 
     # 4. Kafka leads again: it continues from our metadata and serves the segments ours copied
-    result = admin.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
-    assert all(e is None for e in result.values()), result
+    def elected() -> bool:
+        """A fresh admin client each time: the controller moved twice since the first one read the metadata (a
+        broker that is not the controller answers NOT_CONTROLLER, as Kafka's ZooKeeper-mode brokers do)."""
+        fresh = AdminClient({"bootstrap.servers": c.bootstrap})
+        try:
+            result = fresh.elect_leaders(ElectionType.PREFERRED, [TopicPartition(topic, 0)]).result(30)
+        except KafkaException:
+            return False
+        return all(e is None for e in result.values())
+    wait_for(elected, 60, "a preferred leader election to succeed")
     wait_for(lambda: leader_of(c, topic) == KAFKA, 60, "Kafka's broker to lead again")
     produce_numbered(c.bootstrap, topic, 4000, 1000)
     wait_for(lambda: len(remote_segments(remote)) >= len(by_ours) + 8, 90, "Kafka's leader to copy new segments")

@@ -12,12 +12,15 @@ Each kind is judged by the other:
 - Kafka, leader again, continues from our metadata and serves the segments ours copied;
 - ListOffsets -4 (EARLIEST_LOCAL_TIMESTAMP) and -5 (LATEST_TIERED_TIMESTAMP) from each kind while it leads: the
   leader's first local segment, and the last copied offset;
+- kafka-topics, kafka-configs and kafka-log-dirs print what Kafka's tools print for the tiered topic, and each
+  kind reports its local size only in DescribeLogDirs;
 - both kinds answer alike the topic changes KIP-950 brings (refused in ZooKeeper mode) and remote.storage.enable=false;
 - Kafka's DumpLogSegments ``--remote-log-metadata-decoder`` decodes ``__remote_log_metadata`` as both kinds wrote
   it, and the project's kafka-dump-log prints the same lines.
 """
 from __future__ import annotations
 
+import json
 import shutil
 import uuid
 from pathlib import Path
@@ -34,7 +37,7 @@ from tests.harness.tiered import (EARLIEST_LOCAL, LATEST_TIERED, LOCAL_TIERED_ST
                                   consume_numbered, list_offset, local_segments, produce_numbered, remote_end_offset,
                                   remote_ranges, remote_segments)
 from tests.harness.waiting import wait_for
-from tests.integration.tools.kafka_tools import run_tool
+from tests.integration.tools.kafka_tools import run_kafka_batch, run_tool
 
 KAFKA, OURS, OTHER = 2, 0, 1
 SEGMENT_BYTES = 16 * 1024
@@ -138,6 +141,33 @@ def test_kafka_and_our_brokers_share_one_tiered_topic(cluster: Callable[[Path], 
     by_kafka = remote_ranges(remote)
     assert_copies_continue({}, by_kafka)
     check_list_offsets(c, KAFKA, topic, remote)
+
+    # the tools show a tiered topic as Kafka's do (same cluster, same moment: the same text), and every broker
+    # reports its local size only in DescribeLogDirs
+    commands = [("topics", ["--bootstrap-server", c.bootstrap, "--describe", "--topic", topic]),
+                ("configs", ["--bootstrap-server", c.bootstrap, "--describe", "--entity-type", "topics",
+                             "--entity-name", topic]),
+                ("log-dirs", ["--bootstrap-server", c.bootstrap, "--describe", "--topic-list", topic,
+                              "--broker-list", f"{KAFKA},{OURS}"])]
+    seen: List[object] = []
+
+    def tools_agree() -> bool:
+        """Compared until a moment without a local segment deletion between the runs (local.retention.ms is 1 s)."""
+        theirs = run_kafka_batch([(name, args, None) for name, args in commands])
+        ours = [run_tool(name, *args) for name, args in commands]
+        seen[:] = [[(r.code, r.stdout, r.stderr[-500:]) for r in runs] for runs in (ours, theirs)]
+        if [(r.code, r.stdout) for r in ours] != [(r.code, r.stdout) for r in theirs] or theirs[2].code != 0:
+            return False
+        described = json.loads(theirs[2].stdout.splitlines()[-1])
+        for entry in described["brokers"]:
+            (partition,) = [p for d in entry["logDirs"] for p in d["partitions"] if p["partition"] == f"{topic}-0"]
+            local = sum(f.stat().st_size for f in (c[entry["broker"]].log_dir / f"{topic}-0").glob("*.log"))
+            if partition["size"] != local:
+                seen.append((entry["broker"], partition, local))
+                return False
+        return True
+    wait_for(tools_agree, 60, "our tools to print what Kafka's print, with each broker's local size",
+             detail=lambda: f"last [ours, Kafka's] runs: {seen}")
 
     # KIP-950's keys are refused in ZooKeeper mode, alike by both kinds (remote.storage.enable=false alone is
     # accepted by Kafka 3.9.1 in ZooKeeper mode: ours too)

@@ -32,12 +32,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-import psutil
 
 from tests.harness.broker_process import BrokerProcess
 from tests.harness.kafka import KAFKA_LIBS
 from tests.harness.zookeeper import ZooKeeperServer
 from tools import consumer_perf, producer_perf
+from tools.bench.process_cpu import tree_cpu_seconds
 from tools.cluster import ROOT, free_port
 
 PEERS = ("kafka", "tansu")
@@ -83,15 +83,7 @@ def check_peer_installed(name: str) -> None:
 
 def cpu_seconds(pid: int) -> float:
     """User+system CPU of a process and its live children (our broker starts from a shell script)."""
-    proc = psutil.Process(pid)
-    total = 0.0
-    for p in [proc, *proc.children(recursive=True)]:
-        try:
-            t = p.cpu_times()
-        except psutil.NoSuchProcess:
-            continue
-        total += t.user + t.system
-    return total
+    return tree_cpu_seconds(pid)
 
 
 def ratio(ours: float, peer: float) -> float:

@@ -25,7 +25,6 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
@@ -35,6 +34,7 @@ from tests.harness.kafka import RealKafkaBroker
 from tests.harness.security import ADMIN, ADMIN_PW, ALICE, ALICE_PW, SecurityPki, make_pki, plain_jaas, scram_jaas
 from tests.integration.security.conftest import add_scram_user
 from tools import producer_perf
+from tools.bench.process_cpu import broker_cpu_seconds
 from tools.cluster import BrokerProcess, ZooKeeperProcess, free_port
 
 LISTENERS = ("PLAINTEXT", "SSL", "SASL_SSL")
@@ -72,17 +72,7 @@ class Subject:
             self.broker.kill()
 
     def cpu_seconds(self) -> float:
-        proc = getattr(self.broker, "proc", None)
-        if proc is None or proc.poll() is not None:
-            return 0.0
-        total = 0.0
-        try:
-            for p in [psutil.Process(proc.pid)] + psutil.Process(proc.pid).children(recursive=True):
-                t = p.cpu_times()
-                total += t.user + t.system
-        except psutil.NoSuchProcess:
-            pass
-        return total
+        return broker_cpu_seconds(self.broker)
 
     def client(self, listener: str) -> Dict[str, str]:
         conf = {"bootstrap.servers": f"127.0.0.1:{self.ports[listener]}", "security.protocol": listener}

@@ -25,13 +25,13 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-import psutil
 from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.harness.kafka import RealKafkaBroker
 from tests.harness.tiered import LOCAL_TIERED_STORAGE, remote_end_offset
 from tools import producer_perf
+from tools.bench.process_cpu import broker_cpu_seconds
 from tools.cluster import BrokerProcess, ZooKeeperProcess, free_port
 
 RECORD = 1000
@@ -69,17 +69,7 @@ class Subject:
         self.bootstrap = f"127.0.0.1:{port}"
 
     def cpu_seconds(self) -> float:
-        proc = getattr(self.broker, "proc", None)
-        if proc is None or proc.poll() is not None:
-            return 0.0
-        total = 0.0
-        try:
-            for p in [psutil.Process(proc.pid)] + psutil.Process(proc.pid).children(recursive=True):
-                t = p.cpu_times()
-                total += t.user + t.system
-        except psutil.NoSuchProcess:
-            pass
-        return total
+        return broker_cpu_seconds(self.broker)
 
     def remote_bytes(self) -> int:
         return sum(f.stat().st_size for f in self.remote.rglob("*") if f.is_file())

@@ -31,11 +31,11 @@ import uuid
 from pathlib import Path
 from typing import Any, Dict, List, Optional
 
-import psutil
 from confluent_kafka import Consumer, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from tests.harness.kafka import RealKafkaBroker
+from tools.bench.process_cpu import broker_cpu_seconds
 from tools.cluster import BrokerProcess, ZooKeeperProcess, free_port
 
 RECORD = b"x" * 100
@@ -69,17 +69,7 @@ class Subject:
             self.broker.kill()
 
     def cpu_seconds(self) -> float:
-        proc = getattr(self.broker, "proc", None)
-        if proc is None or proc.poll() is not None:
-            return 0.0
-        total = 0.0
-        try:
-            for p in [psutil.Process(proc.pid)] + psutil.Process(proc.pid).children(recursive=True):
-                t = p.cpu_times()
-                total += t.user + t.system
-        except psutil.NoSuchProcess:
-            pass
-        return total
+        return broker_cpu_seconds(self.broker)
 
 
 def create_topic(bootstrap: str, name: str) -> None:

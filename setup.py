@@ -41,7 +41,7 @@ def packages() -> list:
 
 #: the generated codecs are ~30 MB of straight-line C: -O1 without debug info halves the decode time of -O0 and
 #: compiles in a fraction of -O3 -g's time (which takes over 5 minutes)
-#: BROKER_CODEC_CFLAGS overrides them for a build whose speed does not matter (the editable-install test: "-O0 -g0"
+#: BROKER_CODEC_CFLAGS overrides them for a build whose speed does not matter (the packaging tests: "-O0 -g0"
 #: compiles in a fifth of the time)
 CODEC_CFLAGS = os.environ.get("BROKER_CODEC_CFLAGS", "-O1 -g0").split()
 

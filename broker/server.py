@@ -71,6 +71,7 @@ from broker.storage.config import LogConfig
 from broker.storage.log_dir_check import unusable_log_dirs
 from broker.storage.log_manager import LogManager
 from broker.util.broker_channel import BrokerChannel, BrokerNode
+from broker.util.clock import SYSTEM_CLOCK
 from broker.util import runtime_tuning
 from broker.util.executor import NamedExecutor
 from broker.util.fd_budget import (
@@ -474,7 +475,7 @@ class BrokerServer:
     def _make_log_manager(self, default_log_config: LogConfig, cluster_id: str) -> Any:
         cfg = self.config.current
         return LogManager(cfg.log_dirs, default_log_config, broker_id=self.broker_id, cluster_id=cluster_id,
-                          initial_offline_dirs=self._initial_offline_dirs,
+                          clock=SYSTEM_CLOCK, initial_offline_dirs=self._initial_offline_dirs,
                           retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
                           initial_task_delay_ms=cfg.get("log.initial.task.delay.ms"),
                           flush_check_interval_ms=cfg.get("log.flush.scheduler.interval.ms"),

@@ -329,7 +329,7 @@ def test_index_emptied_by_truncation_is_not_read_back_after_a_clean_restart(tmp_
     from broker.storage.log import Log
     cfg = LogConfig(index_interval_bytes=150)
     path = os.path.join(str(tmp_path), "t-0")
-    log = Log.open(path, cfg, time=clock)
+    log = Log.open(path, cfg, clock=clock)
     for _ in range(3):
         log.append_as_leader(batch(1), 0)  # 89 bytes each: one index entry, for the 3rd batch
     log.truncate_to(0)
@@ -337,7 +337,7 @@ def test_index_emptied_by_truncation_is_not_read_back_after_a_clean_restart(tmp_
         log.append_as_leader(batch(1), 0)  # no index entry
     log.close()
     assert os.path.getsize(files.file_path(path, 0, files.INDEX_SUFFIX)) == 0
-    log = Log.open(path, cfg, time=clock, clean_shutdown=True, recovery_point=2)
+    log = Log.open(path, cfg, clock=clock, clean_shutdown=True, recovery_point=2)
     try:
         assert log.log_end_offset == 2
         assert log.append_as_leader(batch(1), 0).first_offset == 2

@@ -260,7 +260,7 @@ class BrokerServer:
         self.txn_coordinator.start()
         rm.add_leadership_listener(self.txn_coordinator)
         self.controller = KafkaController(ControllerConfig.from_kafka_config(cfg, self.broker_id), zk,
-                                          self._channel, loop)
+                                          self._channel, loop, clock=SYSTEM_CLOCK)
         self.token_manager = DelegationTokenManager(TokenConfig.from_config(cfg.get), zk, self.zk_calls,
                                                     self.token_cache, self.controller)
         self.dispatcher = RequestDispatcher(self._build_registry(), self.throttler,
@@ -427,7 +427,7 @@ class BrokerServer:
                                          self._controller_node)
         assert self.zk is not None
         return ZkAlterPartitionManager(self.broker_id, self.zk, self.zk_calls,
-                                       lambda: self._replicas().controller_epoch)
+                                       lambda: self._replicas().controller_epoch, clock=SYSTEM_CLOCK)
 
     async def _allocate_producer_ids(self) -> Tuple[int, int]:
         """The next producer-id block: from the controller at IBP >= 3.0 (KIP-730), else from ZooKeeper."""

@@ -262,7 +262,7 @@ class BrokerServer:
         self.controller = KafkaController(ControllerConfig.from_kafka_config(cfg, self.broker_id), zk,
                                           self._channel, loop, clock=SYSTEM_CLOCK)
         self.token_manager = DelegationTokenManager(TokenConfig.from_config(cfg.get), zk, self.zk_calls,
-                                                    self.token_cache, self.controller)
+                                                    self.token_cache, self.controller, clock=SYSTEM_CLOCK)
         self.dispatcher = RequestDispatcher(self._build_registry(), self.throttler,
                                             self.metrics_endpoint.requests if self.metrics_endpoint else None)
         self.dynamic_config.add_topic_overrides_listener(self._on_topic_overrides)
@@ -277,7 +277,8 @@ class BrokerServer:
         self.socket_server = SocketServer(self.dispatcher, listeners, cfg.get("socket.request.max.bytes"),
                                           cfg.get("socket.send.buffer.bytes"), cfg.get("socket.receive.buffer.bytes"),
                                           self._connection_limits(),
-                                          DescriptorBudget(lambda: int(self.config.current.get("broker.fd.reserve"))),
+                                          DescriptorBudget(lambda: int(self.config.current.get("broker.fd.reserve")),
+                                                           clock=SYSTEM_CLOCK),
                                           listen_backlog=int(cfg.get("socket.listen.backlog.size")),
                                           connections_max_idle_ms=int(cfg.get("connections.max.idle.ms")))
         # Ports are bound now (the registration advertises them); requests are processed only once registered,

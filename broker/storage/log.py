@@ -77,6 +77,7 @@ LATEST_TIERED_TIMESTAMP = -5
 NO_TIMESTAMP = -1
 
 Scheduler = Callable[[float, Callable[[], None]], None]
+SwapHook = Callable[[str], None]
 
 
 class _SecondsClock(SystemClock):
@@ -91,7 +92,6 @@ class _SecondsClock(SystemClock):
     def mono_ms(self) -> int:
         return int(self._time() * 1000)
 
-SwapHook = Callable[[str], None]
 
 # ``<base>.swapend``: the end offset of the segment group a committed cleaner swap replaces (text).
 SWAP_END_SUFFIX = ".swapend"
@@ -211,8 +211,8 @@ class Log:
     # ------------------------------------------------------------------ opening
     @classmethod
     def open(cls, dir_path: str, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
-             clean_shutdown: bool = False, clock: Clock = SYSTEM_CLOCK,
-             time: Optional[Callable[[], float]] = None, scheduler: Optional[Scheduler] = None, producer_id_expiration_ms: int = 86400000,
+             clean_shutdown: bool = False, clock: Clock = SYSTEM_CLOCK, time: Optional[Callable[[], float]] = None,
+             scheduler: Optional[Scheduler] = None, producer_id_expiration_ms: int = 86400000,
              high_watermark: int = 0, existing: bool = False,
              log_dir_failure_channel: Optional[LogDirFailureChannel] = None,
              remote_log_enabled: bool = False) -> "Log":

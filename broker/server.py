@@ -71,6 +71,7 @@ from broker.storage.config import LogConfig
 from broker.storage.log_dir_check import unusable_log_dirs
 from broker.storage.log_manager import LogManager
 from broker.util.broker_channel import BrokerChannel, BrokerNode
+from broker.util.clock import SYSTEM_CLOCK
 from broker.util import runtime_tuning
 from broker.util.executor import NamedExecutor
 from broker.util.fd_budget import (
@@ -259,9 +260,9 @@ class BrokerServer:
         self.txn_coordinator.start()
         rm.add_leadership_listener(self.txn_coordinator)
         self.controller = KafkaController(ControllerConfig.from_kafka_config(cfg, self.broker_id), zk,
-                                          self._channel, loop)
+                                          self._channel, loop, clock=SYSTEM_CLOCK)
         self.token_manager = DelegationTokenManager(TokenConfig.from_config(cfg.get), zk, self.zk_calls,
-                                                    self.token_cache, self.controller)
+                                                    self.token_cache, self.controller, clock=SYSTEM_CLOCK)
         self.dispatcher = RequestDispatcher(self._build_registry(), self.throttler,
                                             self.metrics_endpoint.requests if self.metrics_endpoint else None)
         self.dynamic_config.add_topic_overrides_listener(self._on_topic_overrides)
@@ -276,7 +277,8 @@ class BrokerServer:
         self.socket_server = SocketServer(self.dispatcher, listeners, cfg.get("socket.request.max.bytes"),
                                           cfg.get("socket.send.buffer.bytes"), cfg.get("socket.receive.buffer.bytes"),
                                           self._connection_limits(),
-                                          DescriptorBudget(lambda: int(self.config.current.get("broker.fd.reserve"))),
+                                          DescriptorBudget(lambda: int(self.config.current.get("broker.fd.reserve")),
+                                                           clock=SYSTEM_CLOCK),
                                           listen_backlog=int(cfg.get("socket.listen.backlog.size")),
                                           connections_max_idle_ms=int(cfg.get("connections.max.idle.ms")))
         # Ports are bound now (the registration advertises them); requests are processed only once registered,
@@ -426,7 +428,7 @@ class BrokerServer:
                                          self._controller_node)
         assert self.zk is not None
         return ZkAlterPartitionManager(self.broker_id, self.zk, self.zk_calls,
-                                       lambda: self._replicas().controller_epoch)
+                                       lambda: self._replicas().controller_epoch, clock=SYSTEM_CLOCK)
 
     async def _allocate_producer_ids(self) -> Tuple[int, int]:
         """The next producer-id block: from the controller at IBP >= 3.0 (KIP-730), else from ZooKeeper."""
@@ -474,7 +476,7 @@ class BrokerServer:
     def _make_log_manager(self, default_log_config: LogConfig, cluster_id: str) -> Any:
         cfg = self.config.current
         return LogManager(cfg.log_dirs, default_log_config, broker_id=self.broker_id, cluster_id=cluster_id,
-                          initial_offline_dirs=self._initial_offline_dirs,
+                          clock=SYSTEM_CLOCK, initial_offline_dirs=self._initial_offline_dirs,
                           retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
                           initial_task_delay_ms=cfg.get("log.initial.task.delay.ms"),
                           flush_check_interval_ms=cfg.get("log.flush.scheduler.interval.ms"),

@@ -25,12 +25,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, List, Optional, Sequence, Tuple
 
 from broker.errors import ErrorCode
 from broker.security.token_cache import DelegationTokenCache, TokenInformation, create_hmac
+from broker.util.clock import SYSTEM_CLOCK, Clock
 from broker.zk.paths import DelegationTokenChangeNotificationZNode, new_uuid_base64
 
 if TYPE_CHECKING:
@@ -83,14 +83,16 @@ class DelegationTokenManager:
 
     def __init__(self, config: TokenConfig, zk: "KafkaZkClient", zk_calls: "NamedExecutor",
                  cache: DelegationTokenCache, controller: Any = None,
-                 clock_ms: Callable[[], int] = lambda: int(time.time() * 1000)) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.zk = zk
         self.zk_calls = zk_calls
         self.cache = cache
         #: duck-typed KafkaController: ``is_active`` and ``add_controller_change_listener`` (None: never scans)
         self.controller = controller
-        self._now = clock_ms
+        #: token timestamps (stored in ZooKeeper) on its wall_ms(); the expiry check interval on its timers
+        self.clock = clock
+        self._now = clock.wall_ms
         self._lock = asyncio.Lock()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._watch: Optional["ZkWatch"] = None
@@ -300,7 +302,7 @@ class DelegationTokenManager:
 
     async def _expiry_loop(self) -> None:
         assert self._wake is not None
-        interval_s = self.config.expiry_check_interval_ms / 1000.0
+        interval_ms = self.config.expiry_check_interval_ms
         while not self._stopping:
             self._wake.clear()
             if self._is_controller():
@@ -311,7 +313,7 @@ class DelegationTokenManager:
                 except Exception:
                     log.exception("Removing expired delegation tokens failed")
             try:
-                await asyncio.wait_for(self._wake.wait(), timeout=interval_s)
+                await self.clock.wait_for_ms(self._wake.wait(), interval_ms)
             except asyncio.TimeoutError:
                 pass
 

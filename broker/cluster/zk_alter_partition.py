@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 import uuid
 from typing import TYPE_CHECKING, Callable, List, Optional, Set, Tuple
 
 from broker.errors import ErrorCode
 from broker.replica.partition import AlterPartitionError, LeaderAndIsr
+from broker.util.clock import SYSTEM_CLOCK, Clock
 from broker.zk.paths import LeaderAndIsr as ZkLeaderAndIsr
 
 if TYPE_CHECKING:
@@ -37,20 +37,21 @@ MAX_DELAY_MS = 60000
 
 class ZkAlterPartitionManager:
     def __init__(self, broker_id: int, zk: "KafkaZkClient", zk_calls: "NamedExecutor",
-                 controller_epoch: Callable[[], int], clock: Callable[[], float] = time.monotonic,
+                 controller_epoch: Callable[[], int], clock: Clock = SYSTEM_CLOCK,
                  check_interval_ms: int = CHECK_INTERVAL_MS, linger_ms: int = LINGER_MS,
                  max_delay_ms: int = MAX_DELAY_MS) -> None:
         self.broker_id = broker_id
         self.zk = zk
         self.zk_calls = zk_calls
         self.controller_epoch = controller_epoch
+        #: the linger and max-delay intervals on mono_ms(); the check interval sleeps on it
         self._clock = clock
         self.check_interval_ms = check_interval_ms
         self.linger_ms = linger_ms
         self.max_delay_ms = max_delay_ms
         self._changed: Set[TopicPartition] = set()
-        self._last_change = 0.0
-        self._last_propagation = clock()
+        self._last_change = 0
+        self._last_propagation = clock.mono_ms()
         self._task: Optional["asyncio.Task[None]"] = None
 
     async def submit(self, tp: TopicPartition, topic_id: Optional[uuid.UUID], leader_epoch: int,
@@ -66,26 +67,26 @@ class ZkAlterPartitionManager:
                                       f"partition state of {tp[0]}-{tp[1]} is no longer at version {partition_epoch}")
         log.info("Updated ISR of %s-%d to %s in ZooKeeper (partition epoch %d)", tp[0], tp[1], isr, new_version)
         self._changed.add(tp)
-        self._last_change = self._clock()
+        self._last_change = self._clock.mono_ms()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._propagate_loop())
         return LeaderAndIsr(self.broker_id, leader_epoch, tuple(isr), leader_recovery_state, new_version)
 
     def due(self) -> bool:
         """Whether the pending notifications should be written now (Kafka's maybePropagateIsrChanges rule)."""
-        now = self._clock()
-        return bool(self._changed) and (now - self._last_change >= self.linger_ms / 1000.0
-                                        or now - self._last_propagation >= self.max_delay_ms / 1000.0)
+        now = self._clock.mono_ms()
+        return bool(self._changed) and (now - self._last_change >= self.linger_ms
+                                        or now - self._last_propagation >= self.max_delay_ms)
 
     async def propagate(self) -> None:
         changed, self._changed = sorted(self._changed), set()
-        self._last_propagation = self._clock()
+        self._last_propagation = self._clock.mono_ms()
         await self.zk_calls.run(self.zk.propagate_isr_changes, changed)
 
     async def _propagate_loop(self) -> None:
         try:
             while self._changed:
-                await asyncio.sleep(self.check_interval_ms / 1000.0)
+                await self._clock.sleep_ms(self.check_interval_ms)
                 if self.due():
                     await self.propagate()
         except asyncio.CancelledError:

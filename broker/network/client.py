@@ -33,14 +33,14 @@ import random
 import socket
 import ssl
 import struct
-import time
 from collections import deque
-from typing import Any, Callable, Deque, NamedTuple, Optional, Tuple
+from typing import Any, Deque, NamedTuple, Optional, Tuple
 
 from broker.protocol.api import ApiKey, decode_response_with_header, encode_request
 from broker.protocol.exceptions import FrameTooLargeError, InvalidFrameError
 from broker.protocol.framing import RequestFramer
 from broker.util.broker_channel import BrokerChannelError, BrokerNode
+from broker.util.clock import SYSTEM_CLOCK, Clock
 
 __all__ = ["NetworkClient", "MAX_RESPONSE_BYTES"]
 
@@ -68,7 +68,7 @@ class _Backoff:
 
     def __init__(self) -> None:
         self.failures = 0
-        self.until = 0.0  # clock time (seconds) before which no new attempt is made
+        self.until = 0.0  # the clock's mono_ms() before which no new attempt is made
         self.last_error = ""
 
 
@@ -193,13 +193,13 @@ class NetworkClient:
 
     ``send``'s ``timeout_ms`` bounds the whole call, connect included; the connect attempt itself
     is also bounded by ``connect_timeout_ms``. ``request_timeout_ms`` is the default used when a
-    caller passes ``timeout_ms=None``. ``clock`` (seconds, monotonic) is for tests of the backoff.
+    caller passes ``timeout_ms=None``. The reconnect backoff is on ``clock.mono_ms()`` (a ManualClock in tests).
     """
 
     def __init__(self, client_id: str, request_timeout_ms: int = 30000, connect_timeout_ms: int = 10000,
                  reconnect_backoff_ms: int = 50, reconnect_backoff_max_ms: int = 1000,
                  reconnect_backoff_jitter: float = 0.2, max_response_bytes: int = MAX_RESPONSE_BYTES,
-                 clock: Callable[[], float] = time.monotonic, ssl_context: Optional[ssl.SSLContext] = None,
+                 clock: Clock = SYSTEM_CLOCK, ssl_context: Optional[ssl.SSLContext] = None,
                  sasl: Optional[Tuple[str, str, str]] = None) -> None:
         self.client_id = client_id
         #: TLS towards the peers' inter-broker listener (None: plaintext)
@@ -212,7 +212,7 @@ class NetworkClient:
         self.reconnect_backoff_max_ms = max(reconnect_backoff_max_ms, reconnect_backoff_ms)
         self.reconnect_backoff_jitter = reconnect_backoff_jitter
         self.max_response_bytes = max_response_bytes
-        self._clock = clock
+        self._mono_ms = clock.mono_ms
         self._conns: dict[int, _Connection] = {}
         self._backoff: dict[int, _Backoff] = {}
         self._next_correlation_id = 0
@@ -285,7 +285,7 @@ class NetworkClient:
         b = self._backoff.get(broker_id)
         if b is None:
             return 0.0
-        return max(0.0, (b.until - self._clock()) * 1000.0)
+        return max(0.0, b.until - self._mono_ms())
 
     def is_connected(self, broker_id: int) -> bool:
         """Whether an established connection to ``broker_id`` is open."""
@@ -309,11 +309,11 @@ class NetworkClient:
             self._backoff.pop(node.broker_id, None)
         b = self._backoff.get(node.broker_id)
         if b is not None:
-            now = self._clock()
+            now = self._mono_ms()
             if now < b.until:
                 raise BrokerChannelError(
                     f"broker {node.broker_id} ({node.host}:{node.port}) is in reconnect backoff for "
-                    f"{(b.until - now) * 1000.0:.0f} ms after {b.failures} failed connect(s): {b.last_error}")
+                    f"{b.until - now:.0f} ms after {b.failures} failed connect(s): {b.last_error}")
         conn = _Connection(self, node, loop, self.max_response_bytes)
         self._conns[node.broker_id] = conn
         conn.connect_task = loop.create_task(self._open(conn), name=f"connect-{self.client_id}-{node.broker_id}")
@@ -345,7 +345,7 @@ class NetworkClient:
             b.failures += 1
             b.last_error = exc_text
             delay_ms = self._backoff_ms(b.failures)
-            b.until = self._clock() + delay_ms / 1000.0
+            b.until = self._mono_ms() + delay_ms
             level = logging.INFO if b.failures == 1 else logging.DEBUG
             conn.fail(f"cannot connect to {conn.describe()}: {exc_text} (next attempt in {delay_ms:.0f} ms)", level)
             return

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Callable, Deque, Optional, cast
 from broker.api.dispatcher import ConnectionContext
 from broker.api.sasl_authenticator import RespondAndClose
 from broker.protocol.framing import FrameTooLargeError, InvalidFrameError, RequestFramer
+from broker.util.clock import SYSTEM_CLOCK, Clock
 from broker.util.file_slice import FileSlice
 
 if TYPE_CHECKING:
@@ -52,14 +53,16 @@ class KafkaConnection(asyncio.Protocol):
     __slots__ = ("_dispatcher", "_listener_name", "_security_protocol", "_authenticator_factory", "_framer",
                  "_max_request_bytes",
                  "_queue", "_transport", "_task", "_muted", "_closed", "_on_close", "context", "_dup_fd",
-                 "_write_ready", "_paused_writing", "last_active", "client_ip")
+                 "_write_ready", "_paused_writing", "last_active", "client_ip", "_clock")
 
     _counter = 0
 
     def __init__(self, dispatcher: "RequestDispatcher", listener_name: str, max_request_bytes: int,
                  on_close: Optional[Callable[["KafkaConnection"], None]] = None, security_protocol: str = "PLAINTEXT",
-                 authenticator_factory: Optional[Callable[[], Any]] = None) -> None:
+                 authenticator_factory: Optional[Callable[[], Any]] = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self._dispatcher = dispatcher
+        #: what the throttle time and a failed login's delay sleep on
+        self._clock = clock
         self._listener_name = listener_name
         self._security_protocol = security_protocol
         self._authenticator_factory = authenticator_factory
@@ -175,7 +178,7 @@ class KafkaConnection(asyncio.Protocol):
                     return
                 if isinstance(result, RespondAndClose):  # failed login: answer after the delay, then close
                     self._queue = None
-                    await asyncio.sleep(result.delay_s)
+                    await self._clock.sleep_ms(result.delay_s * 1000.0)
                     if result.parts:
                         await self._write(result.parts)
                     self.close()
@@ -185,7 +188,7 @@ class KafkaConnection(asyncio.Protocol):
                 throttle_ms = self.context.throttle_time_ms
                 if throttle_ms > 0:  # KIP-219: stay muted for the throttle time after answering
                     self.context.throttle_time_ms = 0
-                    await asyncio.sleep(throttle_ms / 1000.0)
+                    await self._clock.sleep_ms(throttle_ms)
                 self.context.received_ns = time.monotonic_ns()  # a pipelined request counts as read only now
             self._queue = None
             self.last_active = time.monotonic()

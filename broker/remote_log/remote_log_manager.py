@@ -15,7 +15,6 @@ import functools
 import logging
 import os
 import threading
-import time as _time
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Set
 
@@ -27,6 +26,7 @@ from broker.storage.remote.metadata import (
     RemotePartitionDeleteMetadata, RemotePartitionDeleteState, TopicIdPartition,
 )
 from broker.storage.remote.storage_manager import LogSegmentData, RemoteStorageException, RemoteStorageManager
+from broker.util.clock import SYSTEM_CLOCK, Clock
 from broker.storage.tiered_log import (CopyableSegment, copyable_segments, leader_epoch_checkpoint_slice,
                                        segment_leader_epochs)
 
@@ -174,25 +174,27 @@ class RemoteLogManager:
     def __init__(self, broker_id: int, rsm: RemoteStorageManager, rlmm: RemoteLogMetadataManager,
                  log_of: LogLookup, *, task_interval_ms: int = 30000,
                  copy_max_bytes_per_second: int = LONG_MAX, copy_quota_window_num: int = 11,
-                 copy_quota_window_size_seconds: int = 1, time: Callable[[], float] = _time.time) -> None:
+                 copy_quota_window_size_seconds: int = 1, clock: Clock = SYSTEM_CLOCK) -> None:
         self.broker_id = broker_id
         self.rsm = rsm
         self.rlmm = rlmm
         self.log_of = log_of
         self.task_interval_ms = task_interval_ms
-        self._time = time
+        #: wall time for the metadata event timestamps and remote retention; the copy quota's windows on mono_ms
+        self.clock = clock
         self._lock = threading.Lock()
         self.leader_copy_tasks: Dict[TopicIdPartition, RLMCopyTask] = {}
         self.leader_expiration_tasks: Dict[TopicIdPartition, RLMExpirationTask] = {}
         self.follower_tasks: Dict[TopicIdPartition, RLMFollowerTask] = {}
         #: bytes copied so far
         self.copied_bytes = 0
-        self.copy_quota = RLMQuotaManager(copy_max_bytes_per_second, self.now_ms, copy_quota_window_num,
+        self.copy_quota = RLMQuotaManager(copy_max_bytes_per_second, clock.mono_ms, copy_quota_window_num,
                                           copy_quota_window_size_seconds * 1000)
         self._closed = False
 
     def now_ms(self) -> int:
-        return int(self._time() * 1000)
+        """Wall-clock milliseconds (stored in the remote log metadata, compared with segment timestamps)."""
+        return self.clock.wall_ms()
 
     def rlmm_highest_offset(self, tip: TopicIdPartition) -> int:
         """The highest offset of a finished copy of ``tip``, -1 when none."""

@@ -34,6 +34,8 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Optional
 
+from broker.util.clock import SYSTEM_CLOCK, Clock
+
 from . import files
 from .checkpoints import OffsetCheckpointFile
 from .cleaner_pass import (CleanerStats, CleanPlan, LogCleaningAbortedError, PassResult, SegmentRef,
@@ -111,9 +113,10 @@ class Cleaner:
     """Compacts one log at a time (Kafka's Cleaner); LogCleaner's thread calls ``clean``."""
 
     def __init__(self, config: CleanerConfig = CleanerConfig(use_worker_process=False), *,
-                 time: Callable[[], float] = _time.time, swap_hook: Optional[SwapHook] = None) -> None:
+                 clock: Clock = SYSTEM_CLOCK, swap_hook: Optional[SwapHook] = None) -> None:
         self.config = config
-        self._time = time
+        #: wall time: the clean's ``now`` (tombstone and transaction-marker horizons, compaction lags)
+        self.clock = clock
         self.swap_hook = swap_hook
         self._pool: Optional[ProcessPoolExecutor] = None
         self._abort_event: Any = None
@@ -143,7 +146,7 @@ class Cleaner:
         ``uncleanable_offset`` further caps the dirty section (min.compaction.lag.ms). Raises
         LogCleaningAbortedError when ``check_abort`` does; cleaned files are then discarded.
         """
-        now = int(self._time() * 1000) if now_ms is None else now_ms
+        now = self.clock.wall_ms() if now_ms is None else now_ms
         plan, by_base = self.plan(log, first_dirty_offset, uncleanable_offset, now)
         result = self._run(plan, check_abort)
         swapped = i = 0
@@ -272,13 +275,13 @@ class LogCleaner:
 
     def __init__(self, config: CleanerConfig, log_dirs: list[str], logs: Callable[[], dict[TopicPartition, Log]],
                  log_dir_of: Callable[[TopicPartition], Optional[str]], *,
-                 time: Callable[[], float] = _time.time) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
         self.log_dirs = list(log_dirs)
         self._logs = logs
         self._log_dir_of = log_dir_of
-        self._time = time
-        self.cleaner = Cleaner(config, time=time)
+        self.clock = clock
+        self.cleaner = Cleaner(config, clock=clock)
         self._lock = threading.Condition()
         self._in_progress: Optional[TopicPartition] = None
         self._aborting: set[TopicPartition] = set()
@@ -436,7 +439,7 @@ class LogCleaner:
 
     def clean_filthiest_log(self) -> bool:
         """Clean the filthiest qualifying log; False when none qualifies."""
-        now = int(self._time() * 1000)
+        now = self.clock.wall_ms()
         candidates = self.cleanable_logs(now)
         if not candidates:
             return False

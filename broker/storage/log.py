@@ -42,13 +42,13 @@ import logging
 import os
 import shutil
 import threading
-import time as _time
 from typing import Any, Callable, NamedTuple, NoReturn, Optional, Sequence, TypeVar
 
 from broker.accel import record_batch
 from broker.protocol.records import errors as record_errors
 from broker.protocol.records.batch_info import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchInfo
 from broker.protocol.records.control import EndTxnMarker, parse_end_txn_marker
+from broker.util.clock import SYSTEM_CLOCK, Clock, SystemClock
 
 from . import files, tiered_log
 from .config import LogConfig
@@ -78,6 +78,20 @@ NO_TIMESTAMP = -1
 
 Scheduler = Callable[[float, Callable[[], None]], None]
 SwapHook = Callable[[str], None]
+
+
+class _SecondsClock(SystemClock):
+    """``Log.open(time=...)``, the old convention (a time source in seconds), as a Clock: both readings from it."""
+
+    def __init__(self, time: Callable[[], float]) -> None:
+        self._time = time
+
+    def wall_ms(self) -> int:
+        return int(self._time() * 1000)
+
+    def mono_ms(self) -> int:
+        return int(self._time() * 1000)
+
 
 # ``<base>.swapend``: the end offset of the segment group a committed cleaner swap replaces (text).
 SWAP_END_SUFFIX = ".swapend"
@@ -139,11 +153,13 @@ class FlushPlan(NamedTuple):
 class Log:
     """One partition's log. Create with ``Log.open``."""
 
-    def __init__(self, dir_path: str, config: LogConfig, time: Callable[[], float],
+    def __init__(self, dir_path: str, config: LogConfig, clock: Clock,
                  scheduler: Optional[Scheduler], producer_id_expiration_ms: int, new: bool = False) -> None:
         self.dir = dir_path
         self.config = config
-        self._time = time
+        #: wall time (append time, roll by time, retention, producer expiration); the log measures no interval
+        self.clock = clock
+        self._wall_ms = clock.wall_ms
         self._scheduler = scheduler
         self._lock = threading.RLock()
         self.segments: list[LogSegment] = []
@@ -195,7 +211,7 @@ class Log:
     # ------------------------------------------------------------------ opening
     @classmethod
     def open(cls, dir_path: str, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
-             clean_shutdown: bool = False, time: Callable[[], float] = _time.time,
+             clean_shutdown: bool = False, clock: Clock = SYSTEM_CLOCK, time: Optional[Callable[[], float]] = None,
              scheduler: Optional[Scheduler] = None, producer_id_expiration_ms: int = 86400000,
              high_watermark: int = 0, existing: bool = False,
              log_dir_failure_channel: Optional[LogDirFailureChannel] = None,
@@ -203,8 +219,12 @@ class Log:
         """Load (and, after an unclean shutdown, recover) the log in ``dir_path``, creating it if needed.
 
         ``scheduler(delay_s, fn)`` runs deferred segment file deletion (file.delete.delay.ms); without
-        one, deleted segments are removed at once.
+        one, deleted segments are removed at once. ``clock``: the log reads ``clock.wall_ms()`` for append times,
+        roll by time, retention and producer expiration. ``time`` (deprecated: seconds since the epoch, the old
+        convention) is read instead of ``clock`` when given.
         """
+        if time is not None:
+            clock = _SecondsClock(time)
         new = False
         channel = log_dir_failure_channel
         parent = os.path.dirname(os.path.abspath(dir_path))
@@ -220,7 +240,7 @@ class Log:
                 except FileNotFoundError:
                     os.makedirs(dir_path, exist_ok=True)
                     new = True
-            log = cls(dir_path, config, time, scheduler, producer_id_expiration_ms, new=new)
+            log = cls(dir_path, config, clock, scheduler, producer_id_expiration_ms, new=new)
             log.remote_log_enabled = remote_log_enabled
         except OSError as e:
             _report(channel, parent, "Error while creating log for %s in dir %s" % (os.path.basename(dir_path),
@@ -285,7 +305,7 @@ class Log:
                     pass
 
     def _now_ms(self) -> int:
-        return int(self._time() * 1000)
+        return self._wall_ms()
 
     def _new_segment(self, base_offset: int, exists: bool = False,
                      existing_files: Optional[frozenset[str]] = None) -> LogSegment:
@@ -720,7 +740,7 @@ class Log:
             self._check_open()
         if not batches:
             return LogAppendInfo(-1, -1, -1, self._log_start_offset)
-        now = int(self._time() * 1000)  # _now_ms
+        now = self._wall_ms()  # _now_ms
         config = self.config
         records_checked: frozenset[int] = frozenset()
         if config.compression_type != "producer":

@@ -39,6 +39,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Callable, Optional
 
 from broker.config.tiered_storage import remote_log_enabled
+from broker.util.clock import SYSTEM_CLOCK, Clock
 
 from . import file_cache, files
 from .checkpoints import (OffsetCheckpointFile, atomic_write, fsync_dir, fsync_file, read_partition_metadata,
@@ -108,7 +109,7 @@ class LogManager:
 
     def __init__(self, log_dirs: list[str], default_config: LogConfig, *, broker_id: int,
                  cluster_id: Optional[str] = None, scheduler: Optional[Scheduler] = None,
-                 time: Callable[[], float] = _time.time,
+                 clock: Clock = SYSTEM_CLOCK,
                  topic_configs: Optional[Callable[[str], Optional[LogConfig]]] = None,
                  retention_check_interval_ms: int = 300000, flush_check_interval_ms: int = LONG_MAX,
                  flush_recovery_offset_checkpoint_interval_ms: int = 60000,
@@ -135,9 +136,11 @@ class LogManager:
         self.default_config = default_config
         self.broker_id = broker_id
         self.cluster_id = cluster_id
-        self._time = time
+        #: wall time for the logs, retention and producer expiration; the monotonic reading for the flush intervals
+        #: and this manager's own scheduler
+        self.clock = clock
         self._own_scheduler = scheduler is None
-        self.scheduler = scheduler if scheduler is not None else Scheduler()
+        self.scheduler = scheduler if scheduler is not None else Scheduler(clock=clock)
         self._topic_configs: dict[str, LogConfig] = {}
         self._topic_config_provider = topic_configs
         self.retention_check_interval_ms = retention_check_interval_ms
@@ -190,7 +193,7 @@ class LogManager:
             raise
         self._load_logs()
         self.cleaner = LogCleaner(cleaner_config if cleaner_config is not None else CleanerConfig(),
-                                  self.live_log_dirs, self._current_logs, self.log_dir_of, time=time)
+                                  self.live_log_dirs, self._current_logs, self.log_dir_of, clock=clock)
         self.cleaner.failure_channel = self.failure_channel
         for tp in self._future_logs:  # a moving partition is not cleaned (Kafka's abortAndPauseCleaning)
             self.cleaner.abort_and_pause_cleaning(tp)
@@ -285,7 +288,7 @@ class LogManager:
         name = os.path.basename(path)
         parsed = parse_future_dir(name) or files.parse_topic_partition_dir(name)
         tiered = parsed is not None and self.remote_log_enabled(parsed[0], config)
-        log = Log.open(path, config, time=self._time, scheduler=self.scheduler.schedule_once,
+        log = Log.open(path, config, clock=self.clock, scheduler=self.scheduler.schedule_once,
                        producer_id_expiration_ms=self.producer_id_expiration_ms,
                        log_dir_failure_channel=self.failure_channel, remote_log_enabled=tiered,
                        **kwargs)  # type: ignore[arg-type]
@@ -309,7 +312,7 @@ class LogManager:
         """Load every partition dir of every log dir, ``num.recovery.threads.per.data.dir`` threads per dir as
         Kafka's LogManager.loadLogs (threads overlap the disk reads of recovery and the directory listings;
         a closed segment costs no read at all, see segment.py)."""
-        start = _time.monotonic()
+        start = self.clock.mono_ms()
         futures: list[tuple[str, str, TopicPartition, dict[str, object]]] = []
         jobs: list[tuple[str, str, TopicPartition, dict[str, object]]] = []
         markers = []
@@ -363,7 +366,7 @@ class LogManager:
         for d, path, tp, kwargs in futures:
             self._load_future_dir(d, path, tp, kwargs)
         logger.info("Loaded %d logs from %s in %d ms", len(self._logs), ", ".join(live),
-                    (_time.monotonic() - start) * 1000)
+                    self.clock.mono_ms() - start)
 
     def _load_future_dir(self, d: str, path: str, tp: TopicPartition, kwargs: dict[str, object]) -> None:
         """A ``-future`` dir found at start-up: resume the move, or finish one a crash interrupted."""
@@ -702,7 +705,7 @@ class LogManager:
     def cleanup_logs(self) -> int:
         """Retention pass over every log; returns the number of segments deleted."""
         total = 0
-        now = int(self._time() * 1000)
+        now = self.clock.wall_ms()
         logs = self._current_logs()
         tps = list(logs)
         for tp, (n, exc) in zip(tps, self.owners.call_each(tps, lambda tp: logs[tp].delete_old_segments(now))):
@@ -715,7 +718,7 @@ class LogManager:
     def flush_dirty_logs(self) -> None:
         """fsync logs whose flush.ms elapsed since their last flush (a monotonic interval: a wall-clock jump back
         must not delay the fsyncs; Kafka uses the wall clock here)."""
-        now = int(_time.monotonic() * 1000)
+        now = self.clock.mono_ms()
         for tp, log in self._current_logs().items():
             last = self._last_flush_ms.setdefault(tp, now)
             if now - last >= log.config.flush_ms:
@@ -746,7 +749,7 @@ class LogManager:
         self.scheduler.schedule("flush-log", flush, 0.0)
 
     def remove_expired_producers(self) -> None:
-        now = int(self._time() * 1000)
+        now = self.clock.wall_ms()
         logs = self._current_logs()
         tps = list(logs)
         for tp, (_, exc) in zip(tps, self.owners.call_each(tps, lambda tp: logs[tp].remove_expired_producers(now))):

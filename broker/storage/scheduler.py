@@ -2,6 +2,9 @@
 
 Tasks run one at a time on the scheduler thread; a task that raises is logged and, if periodic,
 rescheduled. ``shutdown`` stops the thread after the running task finishes.
+
+Deadlines are on the clock's monotonic reading (``Clock.mono_ms()``); the API and the queue keep seconds (delays
+and periods are given in seconds, as the callers in storage and tiered storage always did).
 """
 from __future__ import annotations
 
@@ -9,8 +12,9 @@ import heapq
 import itertools
 import logging
 import threading
-import time
 from typing import Callable
+
+from broker.util.clock import SYSTEM_CLOCK, Clock
 
 logger = logging.getLogger(__name__)
 
@@ -18,12 +22,13 @@ logger = logging.getLogger(__name__)
 class Scheduler:
     """Runs ``fn`` after ``delay_s`` (once) or every ``period_s`` on a single background thread.
 
-    ``threaded=False`` (unit tests): no thread; the test runs what is due with :meth:`run_due` (after moving its fake
-    ``clock``) or :meth:`run_pending_now`, on its own thread, so nothing runs behind its back."""
+    ``threaded=False`` (unit tests): no thread; the test runs what is due with :meth:`run_due` (after advancing its
+    ``ManualClock``) or :meth:`run_pending_now`, on its own thread, so nothing runs behind its back. The thread waits
+    in real time, so a threaded scheduler wants the system clock."""
 
-    def __init__(self, name: str = "storage-scheduler", clock: Callable[[], float] = time.monotonic,
+    def __init__(self, name: str = "storage-scheduler", clock: Clock = SYSTEM_CLOCK,
                  threaded: bool = True) -> None:
-        self._clock = clock
+        self._mono_ms = clock.mono_ms
         self._cv = threading.Condition()
         self._queue: list[tuple[float, int, str, Callable[[], object], float]] = []
         self._seq = itertools.count()
@@ -31,6 +36,10 @@ class Scheduler:
         self._thread = threading.Thread(target=self._run, name=name, daemon=True)
         if threaded:
             self._thread.start()
+
+    def _clock(self) -> float:
+        """Now on the clock's monotonic reading, in seconds (the queue's unit)."""
+        return self._mono_ms() / 1000.0
 
     def schedule(self, name: str, fn: Callable[[], object], delay_s: float = 0.0, period_s: float = -1.0) -> None:
         """Run ``fn`` after ``delay_s``; repeat every ``period_s`` when it is positive."""

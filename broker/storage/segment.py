@@ -701,7 +701,3 @@ def _write_rest(fd: int, buf: "bytes | bytearray | memoryview", position: int, w
     view = memoryview(buf)
     while written < len(view):
         written += os.pwrite(fd, view[written:], position + written)
-
-
-def now_ms() -> int:
-    return int(_time.time() * 1000)

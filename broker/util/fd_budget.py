@@ -39,9 +39,10 @@ from __future__ import annotations
 import logging
 import os
 import re
-import time
 from dataclasses import dataclass
 from typing import Callable, Iterable, Optional
+
+from broker.util.clock import SYSTEM_CLOCK, Clock
 
 try:
     import resource
@@ -212,12 +213,13 @@ class DescriptorBudget:
     """
 
     def __init__(self, reserve_setting: Callable[[], int], *, limit: Callable[[], int] = current_nofile_limit,
-                 count: Callable[[], int] = count_open_descriptors, clock: Callable[[], float] = time.monotonic,
+                 count: Callable[[], int] = count_open_descriptors, clock: Clock = SYSTEM_CLOCK,
                  logger: Optional[logging.Logger] = None) -> None:
         self._reserve_setting = reserve_setting
         self._limit_fn = limit
         self._count_fn = count
-        self._clock = clock
+        #: the recount, confirmation and refusal-log intervals on its mono_ms() (seconds here)
+        self._mono_ms = clock.mono_ms
         self._log = logger or log
         self.limit = 0
         self.reserve = 0
@@ -228,7 +230,10 @@ class DescriptorBudget:
         self._logged_at = -1e18
         #: refusals since start (for metrics and tests)
         self.refused_total = 0
-        self._recount(clock())
+        self._recount(self._clock())
+
+    def _clock(self) -> float:
+        return self._mono_ms() / 1000.0
 
     def _recount(self, now: float) -> bool:
         """Read the limit, the reserve and the exact count again; False if the count failed (EMFILE: listing

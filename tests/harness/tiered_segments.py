@@ -15,6 +15,7 @@ from broker.storage.config import LogConfig
 from broker.storage.log import Log
 from broker.storage.remote.metadata import RemoteLogSegmentId, RemoteLogSegmentMetadata, TopicIdPartition, random_uuid
 from broker.storage.remote.storage_manager import LogSegmentData
+from broker.util.clock import ManualClock
 
 BASE_TS = 1_700_000_000_000
 
@@ -36,7 +37,7 @@ def write_log(directory: Path, *, batches: int, records_per_batch: int = 10, val
     import random
 
     rnd = random.Random(seed)
-    log = Log.open(str(directory), LogConfig(segment_bytes=segment_bytes), time=lambda: BASE_TS / 1000.0)
+    log = Log.open(str(directory), LogConfig(segment_bytes=segment_bytes), clock=ManualClock(BASE_TS))
     per_epoch = max(1, batches // len(epochs))
     for i in range(batches):
         epoch = epochs[min(i // per_epoch, len(epochs) - 1)]

@@ -12,20 +12,11 @@ import itertools
 import logging
 import threading
 import time
-from typing import Callable, Protocol
+from typing import Callable
+
+from broker.util.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
-
-
-class Time(Protocol):
-    def now_ms(self) -> int:
-        """A monotonic clock in milliseconds (only differences matter)."""
-        ...
-
-
-class SystemTime:
-    def now_ms(self) -> int:
-        return int(time.monotonic() * 1000)
 
 
 class ControllerEvent:
@@ -44,10 +35,11 @@ class ControllerEvent:
 
 
 class ControllerEventManager:
-    def __init__(self, process: Callable[[ControllerEvent], None], clock: Time | None = None,
+    def __init__(self, process: Callable[[ControllerEvent], None], clock: Clock | None = None,
                  name: str = "controller-event-thread") -> None:
         self._process = process
-        self.time: Time = clock or SystemTime()
+        #: the timers' deadlines are on its mono_ms() (a ManualClock in tests; the thread waits in real time)
+        self.clock: Clock = clock or SYSTEM_CLOCK
         self._name = name
         self._cond = threading.Condition()
         self._queue: list[ControllerEvent] = []
@@ -85,7 +77,7 @@ class ControllerEventManager:
         with self._cond:
             seq = next(self._seq)
             self._timer_events[key] = (seq, factory)
-            heapq.heappush(self._timers, (self.time.now_ms() + max(0, int(delay_ms)), seq, key))
+            heapq.heappush(self._timers, (self.clock.mono_ms() + max(0, int(delay_ms)), seq, key))
             self._cond.notify()
 
     def cancel(self, key: str) -> None:
@@ -104,7 +96,7 @@ class ControllerEventManager:
     # ------------------------------------------------------------------ consumer
     def _move_due_timers(self) -> int | None:
         """Queue the events of due timers; return ms until the next one (None: no timer). Caller holds lock."""
-        now = self.time.now_ms()
+        now = self.clock.mono_ms()
         while self._timers:
             due, seq, key = self._timers[0]
             current = self._timer_events.get(key)

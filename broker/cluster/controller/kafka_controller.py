@@ -32,7 +32,7 @@ from broker.cluster.controller.config import ControllerConfig
 from broker.cluster.controller.context import (NO_LEADER, ControllerContext, PartitionReplica, PartitionState,
                                                ReplicaAssignment, ReplicaState, TopicPartition)
 from broker.cluster.controller.election import preferred_replica_leader
-from broker.cluster.controller.event_manager import ControllerEvent, ControllerEventManager, Time
+from broker.cluster.controller.event_manager import ControllerEvent, ControllerEventManager
 from broker.cluster.controller.features import (SAFE_DOWNGRADE, UPGRADE, incompatible_features, supported_ranges,
                                                 validate_feature_update)
 from broker.cluster.controller.partition_state_machine import (CONTROLLED_SHUTDOWN, PREFERRED,
@@ -44,6 +44,7 @@ from broker.cluster.controller.request_batch import ControllerBrokerRequestBatch
 from broker.cluster.controller.topic_deletion_manager import DeletionClient, TopicDeletionManager
 from broker.errors import ErrorCode
 from broker.util.broker_channel import BrokerChannelFactory, BrokerNode
+from broker.util.clock import Clock
 from broker.zk.client import KafkaZkClient, ZkWatch
 from broker.zk.errors import ZOOKEEPER_GONE, ControllerMovedError, NoSuchTopicError
 from broker.zk.paths import (BrokerIdsZNode, BrokerIdZNode, BrokerInfo, ControllerZNode, DeleteTopicsZNode,
@@ -95,7 +96,7 @@ class KafkaController:
     def __init__(self, config: ControllerConfig, zk: KafkaZkClient,
                  channel_factory: BrokerChannelFactory | None = None,
                  loop: asyncio.AbstractEventLoop | None = None, *,
-                 channel_manager: Any = None, clock: Time | None = None, threaded: bool = True) -> None:
+                 channel_manager: Any = None, clock: Clock | None = None, threaded: bool = True) -> None:
         """`channel_factory` and `loop` build the real ControllerChannelManager; tests pass `channel_manager`
         (anything with startup/add_broker/remove_broker/send_request/shutdown), a manual `clock` and
         threaded=False, then drive events with `event_manager.process_pending()`."""

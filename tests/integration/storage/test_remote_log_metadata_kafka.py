@@ -19,6 +19,7 @@ from broker.storage.remote.metadata import (
     RemoteLogSegmentId, RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState,
     RemotePartitionDeleteMetadata, RemotePartitionDeleteState, TopicIdPartition, random_uuid, uuid_to_string,
 )
+from broker.util.clock import ManualClock
 from tests.harness.kafka import kafka_classpath
 from tests.harness.cluster_ops import run_kafka_tool
 from tests.harness.kafka_dump import dump_segments
@@ -86,7 +87,7 @@ def test_metadata_partition_is_kafkas() -> None:
 
 def test_dump_log_segments_decodes_a_metadata_partition(tmp_path: Path) -> None:
     values = [serde.serialize(md) for md in _samples(random.Random(3))]
-    log = Log.open(str(tmp_path / "__remote_log_metadata-0"), LogConfig(), time=lambda: 1_700_000_000.0)
+    log = Log.open(str(tmp_path / "__remote_log_metadata-0"), LogConfig(), clock=ManualClock(1_700_000_000_000))
     for i in range(0, len(values), 7):
         log.append_as_leader(bytearray(build_batch([(None, v, [], 1_700_000_000_000) for v in values[i:i + 7]])), 0)
     log.flush()

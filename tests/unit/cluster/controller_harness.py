@@ -16,23 +16,13 @@ from broker.cluster.controller.context import TopicPartition
 from broker.config.kafka_config import Endpoint
 from broker.protocol import api as proto
 from broker.util.broker_channel import BrokerNode
+from broker.util.clock import ManualClock
 from broker.zk.client import KafkaZkClient
 from broker.zk.paths import LeaderAndIsr, TopicPartitionStateZNode, topic_id_to_uuid
 from tests.unit.zk.fake_kazoo import FakeZooKeeper
 
 LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA = 4, 5, 6
 API_NAMES = {4: "LeaderAndIsr", 5: "StopReplica", 6: "UpdateMetadata"}
-
-
-class ManualClock:
-    def __init__(self, start_ms: int = 1_000_000) -> None:
-        self.t = start_ms
-
-    def now_ms(self) -> int:
-        return self.t
-
-    def advance(self, ms: int) -> None:
-        self.t += ms
 
 
 def roundtrip_request(api_key: int, version: int, body: Any) -> Any:
@@ -175,7 +165,7 @@ class Node:
 class Cluster:
     def __init__(self, **config: Any) -> None:
         self.fake = FakeZooKeeper()
-        self.clock = ManualClock()
+        self.clock = ManualClock(1_000_000)
         self.config = config
         self.admin = self._client()
         self.nodes: dict[int, Node] = {}

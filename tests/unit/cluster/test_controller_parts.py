@@ -16,8 +16,8 @@ from broker.cluster.controller.features import SAFE_DOWNGRADE, UPGRADE, validate
 from broker.cluster.controller.partition_state_machine import (ControlledShutdownElection, OfflineElection,
                                                                PreferredElection, ReassignElection, strategy_text)
 from broker.errors import ErrorCode as E
+from broker.util.clock import ManualClock
 from broker.zk.paths import LeaderAndIsr
-from tests.unit.cluster.controller_harness import ManualClock
 
 
 # ------------------------------------------------------------------------------------------- IBP

@@ -12,6 +12,7 @@ from broker.cluster.delegation_token_manager import CHANGE_EXPIRATION_MS, Delega
 from broker.config.kafka_config import KafkaConfig
 from broker.errors import ErrorCode
 from broker.security.token_cache import DelegationTokenCache, create_hmac
+from broker.util.clock import ManualClock
 from broker.zk.client import KafkaZkClient
 from tests.unit.zk.fake_kazoo import FakeZooKeeper
 
@@ -22,14 +23,6 @@ CONFIG = TokenConfig(SECRET, max_lifetime_ms=100_000, expiry_time_ms=10_000, exp
 class InlineCalls:
     async def run(self, fn: Any, *args: Any) -> Any:
         return fn(*args)
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1_000_000
-
-    def __call__(self) -> int:
-        return self.now
 
 
 class FakeController:
@@ -47,14 +40,14 @@ def cheap_credentials(password: str) -> dict:
 
 
 class Broker:
-    def __init__(self, fake: FakeZooKeeper, clock: Clock, config: TokenConfig = CONFIG,
+    def __init__(self, fake: FakeZooKeeper, clock: ManualClock, config: TokenConfig = CONFIG,
                  controller: Optional[FakeController] = None) -> None:
         self.zk = KafkaZkClient("fake:2181/k", kazoo_client=fake.client())
         self.zk.run_in_background = lambda fn: fn()
         self.zk.start()
         self.cache = DelegationTokenCache(cheap_credentials)
         self.tm = DelegationTokenManager(config, self.zk, InlineCalls(), self.cache,  # type: ignore[arg-type]
-                                         controller, clock_ms=clock)
+                                         controller, clock=clock)
 
 
 async def settle() -> None:
@@ -85,7 +78,7 @@ def test_config_from_broker_config() -> None:
 
 def test_disabled_without_a_secret(fake: FakeZooKeeper) -> None:
     async def main() -> None:
-        b = Broker(fake, Clock(), TokenConfig(None))
+        b = Broker(fake, ManualClock(1_000_000), TokenConfig(None))
         await b.tm.startup()
         assert "/k/delegation_token" not in fake.dump("/k")  # Kafka creates the paths only when enabled
         r = await b.tm.create_token("User:a", "User:a", [], -1)
@@ -98,7 +91,7 @@ def test_disabled_without_a_secret(fake: FakeZooKeeper) -> None:
 
 def test_create_renew_expire_as_kafka(fake: FakeZooKeeper) -> None:
     async def main() -> None:
-        clock = Clock()
+        clock = ManualClock(1_000_000)
         b = Broker(fake, clock)
         await b.tm.startup()
         r = await b.tm.create_token("User:alice", "User:admin", ["User:bob"], -1)
@@ -117,7 +110,7 @@ def test_create_renew_expire_as_kafka(fake: FakeZooKeeper) -> None:
         assert long.max_timestamp - long.issue_timestamp == 100_000
 
         h = r.hmac
-        clock.now += 1_000
+        clock.advance(1_000)
         assert await b.tm.renew_token("User:bob", h, 50_000) == (0, 1_051_000)  # a renewer may renew
         assert b.cache.token(r.token_id).expiry_timestamp == 1_051_000  # type: ignore[union-attr]
         assert await b.tm.renew_token("User:alice", h, -1) == (0, 1_011_000)  # negative: expiry.time.ms
@@ -126,7 +119,7 @@ def test_create_renew_expire_as_kafka(fake: FakeZooKeeper) -> None:
         assert await b.tm.renew_token("User:alice", b"nope", 1) == (ErrorCode.DELEGATION_TOKEN_NOT_FOUND, -1)
         assert await b.tm.expire_token("User:carol", h, 1) == (ErrorCode.DELEGATION_TOKEN_OWNER_MISMATCH, -1)
         assert await b.tm.expire_token("User:alice", h, 2_000) == (0, 1_003_000)
-        clock.now = 1_003_001
+        clock.advance(2_001)  # at 1_003_001
         assert await b.tm.renew_token("User:alice", h, 1) == (ErrorCode.DELEGATION_TOKEN_EXPIRED, -1)
         assert await b.tm.expire_token("User:alice", h, 1) == (ErrorCode.DELEGATION_TOKEN_EXPIRED, -1)
         assert await b.tm.expire_token("User:bob", h, -1) == (0, 1_003_001)  # negative: removed at once
@@ -138,7 +131,7 @@ def test_create_renew_expire_as_kafka(fake: FakeZooKeeper) -> None:
 
 def test_every_broker_follows_the_notifications(fake: FakeZooKeeper) -> None:
     async def main() -> None:
-        clock = Clock()
+        clock = ManualClock(1_000_000)
         a, b = Broker(fake, clock), Broker(fake, clock)
         await a.tm.startup()
         await b.tm.startup()
@@ -146,10 +139,10 @@ def test_every_broker_follows_the_notifications(fake: FakeZooKeeper) -> None:
         await settle()
         assert b.cache.token(r.token_id) == a.cache.token(r.token_id)
         assert b.cache.token_for_hmac(r.hmac) is not None  # b recomputed the HMAC from the shared secret
-        assert await b.tm.renew_token("User:alice", r.hmac, 5_000) == (0, clock.now + 5_000)
+        assert await b.tm.renew_token("User:alice", r.hmac, 5_000) == (0, clock.wall_ms() + 5_000)
         await settle()
-        assert a.cache.token(r.token_id).expiry_timestamp == clock.now + 5_000  # type: ignore[union-attr]
-        assert await a.tm.expire_token("User:alice", r.hmac, -1) == (0, clock.now)
+        assert a.cache.token(r.token_id).expiry_timestamp == clock.wall_ms() + 5_000  # type: ignore[union-attr]
+        assert await a.tm.expire_token("User:alice", r.hmac, -1) == (0, clock.wall_ms())
         await settle()
         assert b.cache.token(r.token_id) is None
         await a.tm.shutdown()
@@ -159,7 +152,7 @@ def test_every_broker_follows_the_notifications(fake: FakeZooKeeper) -> None:
 
 def test_start_up_loads_existing_tokens_and_skips_unreadable_ones(fake: FakeZooKeeper) -> None:
     async def main() -> None:
-        clock = Clock()
+        clock = ManualClock(1_000_000)
         a = Broker(fake, clock)
         await a.tm.startup()
         r = await a.tm.create_token("User:alice", "User:alice", ["User:bob"], -1)
@@ -178,15 +171,14 @@ def test_start_up_loads_existing_tokens_and_skips_unreadable_ones(fake: FakeZooK
 
 def test_old_notifications_are_purged(fake: FakeZooKeeper) -> None:
     async def main() -> None:
-        clock = Clock()
+        clock = ManualClock(fake.now_ms)
         a = Broker(fake, clock)
-        clock.now = fake.now_ms
         await a.tm.startup()
         r = await a.tm.create_token("User:alice", "User:alice", [], -1)
         await settle()
         assert len(a.zk.get_token_change_notifications()) == 1
         fake.now_ms += CHANGE_EXPIRATION_MS + 1000
-        clock.now = fake.now_ms
+        clock.advance(CHANGE_EXPIRATION_MS + 1000)
         await a.tm.renew_token("User:alice", r.hmac, 1000)
         await settle()
         assert [t for _, t, _ in a.zk.get_token_change_notifications()] == [r.token_id]  # only the new one
@@ -196,15 +188,15 @@ def test_old_notifications_are_purged(fake: FakeZooKeeper) -> None:
 
 def test_the_controller_removes_expired_tokens(fake: FakeZooKeeper) -> None:
     async def main() -> None:
-        clock = Clock()
+        clock = ManualClock(1_000_000)
         ctl, other = FakeController(False), FakeController(False)
         a, b = Broker(fake, clock, controller=ctl), Broker(fake, clock, controller=other)
         await a.tm.startup()
         await b.tm.startup()
         keep = await a.tm.create_token("User:alice", "User:alice", [], -1)
-        clock.now += 1
+        clock.advance(1)
         gone = await a.tm.create_token("User:alice", "User:alice", [], 500)
-        clock.now += 1_000
+        clock.advance(1_000)
         await settle()
         assert sorted(b.cache.token_ids()) == sorted([keep.token_id, gone.token_id])  # not the controller: kept
         ctl.is_active = True
@@ -214,7 +206,7 @@ def test_the_controller_removes_expired_tokens(fake: FakeZooKeeper) -> None:
         assert a.cache.token_ids() == [keep.token_id] and a.zk.get_delegation_token_ids() == [keep.token_id]
         await settle()
         assert b.cache.token_ids() == [keep.token_id]
-        clock.now += 20_000
+        clock.advance(20_000)
         assert await a.tm.expire_tokens() == 1 and a.zk.get_delegation_token_ids() == []
         await a.tm.shutdown()
         await b.tm.shutdown()
@@ -223,7 +215,7 @@ def test_the_controller_removes_expired_tokens(fake: FakeZooKeeper) -> None:
 
 def test_describe_filter_returns_hmacs(fake: FakeZooKeeper) -> None:
     async def main() -> None:
-        b = Broker(fake, Clock())
+        b = Broker(fake, ManualClock(1_000_000))
         await b.tm.startup()
         r1 = await b.tm.create_token("User:alice", "User:alice", [], -1)
         await b.tm.create_token("User:bob", "User:bob", [], -1)

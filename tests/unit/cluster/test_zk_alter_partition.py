@@ -9,12 +9,14 @@ import pytest
 from broker.cluster.zk_alter_partition import ZkAlterPartitionManager
 from broker.errors import ErrorCode
 from broker.replica.partition import AlterPartitionError
+from broker.util.clock import ManualClock
 
 
 class FakeZk:
     def __init__(self) -> None:
         self.states: Dict[Tuple[str, int], Tuple[Any, int]] = {("t", 0): (None, 3)}
         self.notifications: List[List[Tuple[str, int]]] = []
+        self.notified = asyncio.Event()
 
     def set_partition_state(self, topic: str, partition: int, state: Any, expected: int) -> Optional[int]:
         cur = self.states.get((topic, partition))
@@ -25,6 +27,7 @@ class FakeZk:
 
     def propagate_isr_changes(self, partitions: List[Tuple[str, int]]) -> None:
         self.notifications.append(list(partitions))
+        self.notified.set()
 
 
 class Calls:
@@ -32,16 +35,8 @@ class Calls:
         return fn(*args)
 
 
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
-
-
-def make() -> Tuple[ZkAlterPartitionManager, FakeZk, Clock]:
-    zk, clock = FakeZk(), Clock()
+def make() -> Tuple[ZkAlterPartitionManager, FakeZk, ManualClock]:
+    zk, clock = FakeZk(), ManualClock(100_000)
     m = ZkAlterPartitionManager(1, zk, Calls(), lambda: 7, clock=clock, check_interval_ms=10)  # type: ignore[arg-type]
     return m, zk, clock
 
@@ -67,11 +62,12 @@ def test_notifications_are_batched_until_changes_linger_then_written_once() -> N
         await m.submit(("t", 0), None, 1, [(1, -1)], 0, 3)
         await m.submit(("t", 1), None, 1, [(1, -1)], 0, 0)
         assert not m.due() and zk.notifications == []
-        clock.now += 5.0  # LINGER_MS without further changes
-        for _ in range(50):
-            await asyncio.sleep(0.01)
-            if zk.notifications:
+        for _ in range(100):  # until the notification task waits for its check interval
+            if clock.next_deadline_ms() is not None:
                 break
+            await asyncio.sleep(0)
+        clock.advance(5_000)  # LINGER_MS without further changes
+        await asyncio.wait_for(zk.notified.wait(), 5)
         assert zk.notifications == [[("t", 0), ("t", 1)]]
         await m.shutdown()
     asyncio.run(main())

@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import asyncio
 import os
-import time
+from types import SimpleNamespace
 from typing import Any
 
+import pytest
+
+from broker.api import dispatcher as dispatcher_module
 from broker.api.dispatcher import ConnectionContext, RequestDispatcher
 from broker.api.registry import ApiRegistry
 from broker.errors import ErrorCode
@@ -16,6 +19,7 @@ from broker.protocol.api import encode_request
 from broker.protocol.api_keys import ApiKey
 from broker.storage.config import LogConfig
 from broker.storage.log import Log
+from broker.util.clock import ManualClock
 
 from tests.unit.replica.harness import TP, FakeCluster, records, state, wait_until
 
@@ -28,11 +32,14 @@ def _frame(api_key: int, version: int, body: dict) -> memoryview:
     return memoryview(encode_request(api_key, version, 7, "client", body))[4:]
 
 
-def test_dispatcher_records_each_answered_request_with_its_queue_time() -> None:
+def test_dispatcher_records_each_answered_request_with_its_queue_time(monkeypatch: pytest.MonkeyPatch) -> None:
     registry = ApiRegistry()
+    clock = ManualClock()  # the dispatcher's monotonic nanoseconds, moved by the handler
+    monkeypatch.setattr(dispatcher_module, "time", SimpleNamespace(monotonic_ns=lambda: clock.mono_ms() * 1_000_000))
 
     async def metadata(ctx: Any, request: Any) -> dict:
-        await asyncio.sleep(0.01)
+        await asyncio.sleep(0)
+        clock.advance(10)  # the handler takes 10 ms
         return {"brokers": [], "topics": []}
 
     async def produce_acks0(ctx: Any, request: Any) -> None:
@@ -45,10 +52,10 @@ def test_dispatcher_records_each_answered_request_with_its_queue_time() -> None:
     conn = ConnectionContext("c", "127.0.0.1", 1, "PLAINTEXT")
 
     async def main() -> None:
-        conn.received_ns = time.monotonic_ns() - 5_000_000  # read off the socket 5 ms ago
+        conn.received_ns = clock.mono_ms() * 1_000_000 - 5_000_000  # read off the socket 5 ms ago
         parts = await dispatcher.handle(conn, _frame(ApiKey.METADATA, 12, {"topics": None}))
         assert isinstance(parts, list)
-        conn.received_ns = time.monotonic_ns()
+        conn.received_ns = clock.mono_ms() * 1_000_000
         assert await dispatcher.handle(conn, _frame(ApiKey.PRODUCE, 9, {"acks": 0, "timeout_ms": 1,
                                                                         "topic_data": []})) is None
 
@@ -58,7 +65,7 @@ def test_dispatcher_records_each_answered_request_with_its_queue_time() -> None:
     assert md.versions() == [(12, 1)]
     queue_ms, total_ms = md.queue_time_ms.snapshot().sum, md.total_time_ms.snapshot().sum
     assert queue_ms >= 5.0  # from the read, not from the handler start
-    assert total_ms >= queue_ms + 9.0  # includes the handler's 10 ms sleep (asyncio may wake a tick early)
+    assert total_ms >= queue_ms + 9.0  # includes the handler's 10 ms
     assert entries[int(ApiKey.PRODUCE)].versions() == [(9, 1)]
 
 

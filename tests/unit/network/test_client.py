@@ -18,6 +18,7 @@ import pytest
 from broker.network.client import NetworkClient
 from broker.protocol.api import ApiKey, RequestHeader, decode_request, decode_request_header, encode_response
 from broker.util.broker_channel import BrokerChannelError, BrokerNode
+from broker.util.clock import ManualClock
 
 CLOSE = object()  # handler result: close the connection without answering
 ZERO_UUID = uuid.UUID(int=0)
@@ -151,14 +152,6 @@ def run(test: Callable[[], Awaitable[None]]) -> None:
         async with asyncio.timeout(5):
             await test()
     asyncio.run(main())
-
-
-class ManualClock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 META = ApiKey.METADATA
@@ -298,11 +291,10 @@ def test_reconnect_backoff_is_exponential_and_fails_fast_while_it_lasts() -> Non
             with pytest.raises(BrokerChannelError, match="cannot connect"):
                 await client.send(node, META, 12, metadata_request("a"), 5000)
             assert client.connection_delay_ms(1) == pytest.approx(expected)
-            failed_at = clock.now
-            clock.now = failed_at + (expected - 1) / 1000.0
+            clock.advance(expected - 1)
             with pytest.raises(BrokerChannelError, match="reconnect backoff"):  # no attempt made
                 await client.send(node, META, 12, metadata_request("a"), 5000)
-            clock.now = failed_at + expected / 1000.0 + 1e-6
+            clock.advance(1)
         broker = await FakeBroker(echo).start(port)  # the broker comes (back) up on that port
         assert names(await client.send(node, META, 12, metadata_request("up"), 5000)) == ["up"]
         assert client.connection_delay_ms(1) == 0 and client.is_connected(1)

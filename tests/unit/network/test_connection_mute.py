@@ -11,6 +11,7 @@ from typing import Any, List, Optional
 
 from broker.api.registry import CLOSE_CONNECTION
 from broker.network.connection import KafkaConnection
+from broker.util.clock import ManualClock
 
 
 class FakeTransport(asyncio.Transport):
@@ -68,15 +69,9 @@ async def settle() -> None:
         await asyncio.sleep(0)
 
 
-async def until(cond: Any) -> None:
-    """Poll ``cond`` on the loop (bound it with asyncio.wait_for)."""
-    while not cond():
-        await asyncio.sleep(0.005)
-
-
-def make() -> tuple:
+def make(clock: Optional[ManualClock] = None) -> tuple:
     d = HeldDispatcher()
-    conn = KafkaConnection(d, "PLAINTEXT", 1 << 20)  # type: ignore[arg-type]
+    conn = KafkaConnection(d, "PLAINTEXT", 1 << 20, clock=clock or ManualClock())  # type: ignore[arg-type]
     t = FakeTransport()
     conn.connection_made(t)
     return d, conn, t
@@ -127,14 +122,19 @@ def test_a_partial_request_does_not_mute() -> None:
 
 def test_throttle_time_keeps_the_connection_muted_after_the_response() -> None:
     async def main() -> None:
-        d, conn, t = make()
+        clock = ManualClock()
+        d, conn, t = make(clock)
         d.throttle_ms = 50
         conn.data_received(frame(b"x"))
         await settle()
         d.release[0].set()
         await settle()
         assert t.events == ["pause", "write"]  # answered, but still muted for the throttle time
-        await asyncio.wait_for(until(lambda: "resume" in t.events), 5)  # unmuted once the 50 ms have passed
+        clock.advance(49)
+        await settle()
+        assert t.events == ["pause", "write"]
+        clock.advance(1)  # unmuted once the 50 ms have passed
+        await settle()
         assert t.events == ["pause", "write", "resume"]
         assert conn.context is not None and conn.context.throttle_time_ms == 0
     asyncio.run(main())

@@ -18,6 +18,7 @@ import pytest
 
 from broker.network.socket_server import ConnectionLimits, ListenerSpec, SocketServer
 from broker.util import fd_budget
+from broker.util.clock import ManualClock
 from broker.util.fd_budget import DescriptorBudget, count_open_descriptors
 
 LOOPS = ["asyncio"]
@@ -110,8 +111,8 @@ async def _until(cond: Callable[[], bool]) -> None:
 
 def test_the_budget_refuses_with_one_line_then_admits_again(caplog: pytest.LogCaptureFixture) -> None:
     open_now = [990]
-    clock = [1000.0]  # the budget's monotonic seconds, moved by hand
-    budget = DescriptorBudget(lambda: 10, limit=lambda: 1000, count=lambda: open_now[0], clock=lambda: clock[0])
+    clock = ManualClock(1_000_000)  # the budget's clock, moved by hand
+    budget = DescriptorBudget(lambda: 10, limit=lambda: 1000, count=lambda: open_now[0], clock=clock)
     caplog.set_level(logging.INFO, logger="broker.util.fd_budget")
 
     async def main() -> None:
@@ -122,7 +123,8 @@ def test_the_budget_refuses_with_one_line_then_admits_again(caplog: pytest.LogCa
                     await exchange(port, b"refused")
             assert d.frames == [] and budget.refused_total == 3
             open_now[0] = 500
-            clock[0] += 2 * fd_budget.CONFIRM_INTERVAL_S  # past it (no float edge): the next refusal recounts first
+            # past it (no float edge): the next refusal recounts first
+            clock.advance(2 * fd_budget.CONFIRM_INTERVAL_S * 1000)
             assert await exchange(port, b"admitted") == b"admitted"
             # the count (500) included the admitted socket, which closes again once the client has gone
             await asyncio.wait_for(_until(lambda: budget.open == 499), 5)

@@ -5,6 +5,7 @@ RemoteLogManager's tasks started by LeaderAndIsr on its own thread, segments cop
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -140,11 +141,15 @@ async def _copies_and_deletes(w: Wired) -> None:
     assert res.error_code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
     assert (res.high_watermark, res.log_start_offset) == (7, 0)
     # a remote read slower than remote.fetch.max.wait.ms: the fetch answers without it (DelayedRemoteFetch expiry)
-    slow = w.tiered.reader.read
-    w.tiered.reader.read = lambda *a, **k: (time.sleep(1.0), slow(*a, **k))[1]  # type: ignore[method-assign]
+    # (the read waits until the fetch has answered: slower than any max wait, however slow the machine)
+    slow, answered = w.tiered.reader.read, threading.Event()
+    w.tiered.reader.read = lambda *a, **k: (answered.wait(10), slow(*a, **k))[1]  # type: ignore[method-assign]
     w.tiered.remote_fetch_max_wait_ms = 50
     started = time.monotonic()
-    res = (await w.rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20))], 1 << 20, 1, 5000))[TP]
+    try:
+        res = (await w.rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20))], 1 << 20, 1, 5000))[TP]
+    finally:
+        answered.set()
     assert time.monotonic() - started < 0.9
     assert (res.error_code, res.size, res.high_watermark) == (0, 0, 7)
 

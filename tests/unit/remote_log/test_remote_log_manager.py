@@ -1,6 +1,6 @@
 """RemoteLogManager's write side over a real Log (tmp dir), Kafka's LocalTieredStorage layout and the topic-based
-metadata manager on an in-memory ``__remote_log_metadata``: every task runs inline (``run_once``), time is a fake
-clock."""
+metadata manager on an in-memory ``__remote_log_metadata``: every task runs inline (``run_once``), time is a
+ManualClock."""
 from __future__ import annotations
 
 import os
@@ -25,19 +25,12 @@ from broker.storage.remote.metadata import (
     RemotePartitionDeleteState, TopicIdPartition,
 )
 from broker.storage.remote.storage_manager import IndexType, RemoteStorageException
+from broker.util.clock import ManualClock
 
 S = RemoteLogSegmentState
 TS = 1_700_000_000_000
 TIP = TopicIdPartition(uuid.UUID(int=0x1234_5678_9ABC_DEF0_1122_3344_5566_7788), "tiered", 0)
 ONE = len(build_batch([(b"k", b"v" * 20, [], TS)]))
-
-
-class FakeClock:
-    def __init__(self) -> None:
-        self.now_ms = TS
-
-    def __call__(self) -> float:
-        return self.now_ms / 1000.0
 
 
 def batch(ts: int) -> bytearray:
@@ -49,8 +42,8 @@ class Env:
 
     def __init__(self, tmp: Path, config: LogConfig) -> None:
         self.tmp = tmp
-        self.clock = FakeClock()
-        self.log = Log.open(str(tmp / "tiered-0"), config, time=self.clock, remote_log_enabled=True)
+        self.clock = ManualClock(TS)
+        self.log = Log.open(str(tmp / "tiered-0"), config, clock=self.clock, remote_log_enabled=True)
         self.topic = InMemoryMetadataTopic()
         self.rsm = LocalTieredStorage()
         self.rsm.configure({"broker.id": 0, "dir": str(tmp / "remote")})
@@ -61,7 +54,7 @@ class Env:
         rlmm.configure({"remote.log.metadata.topic.num.partitions": 7,
                         "remote.log.metadata.topic.replication.factor": 1})
         target = self.log if log is None else log
-        rlm = RemoteLogManager(broker_id, self.rsm, rlmm, lambda t, p: target, time=self.clock)
+        rlm = RemoteLogManager(broker_id, self.rsm, rlmm, lambda t, p: target, clock=self.clock)
         self.rlms.append(rlm)
         return rlm
 
@@ -143,7 +136,7 @@ def test_local_retention_deletes_only_copied_segments_and_keeps_log_start(tmp_pa
     e = Env(tmp_path, LogConfig(segment_bytes=ONE * 2, retention_ms=-1, local_retention_ms=0))
     try:
         e.append(7)  # [0,1] [2,3] [4,5] [6]
-        e.clock.now_ms += 10
+        e.clock.advance(10)
         assert e.log.delete_old_segments() == 0  # nothing copied: nothing local may go
         rlm = e.rlm()
         rlm.on_leadership_change({TIP: 3}, set())
@@ -183,10 +176,10 @@ def test_log_start_checkpoint_reload_keeps_remote_log_start(tmp_path: Path) -> N
     rlm = e.rlm()
     rlm.on_leadership_change({TIP: 3}, set())
     rlm.run_once()
-    e.clock.now_ms += 10
+    e.clock.advance(10)
     assert e.log.delete_old_segments() == 2
     e.log.close()
-    log = Log.open(str(tmp_path / "tiered-0"), e.log.config, time=e.clock, log_start_offset=0,
+    log = Log.open(str(tmp_path / "tiered-0"), e.log.config, clock=e.clock, log_start_offset=0,
                    remote_log_enabled=True, clean_shutdown=True)
     try:
         assert (log.log_start_offset, log.local_log_start_offset) == (0, 4)
@@ -311,13 +304,13 @@ def test_copy_quota_defers_the_rest_to_a_later_run(tmp_path: Path) -> None:
         rlmm = TopicBasedRemoteLogMetadataManager(e.topic)
         rlmm.configure({"remote.log.metadata.topic.num.partitions": 7})
         # 10 windows of 1 s as the floor: 2 * ONE bytes copied is a rate of ONE / 5 per second
-        rlm = RemoteLogManager(0, e.rsm, rlmm, lambda t, p: e.log, time=e.clock, copy_max_bytes_per_second=ONE // 6)
+        rlm = RemoteLogManager(0, e.rsm, rlmm, lambda t, p: e.log, clock=e.clock, copy_max_bytes_per_second=ONE // 6)
         rlm.on_leadership_change({TIP: 3}, set())
         rlm.run_once()
         assert [s for s, _, _ in states(e)] == [0]
         rlm.run_once()
         assert [s for s, _, _ in states(e)] == [0]
-        e.clock.now_ms += 11_000  # the sample has left the 11 windows
+        e.clock.advance(11_000)  # the sample has left the 11 windows
         rlm.run_once()
         assert [s for s, _, _ in states(e)] == [0, 2]
     finally:
@@ -325,12 +318,12 @@ def test_copy_quota_defers_the_rest_to_a_later_run(tmp_path: Path) -> None:
 
 
 def test_quota_manager_rate() -> None:
-    now = [10_000]
-    q = RLMQuotaManager(100, lambda: now[0], num_windows=11, window_ms=1000)
+    clock = ManualClock(10_000)
+    q = RLMQuotaManager(100, clock.mono_ms, num_windows=11, window_ms=1000)
     assert not q.is_quota_exceeded()
     q.record(1000)
     assert q.rate() == 100.0 and not q.is_quota_exceeded()
     q.record(1)
     assert q.is_quota_exceeded()
-    now[0] += 11_000
+    clock.advance(11_000)
     assert q.rate() == 0.0

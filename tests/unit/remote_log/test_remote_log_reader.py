@@ -21,7 +21,7 @@ def test_reads_remote_batches_after_local_deletion(tmp_path: Path) -> None:
         rlm = e.rlm()
         rlm.on_leadership_change({TIP: 3}, set())
         rlm.run_once()
-        e.clock.now_ms += 10
+        e.clock.advance(10)
         assert e.log.delete_old_segments() == 2
         with pytest.raises(OffsetMovedToTieredStorageError):
             e.log.read(1, 1 << 20)

@@ -1,4 +1,4 @@
-"""Helpers for the storage tests: a fake clock and batch builders."""
+"""Helpers for the storage tests: a manual clock and batch builders."""
 from __future__ import annotations
 
 import os
@@ -9,19 +9,7 @@ import pytest
 from broker.protocol.records.builder import build_batch
 from broker.storage.config import LogConfig
 from broker.storage.log import Log
-
-
-class FakeClock:
-    """Seconds since the epoch, moved by hand."""
-
-    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> float:
-        return self.now_ms / 1000.0
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
+from broker.util.clock import ManualClock
 
 
 def batch(n: int = 1, *, ts: int = 1_700_000_000_000, key: bytes | None = b"k", value: bytes = b"v" * 20,
@@ -31,16 +19,16 @@ def batch(n: int = 1, *, ts: int = 1_700_000_000_000, key: bytes | None = b"k", 
 
 
 @pytest.fixture
-def clock() -> FakeClock:
-    return FakeClock()
+def clock() -> ManualClock:
+    return ManualClock()
 
 
 @pytest.fixture
-def open_log(tmp_path: "os.PathLike[str]", clock: FakeClock) -> Callable[..., Log]:
+def open_log(tmp_path: "os.PathLike[str]", clock: ManualClock) -> Callable[..., Log]:
     opened: list[Log] = []
 
     def _open(config: LogConfig | None = None, name: str = "topic-0", **kw: object) -> Log:
-        log = Log.open(os.path.join(str(tmp_path), name), config or LogConfig(), time=clock, **kw)  # type: ignore[arg-type]
+        log = Log.open(os.path.join(str(tmp_path), name), config or LogConfig(), clock=clock, **kw)  # type: ignore[arg-type]
         opened.append(log)
         return log
 

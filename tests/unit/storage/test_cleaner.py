@@ -108,7 +108,7 @@ def test_batch_rewrite_keeps_producer_fields_codec_and_last_offset(open_log) -> 
 
 def test_empty_last_batch_of_producer_is_kept_and_state_survives_reopen(tmp_path, clock) -> None:
     path = os.path.join(str(tmp_path), "t-0")
-    log = Log.open(path, compact_config(), time=clock)
+    log = Log.open(path, compact_config(), clock=clock)
     append(log, [(b"a", b"1"), (b"b", b"1")], producer_id=5, producer_epoch=1, base_sequence=0)
     append(log, [(b"a", b"2"), (b"b", b"2")], producer_id=5, producer_epoch=1, base_sequence=2)
     append(log, [(b"x", b"1")], producer_id=6, producer_epoch=0, base_sequence=0)
@@ -129,7 +129,7 @@ def test_empty_last_batch_of_producer_is_kept_and_state_survives_reopen(tmp_path
     for name in os.listdir(path):
         if name.endswith(files.PRODUCER_SNAPSHOT_SUFFIX):
             os.unlink(os.path.join(path, name))
-    log2 = Log.open(path, compact_config(), time=clock, clean_shutdown=False)
+    log2 = Log.open(path, compact_config(), clock=clock, clean_shutdown=False)
     try:
         got = {e.producer_id: (e.producer_epoch, e.last_seq, e.last_data_offset)
                for e in log2.producer_state.producers.values()}
@@ -206,7 +206,7 @@ def test_lso_bounds_cleaning(open_log) -> None:
 
 def test_file_slice_of_replaced_segment_stays_readable(tmp_path, clock) -> None:
     pending: list = []
-    log = Log.open(os.path.join(str(tmp_path), "t-0"), compact_config(file_delete_delay_ms=1000), time=clock,
+    log = Log.open(os.path.join(str(tmp_path), "t-0"), compact_config(file_delete_delay_ms=1000), clock=clock,
                    scheduler=lambda delay, fn: pending.append(fn))
     _fill(log, 100)
     fetched = log.read(0, 10_000).records
@@ -267,7 +267,7 @@ class _Crash(Exception):
 def test_crash_at_each_swap_step_leaves_old_or_new_segments(tmp_path, clock, step: str) -> None:
     path = os.path.join(str(tmp_path), "t-0")
     cfg = compact_config(segment_bytes=1 << 20)
-    log = Log.open(path, cfg, time=clock)
+    log = Log.open(path, cfg, clock=clock)
     for s in range(4):  # 4 segments of 50 records over 10 keys; the last one stays active
         _fill(log, 50, start=s * 50)
         log.roll()
@@ -283,7 +283,7 @@ def test_crash_at_each_swap_step_leaves_old_or_new_segments(tmp_path, clock, ste
     with pytest.raises(_Crash):
         Cleaner(swap_hook=hook).clean(log, 0, now_ms=T0)
     # crash: the process dies; nothing else runs. Reopen from disk as after an unclean shutdown.
-    reopened = Log.open(path, cfg, time=clock, clean_shutdown=False)
+    reopened = Log.open(path, cfg, clock=clock, clean_shutdown=False)
     try:
         after = read_records(reopened)
         assert reopened.log_end_offset == leo
@@ -304,7 +304,7 @@ def test_crash_at_each_swap_step_leaves_old_or_new_segments(tmp_path, clock, ste
 
 @pytest.mark.parametrize("use_process", [False, True])
 def test_log_cleaner_thread_via_log_manager(tmp_path, clock, use_process: bool) -> None:
-    lm = LogManager([str(tmp_path)], compact_config(), broker_id=0, time=clock,
+    lm = LogManager([str(tmp_path)], compact_config(), broker_id=0, clock=clock,
                     cleaner_config=CleanerConfig(backoff_ms=10, use_worker_process=use_process))
     try:
         log = lm.get_or_create_log("c", 0)
@@ -329,15 +329,15 @@ def test_log_cleaner_thread_via_log_manager(tmp_path, clock, use_process: bool) 
 def test_log_cleaner_selection_and_checkpoint_roundtrip(tmp_path, clock) -> None:
     logs: dict = {}
     d = str(tmp_path)
-    logs[("a", 0)] = Log.open(os.path.join(d, "a-0"), compact_config(), time=clock)
-    logs[("b", 0)] = Log.open(os.path.join(d, "b-0"), compact_config(cleanup_policy=("delete",)), time=clock)
+    logs[("a", 0)] = Log.open(os.path.join(d, "a-0"), compact_config(), clock=clock)
+    logs[("b", 0)] = Log.open(os.path.join(d, "b-0"), compact_config(cleanup_policy=("delete",)), clock=clock)
     _fill(logs[("a", 0)], 100)
     _fill(logs[("b", 0)], 100)
-    cleaner = LogCleaner(CleanerConfig(use_worker_process=False), [d], lambda: dict(logs), lambda tp: d, time=clock)
+    cleaner = LogCleaner(CleanerConfig(use_worker_process=False), [d], lambda: dict(logs), lambda tp: d, clock=clock)
     assert [x.tp for x in cleaner.cleanable_logs(T0)] == [("a", 0)]
     assert cleaner.clean_filthiest_log()
     assert not cleaner.clean_filthiest_log()  # nothing dirty left
-    reloaded = LogCleaner(CleanerConfig(), [d], lambda: dict(logs), lambda tp: d, time=clock)
+    reloaded = LogCleaner(CleanerConfig(), [d], lambda: dict(logs), lambda tp: d, clock=clock)
     assert reloaded.checkpoint_offset(("a", 0)) == logs[("a", 0)].active_segment.base_offset
     reloaded.abort_cleaning(("a", 0))
     assert reloaded.checkpoint_offset(("a", 0)) is None

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 from broker.storage import files
 from broker.storage.cleaner import Cleaner
 from broker.storage.log import Log
+from broker.util.clock import ManualClock
 
 from .cleaner_helpers import T0, append, compact_config, read_records
-from .conftest import FakeClock
 
 RETENTION_MS = 1000
 KEYS = [b"a", b"b", b"c", b"d", b"e", b"f"]
@@ -79,7 +79,7 @@ def test_cleaned_log_matches_model(first: list, second: list, segment_bytes: int
     cfg = compact_config(segment_bytes=segment_bytes, delete_retention_ms=RETENTION_MS)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "t-0")
-        log = Log.open(path, cfg, time=FakeClock())
+        log = Log.open(path, cfg, clock=ManualClock())
         model = _Model()
         model.write(log, first, T0)
         cleaner = Cleaner()
@@ -100,7 +100,7 @@ def test_cleaned_log_matches_model(first: list, second: list, segment_bytes: int
         for name in os.listdir(path):
             if name.endswith(files.PRODUCER_SNAPSHOT_SUFFIX):
                 os.unlink(os.path.join(path, name))
-        reopened = Log.open(path, cfg, clean_shutdown=False, time=FakeClock())
+        reopened = Log.open(path, cfg, clean_shutdown=False, clock=ManualClock())
         try:
             assert reopened.log_end_offset == leo
             assert _producers(reopened) == before

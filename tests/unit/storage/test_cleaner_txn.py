@@ -12,6 +12,7 @@ from broker.storage import files
 from broker.storage.cleaner import Cleaner
 from broker.storage.log import Log
 from broker.storage.txn_index import AbortedTxn, read_aborted_txns
+from broker.util.clock import ManualClock
 
 from .cleaner_helpers import T0, append, compact_config, read_batches
 from .txn_helpers import read_committed, write_marker
@@ -158,7 +159,7 @@ class _Crash(Exception):
 def test_crash_during_the_swap_keeps_transactions_consistent(tmp_path, clock, step: str) -> None:
     path = os.path.join(str(tmp_path), "t-0")
     cfg = compact_config(segment_bytes=1 << 20, delete_retention_ms=RETENTION)
-    log = Log.open(path, cfg, time=clock)
+    log = Log.open(path, cfg, clock=clock)
     build(log)
     view = read_committed(log)
 
@@ -168,7 +169,7 @@ def test_crash_during_the_swap_keeps_transactions_consistent(tmp_path, clock, st
 
     with pytest.raises(_Crash):
         Cleaner(swap_hook=hook).clean(log, 0, now_ms=T0)
-    reopened = Log.open(path, cfg, time=clock, clean_shutdown=False, high_watermark=log.high_watermark)
+    reopened = Log.open(path, cfg, clock=clock, clean_shutdown=False, high_watermark=log.high_watermark)
     try:
         names = os.listdir(path)
         assert not any(n.endswith((files.CLEANED_SUFFIX, files.SWAP_SUFFIX)) for n in names)
@@ -206,7 +207,7 @@ def test_cleaning_a_transactional_log_keeps_the_read_committed_view_compacted(tm
     """After each clean, a read_committed consumer sees the latest committed-or-plain record of each key below the
     cleaned end and everything above it; no record of an aborted transaction is left below the end."""
     path = os.path.join(str(tmp_path_factory.mktemp("clean")), "t-0")
-    log = Log.open(path, compact_config(delete_retention_ms=RETENTION), time=lambda: T0 / 1000)
+    log = Log.open(path, compact_config(delete_retention_ms=RETENTION), clock=ManualClock(T0))
     try:
         seq = {A: 0, B: 0}
         aborted_offsets: set[int] = set()

@@ -54,7 +54,7 @@ def fill(log: Log, segments: int) -> None:
 def test_a_log_of_20_segments_holds_one_descriptor_and_no_mapping(tmp_path, clock, small_cache) -> None:
     one = len(batch(2))
     cfg = LogConfig(segment_bytes=one * 3, index_interval_bytes=1)
-    log = Log.open(str(tmp_path / "t-0"), cfg, time=clock)
+    log = Log.open(str(tmp_path / "t-0"), cfg, clock=clock)
     try:
         fill(log, 20)
         log.flush()
@@ -77,12 +77,12 @@ def test_restart_loads_closed_segments_without_opening_them(tmp_path, clock, sma
     one = len(batch(2))
     cfg = LogConfig(segment_bytes=one * 3, index_interval_bytes=1)
     path = str(tmp_path / "t-0")
-    log = Log.open(path, cfg, time=clock)
+    log = Log.open(path, cfg, clock=clock)
     fill(log, 20)
     leo = log.log_end_offset
     log.close()
     reads = INDEXES.reads
-    log = Log.open(path, cfg, time=clock, clean_shutdown=True, recovery_point=leo)
+    log = Log.open(path, cfg, clock=clock, clean_shutdown=True, recovery_point=leo)
     try:
         assert INDEXES.reads == reads  # no closed segment's index was read at load
         assert open_files_under(tmp_path) == [log.active_segment.path]
@@ -98,7 +98,7 @@ def test_restart_loads_closed_segments_without_opening_them(tmp_path, clock, sma
 def test_a_slice_outlives_cache_eviction_and_segment_deletion(tmp_path, clock, small_cache) -> None:
     one = len(batch(2))
     cfg = LogConfig(segment_bytes=one * 3, index_interval_bytes=1, retention_bytes=one * 3, file_delete_delay_ms=0)
-    log = Log.open(str(tmp_path / "t-0"), cfg, time=clock)
+    log = Log.open(str(tmp_path / "t-0"), cfg, clock=clock)
     try:
         fill(log, 8)
         first = log.read(0, 1 << 20).records
@@ -166,7 +166,7 @@ def test_new_partitions_cost_one_descriptor_each_and_no_fsync(tmp_path, monkeypa
 
 
 def test_flush_makes_leader_epochs_durable_before_the_recovery_point_moves(tmp_path, clock, monkeypatch) -> None:
-    log = Log.open(str(tmp_path / "t-0"), LogConfig(), time=clock)
+    log = Log.open(str(tmp_path / "t-0"), LogConfig(), clock=clock)
     events: list[str] = []
     real = checkpoints.fsync_file
 
@@ -200,7 +200,7 @@ def test_clean_shutdown_makes_everything_durable_with_one_syncfs(tmp_path, monke
 
 def test_a_roll_that_cannot_open_its_new_file_leaves_the_log_whole(tmp_path, clock, monkeypatch) -> None:
     one = len(batch(2))
-    log = Log.open(str(tmp_path / "t-0"), LogConfig(segment_bytes=one * 2), time=clock)
+    log = Log.open(str(tmp_path / "t-0"), LogConfig(segment_bytes=one * 2), clock=clock)
     try:
         log.append_as_leader(batch(2), 0)
         log.append_as_leader(batch(2), 0)

@@ -171,6 +171,17 @@ def test_log_append_time(open_log, clock) -> None:
     assert b.timestamp_type == 1 and b.max_timestamp == clock.now_ms
 
 
+def test_the_deprecated_seconds_time_source_still_stamps_the_log(tmp_path) -> None:
+    """Log.open(time=...) (seconds, the convention before Clock) is read instead of the clock when given."""
+    from broker.storage.log import Log
+    log = Log.open(os.path.join(str(tmp_path), "t-0"), LogConfig(message_timestamp_type="LogAppendTime"),
+                   time=lambda: 1_700_000_123.5)
+    try:
+        assert log.append_as_leader(batch(1, ts=5), 0).log_append_time == 1_700_000_123_500
+    finally:
+        log.close()
+
+
 def test_validation_errors(open_log) -> None:
     log = open_log(LogConfig(max_message_bytes=200))
     with pytest.raises(RecordTooLargeError):
@@ -329,7 +340,7 @@ def test_index_emptied_by_truncation_is_not_read_back_after_a_clean_restart(tmp_
     from broker.storage.log import Log
     cfg = LogConfig(index_interval_bytes=150)
     path = os.path.join(str(tmp_path), "t-0")
-    log = Log.open(path, cfg, time=clock)
+    log = Log.open(path, cfg, clock=clock)
     for _ in range(3):
         log.append_as_leader(batch(1), 0)  # 89 bytes each: one index entry, for the 3rd batch
     log.truncate_to(0)
@@ -337,7 +348,7 @@ def test_index_emptied_by_truncation_is_not_read_back_after_a_clean_restart(tmp_
         log.append_as_leader(batch(1), 0)  # no index entry
     log.close()
     assert os.path.getsize(files.file_path(path, 0, files.INDEX_SUFFIX)) == 0
-    log = Log.open(path, cfg, time=clock, clean_shutdown=True, recovery_point=2)
+    log = Log.open(path, cfg, clock=clock, clean_shutdown=True, recovery_point=2)
     try:
         assert log.log_end_offset == 2
         assert log.append_as_leader(batch(1), 0).first_offset == 2

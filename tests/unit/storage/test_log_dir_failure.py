@@ -89,7 +89,7 @@ def test_a_failed_append_takes_the_dir_offline_and_later_io_never_reaches_the_di
     d = str(tmp_path / "a")
     os.makedirs(d)
     ch = LogDirFailureChannel()
-    log = Log.open(os.path.join(d, "t-0"), LogConfig(), time=clock, log_dir_failure_channel=ch)
+    log = Log.open(os.path.join(d, "t-0"), LogConfig(), clock=clock, log_dir_failure_channel=ch)
     try:
         log.append_as_leader(batch(2), 0)
         calls: List[int] = []
@@ -116,7 +116,7 @@ def test_a_roll_that_cannot_create_its_segment_reports_the_roll(tmp_path, clock,
     os.makedirs(d)
     ch = LogDirFailureChannel()
     one = len(batch(2))
-    log = Log.open(os.path.join(d, "t-0"), LogConfig(segment_bytes=one * 2), time=clock, log_dir_failure_channel=ch)
+    log = Log.open(os.path.join(d, "t-0"), LogConfig(segment_bytes=one * 2), clock=clock, log_dir_failure_channel=ch)
     try:
         log.append_as_leader(batch(2), 0)
         log.append_as_leader(batch(2), 0)
@@ -141,7 +141,7 @@ def test_descriptor_exhaustion_is_not_a_disk_failure(tmp_path, clock, monkeypatc
     d = str(tmp_path / "a")
     os.makedirs(d)
     ch = LogDirFailureChannel()
-    log = Log.open(os.path.join(d, "t-0"), LogConfig(), time=clock, log_dir_failure_channel=ch)
+    log = Log.open(os.path.join(d, "t-0"), LogConfig(), clock=clock, log_dir_failure_channel=ch)
     try:
         monkeypatch.setattr("broker.storage.segment.os.pwrite", failing_pwrite(d, errno.EMFILE, []))
         with pytest.raises(OSError) as info:

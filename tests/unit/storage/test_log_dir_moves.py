@@ -30,7 +30,7 @@ def scheduler():
 
 def _manager(dirs, clock, scheduler, delete_delay_ms: int = 0) -> LogManager:
     return LogManager([str(d) for d in dirs], LogConfig(file_delete_delay_ms=delete_delay_ms, segment_bytes=4096),
-                      broker_id=1, cluster_id="c1", scheduler=scheduler, time=clock)
+                      broker_id=1, cluster_id="c1", scheduler=scheduler, clock=clock)
 
 
 def _copy(cur: Log, fut: Log) -> None:
@@ -244,7 +244,7 @@ def test_startup_discards_a_second_future_of_one_partition(tmp_path, clock, sche
 
 
 def test_truncation_point_is_tracked_for_the_copy(tmp_path, clock) -> None:
-    log = Log.open(str(tmp_path / "t-0"), LogConfig(), time=clock)
+    log = Log.open(str(tmp_path / "t-0"), LogConfig(), clock=clock)
     for _ in range(5):
         log.append_as_leader(batch(2), 0)
     assert log.pop_truncation_point() is None

@@ -7,6 +7,7 @@ from broker.storage.config import LogConfig
 from broker.storage.errors import InconsistentClusterIdError, KafkaStorageError
 from broker.storage.log_manager import LogManager, read_meta_properties
 from broker.storage.scheduler import Scheduler
+from broker.util.clock import ManualClock
 
 from .conftest import batch
 
@@ -20,7 +21,7 @@ def scheduler():
 
 def _manager(dirs, clock, scheduler, **kw) -> LogManager:
     return LogManager([str(d) for d in dirs], LogConfig(file_delete_delay_ms=0), broker_id=1, cluster_id="c1",
-                      scheduler=scheduler, time=clock, **kw)
+                      scheduler=scheduler, clock=clock, **kw)
 
 
 def test_meta_properties_written_and_verified(tmp_path, clock, scheduler) -> None:
@@ -133,25 +134,26 @@ def test_scheduler_runs_periodic_and_once() -> None:
 
 
 def test_a_scheduler_without_its_thread_runs_what_its_clock_says_is_due() -> None:
-    """Scheduler(threaded=False), as the unit tests use it: tasks run on the caller, when the fake clock says so."""
+    """Scheduler(threaded=False), as the unit tests use it: tasks run on the caller, when the manual clock says so."""
     import threading
-    now = [100.0]
-    scheduler = Scheduler(clock=lambda: now[0], threaded=False)
+    clock = ManualClock(100_000)
+    scheduler = Scheduler(clock=clock, threaded=False)
     before = set(threading.enumerate())
     ran: list = []
     scheduler.schedule("tick", lambda: ran.append(("tick", threading.get_ident())), 1.0, 10.0)
     scheduler.schedule("once", lambda: ran.append(("once", threading.get_ident())), 5.0)
     assert set(threading.enumerate()) == before and scheduler.run_due() == 0 and ran == []
-    now[0] = 101.0
+    clock.advance(1_000)  # 101 s
     assert scheduler.run_due() == 1 and ran == [("tick", threading.get_ident())]
-    now[0] = 106.0
+    clock.advance(5_000)  # 106 s
     assert scheduler.run_due() == 1 and ran[-1][0] == "once"
-    now[0] = 1000.0  # far behind: the periodic task catches up once, as the thread does, then keeps its period
+    # 1000 s, far behind: the periodic task catches up once, as the thread does, then keeps its period
+    clock.advance(894_000)
     assert scheduler.run_due() == 2 and scheduler.run_due() == 0
-    now[0] = 1010.0
+    clock.advance(10_000)  # 1010 s
     assert scheduler.run_due() == 1
     scheduler.shutdown()
-    now[0] = 2000.0
+    clock.advance(990_000)  # 2000 s
     assert scheduler.run_due() == 0
 
 

@@ -21,7 +21,9 @@ from broker.storage.scheduler import Scheduler
 from broker.storage.segment import LogSegment
 
 from .cleaner_helpers import append, compact_config, read_records
-from .conftest import FakeClock, batch
+from broker.util.clock import ManualClock
+
+from .conftest import batch
 
 TP = ("t", 0)
 
@@ -93,7 +95,7 @@ def test_a_command_withdrawn_before_its_owner_takes_it_never_runs(workers: IoWor
 
 def test_a_log_refuses_commands_from_a_thread_that_is_not_its_owner(tmp_path: "os.PathLike[str]",
                                                                     workers: IoWorkers) -> None:
-    log = Log.open(os.path.join(str(tmp_path), "t-0"), LogConfig(), time=FakeClock())
+    log = Log.open(os.path.join(str(tmp_path), "t-0"), LogConfig(), clock=ManualClock())
     log.owners = workers
     with pytest.raises(NotLogOwnerError, match="append_as_leader of t-0 ran on thread MainThread"):
         log.append_as_leader(batch(2), 0)
@@ -110,12 +112,12 @@ def segments_of(log: Log) -> list[int]:
 
 
 def test_the_log_manager_s_periodic_tasks_run_on_the_owners(tmp_path: "os.PathLike[str]", workers: IoWorkers,
-                                                            clock: FakeClock) -> None:
+                                                            clock: ManualClock) -> None:
     """Retention, producer expiry, the metadata-file sync and a flush after a roll are commands to the partition's
     worker; the flush's fsyncs stay on the scheduler thread."""
     sched = Scheduler()
     lm = LogManager([str(tmp_path)], LogConfig(segment_bytes=300, retention_ms=60_000, file_delete_delay_ms=0),
-                    broker_id=1, cluster_id="c", scheduler=sched, time=clock)
+                    broker_id=1, cluster_id="c", scheduler=sched, clock=clock)
     lm.attach_owners(workers)
     fsync_threads: list[str] = []
     real_flush = LogSegment.flush
@@ -128,7 +130,7 @@ def test_the_log_manager_s_periodic_tasks_run_on_the_owners(tmp_path: "os.PathLi
         def fill() -> Log:
             log = lm.get_or_create_log(*TP)
             for _ in range(8):
-                log.append_as_leader(batch(3, ts=int(clock() * 1000)), 0)
+                log.append_as_leader(batch(3, ts=clock.wall_ms()), 0)
             log.update_high_watermark(log.log_end_offset)
             return log
         log = workers.call(TP, fill)
@@ -160,7 +162,7 @@ def test_an_aborted_clean_does_not_wait_for_an_owner_that_waits_for_the_abort(tm
     """The deadlock the cleaner's command must avoid: the owner runs a job (a partition deletion, a truncation) that
     waits for the clean of its partition to stop, while the cleaner waits for the owner to run its swap. The swap is
     withdrawn, the clean ends aborted, its cleaned files are discarded and the log is as it was."""
-    log = Log.open(os.path.join(str(tmp_path), "t-0"), compact_config(), time=FakeClock())
+    log = Log.open(os.path.join(str(tmp_path), "t-0"), compact_config(), clock=ManualClock())
     log.owners = workers
 
     def fill() -> None:

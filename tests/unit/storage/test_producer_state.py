@@ -99,7 +99,7 @@ def test_state_survives_clean_close_and_reopen(open_log, tmp_path, clock) -> Non
     log.append_as_leader(pbatch(0, epoch=1), 0)
     log.close()
     assert os.path.exists(os.path.join(log.dir, "%020d.snapshot" % 2))
-    log2 = Log.open(log.dir, LogConfig(), time=clock, clean_shutdown=True)
+    log2 = Log.open(log.dir, LogConfig(), clock=clock, clean_shutdown=True)
     try:
         assert log2.append_as_leader(pbatch(0, epoch=1), 0).duplicate
         with pytest.raises(InvalidProducerEpochError):
@@ -118,7 +118,7 @@ def test_state_rebuilt_after_crash_without_snapshot(open_log, tmp_path, clock) -
     for seg in log.segments:
         seg.close_handlers()
     log._closed = True
-    log2 = Log.open(log.dir, LogConfig(segment_bytes=one * 2), time=clock)
+    log2 = Log.open(log.dir, LogConfig(segment_bytes=one * 2), clock=clock)
     try:
         dup = log2.append_as_leader(pbatch(8, epoch=1), 0)
         assert dup.duplicate and (dup.first_offset, dup.last_offset) == (8, 9)

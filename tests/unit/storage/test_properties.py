@@ -9,7 +9,9 @@ from broker.accel import record_batch
 from broker.storage.config import LogConfig
 from broker.storage.log import Log
 
-from .conftest import FakeClock, batch
+from broker.util.clock import ManualClock
+
+from .conftest import batch
 
 STORAGE_DIR = os.path.join(os.path.dirname(__file__), "..", "..", "..", "broker", "storage")
 
@@ -21,7 +23,7 @@ def test_appends_read_back_and_survive_torn_tail(counts, interval, seg_batches, 
     cfg = LogConfig(index_interval_bytes=interval, segment_bytes=len(batch(3)) * seg_batches)
     with tempfile.TemporaryDirectory() as d:
         path = os.path.join(d, "t-0")
-        log = Log.open(path, cfg, time=FakeClock())
+        log = Log.open(path, cfg, clock=ManualClock())
         ends = []
         for c in counts:
             ends.append(log.append_as_leader(batch(c), 0).last_offset)
@@ -36,7 +38,7 @@ def test_appends_read_back_and_survive_torn_tail(counts, interval, seg_batches, 
         size = os.path.getsize(active)
         with open(active, "r+b") as f:
             f.truncate(max(0, size - chop))
-        log2 = Log.open(path, cfg, time=FakeClock())
+        log2 = Log.open(path, cfg, clock=ManualClock())
         try:
             new_leo = log2.log_end_offset
             assert new_leo == 0 or new_leo - 1 in ends  # a batch boundary

@@ -26,7 +26,7 @@ def _crash(log: Log) -> None:
 
 
 def _reopen(tmp_path, clock, cfg, **kw) -> Log:
-    return Log.open(os.path.join(str(tmp_path), "topic-0"), cfg, time=clock, **kw)
+    return Log.open(os.path.join(str(tmp_path), "topic-0"), cfg, clock=clock, **kw)
 
 
 def _all_offsets(log: Log) -> list[int]:

@@ -143,7 +143,7 @@ def test_read_committed_carries_the_aborted_transactions_of_the_range(open_log) 
 def test_open_transaction_survives_a_restart(tmp_path, clock, how: str) -> None:
     cfg = LogConfig(segment_bytes=300)
     path = os.path.join(str(tmp_path), "t-0")
-    log = Log.open(path, cfg, time=clock)
+    log = Log.open(path, cfg, clock=clock)
     log.append_as_leader(plain_batch(), 0)
     log.append_as_leader(txn_batch(A, 0), 0)           # A open at 1
     for i in range(5):
@@ -156,10 +156,10 @@ def test_open_transaction_survives_a_restart(tmp_path, clock, how: str) -> None:
     index_before = {n: open(os.path.join(path, n), "rb").read() for n in txn_index_files(log)}
     if how == "clean":
         log.close()
-        log = Log.open(path, cfg, time=clock, clean_shutdown=True, recovery_point=leo, high_watermark=hw)
+        log = Log.open(path, cfg, clock=clock, clean_shutdown=True, recovery_point=leo, high_watermark=hw)
     else:
         crash(log)
-        log = Log.open(path, cfg, time=clock, recovery_point=0, high_watermark=hw)
+        log = Log.open(path, cfg, clock=clock, recovery_point=0, high_watermark=hw)
     try:
         assert log.last_stable_offset == 1
         assert {n: open(os.path.join(path, n), "rb").read() for n in txn_index_files(log)} == index_before
@@ -174,7 +174,7 @@ def test_open_transaction_survives_a_restart(tmp_path, clock, how: str) -> None:
 def test_recovery_rebuilds_missing_and_corrupt_txn_indexes(tmp_path, clock) -> None:
     cfg = LogConfig(segment_bytes=250)
     path = os.path.join(str(tmp_path), "t-0")
-    log = Log.open(path, cfg, time=clock)
+    log = Log.open(path, cfg, clock=clock)
     seq = {A: 0, B: 0}
     for round_ in range(4):
         for pid in (A, B):
@@ -193,7 +193,7 @@ def test_recovery_rebuilds_missing_and_corrupt_txn_indexes(tmp_path, clock) -> N
     os.unlink(os.path.join(path, names[0]))                      # lost
     with open(os.path.join(path, names[1]), "ab") as f:
         f.write(b"\x00" * 7)                                     # torn
-    log = Log.open(path, cfg, time=clock, recovery_point=0, high_watermark=hw)
+    log = Log.open(path, cfg, clock=clock, recovery_point=0, high_watermark=hw)
     try:
         assert {n: open(os.path.join(path, n), "rb").read() for n in txn_index_files(log)} == before
         assert read_committed(log) == expected
@@ -201,7 +201,7 @@ def test_recovery_rebuilds_missing_and_corrupt_txn_indexes(tmp_path, clock) -> N
         log.close()
     with open(os.path.join(path, names[1]), "r+b") as f:       # a bad entry found by the sanity check on open
         f.write(AbortedTxn(A, 0, 0, 1).encode())
-    log = Log.open(path, cfg, time=clock, clean_shutdown=True, recovery_point=10**9, high_watermark=hw)
+    log = Log.open(path, cfg, clock=clock, clean_shutdown=True, recovery_point=10**9, high_watermark=hw)
     try:
         assert open(os.path.join(path, names[1]), "rb").read() == before[names[1]]
     finally:
@@ -247,7 +247,7 @@ def test_follower_appends_build_the_same_index(open_log) -> None:
 def test_txn_index_follows_its_segment_through_retention(tmp_path, clock) -> None:
     pending: list = []
     cfg = LogConfig(segment_bytes=250, retention_bytes=0, file_delete_delay_ms=1000)
-    log = Log.open(os.path.join(str(tmp_path), "t-0"), cfg, time=clock, scheduler=lambda d, fn: pending.append(fn))
+    log = Log.open(os.path.join(str(tmp_path), "t-0"), cfg, clock=clock, scheduler=lambda d, fn: pending.append(fn))
     try:
         log.append_as_leader(txn_batch(A, 0), 0)
         write_marker(log, A, committed=False)
@@ -274,7 +274,7 @@ def test_alter_replica_log_dirs_moves_the_transaction_state(tmp_path, clock) -> 
     sched = Scheduler(threaded=False)  # no thread: the test runs what is due
     a, b = tmp_path / "a", tmp_path / "b"
     m = LogManager([str(a), str(b)], LogConfig(file_delete_delay_ms=0, segment_bytes=300), broker_id=1,
-                   cluster_id="c1", scheduler=sched, time=clock)
+                   cluster_id="c1", scheduler=sched, clock=clock)
     try:
         cur = m.get_or_create_log("t", 0, topic_id="AAAAAAAAAAAAAAAAAAAAAQ")
         cur.append_as_leader(txn_batch(A, 0, n=2), 0)

@@ -25,8 +25,8 @@ from broker.storage import files
 from broker.storage.config import LogConfig
 from broker.storage.log import Log
 from broker.storage.txn_index import read_aborted_txns
+from broker.util.clock import ManualClock
 
-from .conftest import FakeClock
 from .txn_helpers import crash, plain_batch, read_committed, txn_batch, write_marker
 
 PIDS = (11, 22, 33)
@@ -126,28 +126,28 @@ def _index_entries(log: Log) -> list[tuple[int, int, int, int]]:
     return out
 
 
-def _reopen(log: Log, cfg: LogConfig, clock: FakeClock, how: str) -> Log:
+def _reopen(log: Log, cfg: LogConfig, clock: ManualClock, how: str) -> Log:
     path, start, hw, leo = log.dir, log.log_start_offset, log.high_watermark, log.log_end_offset
     if how == "clean":
         log.close()
-        return Log.open(path, cfg, time=clock, clean_shutdown=True, recovery_point=leo, log_start_offset=start,
+        return Log.open(path, cfg, clock=clock, clean_shutdown=True, recovery_point=leo, log_start_offset=start,
                         high_watermark=hw)
     crash(log)
     if how == "crash-lose-indexes":
         for name in os.listdir(path):
             if name.endswith(files.TXN_INDEX_SUFFIX):
                 os.unlink(os.path.join(path, name))
-    return Log.open(path, cfg, time=clock, recovery_point=0, log_start_offset=start, high_watermark=hw)
+    return Log.open(path, cfg, clock=clock, recovery_point=0, log_start_offset=start, high_watermark=hw)
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(op, min_size=1, max_size=45), st.integers(1, 3000))
 def test_lso_index_and_read_committed_follow_the_model(ops: list, read_size: int) -> None:
     cfg = LogConfig(segment_bytes=400, index_interval_bytes=150)
-    clock = FakeClock()
+    clock = ManualClock()
     m = _Model()
     with tempfile.TemporaryDirectory() as tmp:
-        log = Log.open(os.path.join(tmp, "t-0"), cfg, time=clock)
+        log = Log.open(os.path.join(tmp, "t-0"), cfg, clock=clock)
         try:
             for o in ops:
                 kind = o[0]

@@ -12,6 +12,7 @@ from typing import List
 import pytest
 
 from broker.util import fd_budget
+from broker.util.clock import ManualClock
 from broker.util.fd_budget import (
     DescriptorBudget, NofileLimit, count_open_descriptors, count_partition_dirs, default_reserve, effective_reserve,
     estimate_descriptors,
@@ -24,7 +25,7 @@ class Fake:
     def __init__(self, limit: int, open_now: int) -> None:
         self.limit = limit
         self.open = open_now
-        self.now = 100.0
+        self.clock = ManualClock(100_000)
         self.counts = 0
 
     def count(self) -> int:
@@ -33,7 +34,7 @@ class Fake:
 
 
 def budget(fake: Fake, reserve: int = 100) -> DescriptorBudget:
-    return DescriptorBudget(lambda: reserve, limit=lambda: fake.limit, count=fake.count, clock=lambda: fake.now,
+    return DescriptorBudget(lambda: reserve, limit=lambda: fake.limit, count=fake.count, clock=fake.clock,
                             logger=logging.getLogger("test.fd_budget"))
 
 
@@ -72,7 +73,7 @@ def test_the_inter_broker_listener_may_use_half_the_reserve() -> None:
 def test_the_socket_number_is_a_free_lower_bound_between_counts() -> None:
     f = Fake(limit=1000, open_now=100)
     b = budget(f)
-    f.now += 0.01  # no recount yet: the budget believes 100 are open...
+    f.clock.advance(10)  # no recount yet: the budget believes 100 are open...
     assert not b.admit(950, "PLAINTEXT")  # ...but descriptor 950 proves 951 are
     assert f.counts == 1  # refused on the proof alone, within the confirmation interval: no count
 
@@ -81,7 +82,7 @@ def test_a_refusal_is_confirmed_by_a_fresh_count() -> None:
     f = Fake(limit=1000, open_now=950)
     b = budget(f)
     f.open = 500  # others closed descriptors meanwhile
-    f.now += fd_budget.CONFIRM_INTERVAL_S + 0.01
+    f.clock.advance((fd_budget.CONFIRM_INTERVAL_S + 0.01) * 1000)
     assert b.admit(400, "PLAINTEXT")
     assert f.counts == 2 and b.open == 500
 
@@ -95,7 +96,7 @@ def test_counts_follow_admissions_and_closes_and_are_refreshed_each_second() -> 
     b.connection_closed()
     assert b.open == 59
     f.open = 70
-    f.now += fd_budget.RECOUNT_INTERVAL_S
+    f.clock.advance(fd_budget.RECOUNT_INTERVAL_S * 1000)
     assert b.admit(20, "PLAINTEXT")
     assert b.open == 70 and f.counts == 2
 
@@ -103,13 +104,13 @@ def test_counts_follow_admissions_and_closes_and_are_refreshed_each_second() -> 
 def test_a_changed_limit_or_reserve_applies_at_the_next_count() -> None:
     f = Fake(limit=10000, open_now=600)
     reserve = [100]
-    b = DescriptorBudget(lambda: reserve[0], limit=lambda: f.limit, count=f.count, clock=lambda: f.now)
+    b = DescriptorBudget(lambda: reserve[0], limit=lambda: f.limit, count=f.count, clock=f.clock)
     assert b.admit(600, "PLAINTEXT")
     f.limit = 700  # prlimit on the running process
-    f.now += fd_budget.RECOUNT_INTERVAL_S
+    f.clock.advance(fd_budget.RECOUNT_INTERVAL_S * 1000)
     assert not b.admit(600, "PLAINTEXT") and b.limit == 700
     reserve[0] = 50
-    f.now += fd_budget.RECOUNT_INTERVAL_S
+    f.clock.advance(fd_budget.RECOUNT_INTERVAL_S * 1000)
     assert b.admit(600, "PLAINTEXT") and b.reserve == 50
 
 
@@ -118,16 +119,16 @@ def test_refusals_are_logged_once_per_interval_with_a_count_and_recovery_once(ca
     b = budget(f)
     caplog.set_level(logging.INFO, logger="test.fd_budget")
     for _ in range(50):
-        f.now += 0.1
+        f.clock.advance(100)
         assert not b.admit(950, "PLAINTEXT")
     lines: List[str] = [r.getMessage() for r in caplog.records]
     assert len(lines) == 1 and lines[0].startswith("Refusing new connections on listener PLAINTEXT: 951 of 1000")
-    f.now += fd_budget.REFUSAL_LOG_INTERVAL_S
+    f.clock.advance(fd_budget.REFUSAL_LOG_INTERVAL_S * 1000)
     assert not b.admit(950, "PLAINTEXT")
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 2 and "50 refused since the last message" in lines[1]
     f.open = 500
-    f.now += 1
+    f.clock.advance(1000)
     assert b.admit(500, "PLAINTEXT") and b.admit(501, "PLAINTEXT")
     lines = [r.getMessage() for r in caplog.records]
     assert len(lines) == 3 and lines[2].startswith("Accepting new connections again")
@@ -193,7 +194,7 @@ def test_a_failed_count_keeps_the_running_count() -> None:
     f = Fake(limit=1000, open_now=500)
     b = budget(f)
     f.open = -1  # listing /proc/self/fd failed (no descriptor for it)
-    f.now += fd_budget.RECOUNT_INTERVAL_S
+    f.clock.advance(fd_budget.RECOUNT_INTERVAL_S * 1000)
     assert b.admit(20, "PLAINTEXT") and b.open == 501
 
 
@@ -208,12 +209,13 @@ def test_a_refusing_listener_admits_again_only_with_a_margin_above_the_reserve(
     assert margin == 12
     for freed in range(1, margin + 1):  # a descriptor closes elsewhere between fresh counts
         f.open = 900 - freed
-        f.now += fd_budget.RECOUNT_INTERVAL_S
+        f.clock.advance(fd_budget.RECOUNT_INTERVAL_S * 1000)
         assert not b.admit(f.open, "PLAINTEXT"), f"admitted with {freed} free, margin {margin}"
     f.open = 900 - margin - 1
-    f.now += fd_budget.RECOUNT_INTERVAL_S
+    f.clock.advance(fd_budget.RECOUNT_INTERVAL_S * 1000)
     assert b.admit(f.open, "PLAINTEXT")
-    f.now += fd_budget.RECOUNT_INTERVAL_S  # not refusing any more: down to the reserve again without a margin
+    # not refusing any more: down to the reserve again without a margin
+    f.clock.advance(fd_budget.RECOUNT_INTERVAL_S * 1000)
     assert all(b.admit(f.open + i, "PLAINTEXT") for i in range(1, margin + 1))
     lines = [r.getMessage() for r in caplog.records]
     assert sum(line.startswith("Accepting new connections again") for line in lines) == 1, lines

@@ -115,7 +115,7 @@ def test_kafka_dump_log_prints_what_kafkas_tool_prints(tmp_path: Path) -> None:
     good = values[0]
     assert good is not None
     values += [None, b"\x00\x00\x00", b"\x01\x07\x00", b"\x01\x00\x05", good + b"\x00", b"\x02\x00\x00", good[:9]]
-    log = Log.open(str(tmp_path / "__remote_log_metadata-0"), LogConfig(), time=lambda: 1_700_000_000.0)
+    log = Log.open(str(tmp_path / "__remote_log_metadata-0"), LogConfig(), clock=ManualClock(1_700_000_000_000))
     for i in range(0, len(values), 6):
         log.append_as_leader(bytearray(build_batch([(None, v, [], 1_700_000_000_000) for v in values[i:i + 6]])), 0)
     log.flush()

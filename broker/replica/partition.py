@@ -23,7 +23,7 @@ from typing import (TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTup
 from broker.errors import ErrorCode, error_for_code
 from broker.replica.errors import error_code_for
 from broker.replica.results import ProduceResult, ReadResult
-from broker.util import clock as _clock_mod
+from broker.util.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
     from broker.storage.partition_log import LogAppendInfo, PartitionLog
@@ -171,20 +171,12 @@ class IsrState:
         return IsrState(t, t, leader_recovery_state)
 
 
-def _default_clock() -> int:
-    """The ISR lag clock (lastCaughtUpTimeMs against replica.lag.time.max.ms): monotonic. Kafka's Partition uses
-    time.milliseconds(), so a wall-clock jump forward shrinks every ISR at the next check and one back delays a
-    shrink; these times are never stored or sent, so the monotonic clock is only safer. The ReplicaManager passes
-    its own clock."""
-    return _clock_mod.mono_ms()
-
-
 class Partition:
     """One hosted topic-partition: its log and, as leader, its followers and ISR."""
 
     def __init__(self, topic: str, partition: int, local_broker_id: int, *, log: Optional[PartitionLog] = None,
                  topic_id: Optional[uuid.UUID] = None, replica_lag_time_max_ms: int = 30000,
-                 clock: Callable[[], int] = _default_clock,
+                 clock: Clock = SYSTEM_CLOCK,
                  alter_partition_manager: Optional[AlterPartitionSubmitter] = None,
                  is_broker_alive: Callable[[int], bool] = lambda _b: True,
                  on_delayed_check: Callable[[TopicPartition], None] = lambda _tp: None,
@@ -197,11 +189,16 @@ class Partition:
         self.future_log: Optional[PartitionLog] = None
         self.topic_id = topic_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        self._clock = clock
+        #: the ISR lag clock (lastCaughtUpTimeMs against replica.lag.time.max.ms) is its mono_ms(): Kafka's Partition
+        #: uses time.milliseconds(), so a wall-clock jump forward shrinks every ISR at the next check and one back
+        #: delays a shrink; these times are never stored or sent, so the monotonic clock is only safer. Its timers
+        #: run the AlterPartition retry backoff. The ReplicaManager passes its own clock.
+        self._time = clock
+        self._clock = clock.mono_ms
         self.alter_partition_manager = alter_partition_manager
         self._is_broker_alive = is_broker_alive
         self._on_delayed_check = on_delayed_check
-        self._retry_backoff_s = alter_partition_retry_backoff_ms / 1000.0
+        self._retry_backoff_ms = alter_partition_retry_backoff_ms
         self.leader_id: int = -1
         self.leader_epoch: int = -1
         self.partition_epoch: int = -1
@@ -660,7 +657,7 @@ class Partition:
             if not self._handle_alter_partition_error(pending, error):
                 self._on_delayed_check(self.tp)
                 return
-            await asyncio.sleep(self._retry_backoff_s)
+            await self._time.sleep_ms(self._retry_backoff_ms)
             if self.isr_state is not pending or self.deleted:
                 return
 

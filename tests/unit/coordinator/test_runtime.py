@@ -10,7 +10,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence, Tuple
 
 from broker.coordinator.runtime import CoordinatorRuntime, LoadSummary, Record, WriteResult
 from broker.errors import ErrorCode as E, error_for_code
-from tests.unit.replica.harness import ManualClock
+from broker.util.clock import ManualClock
 
 P = 3
 
@@ -99,7 +99,7 @@ class Env:
         self.unloaded: List[Tuple[int, Optional[KvShard]]] = []
         self.rt: CoordinatorRuntime[KvShard] = CoordinatorRuntime(
             "Toy", "__toy", self.log, KvShard, lambda p, s, summary: self.loaded.append((p, summary)),
-            lambda p, s: self.unloaded.append((p, s)), leader_epoch=lambda p: self.epochs[p], mono_ms=self.clock)
+            lambda p, s: self.unloaded.append((p, s)), leader_epoch=lambda p: self.epochs[p], mono_ms=self.clock.mono_ms)
 
     async def lead(self) -> KvShard:
         self.rt.schedule_load(P)

@@ -12,7 +12,7 @@ from broker.replica.config import RACK_AWARE_REPLICA_SELECTOR, ReplicaConfig
 from broker.replica.manager import ClientMetadata, FetchPartitionInfo
 from broker.replica.partition import EPOCH_DURING_DELETE
 
-from .harness import TOPIC, TP, FakeCluster, records, state, wait_until
+from .harness import TOPIC, TP, FakeCluster, records, state
 
 STALE = ErrorCode.STALE_CONTROLLER_EPOCH
 
@@ -134,7 +134,7 @@ def test_delayed_produce_outcomes(tmp_path) -> None:
             assert (await rm.append_records(2, {TP: records(b"c")}))[TP].error_code == ErrorCode.INVALID_REQUIRED_ACKS
             # Leadership lost while waiting.
             waiting = asyncio.ensure_future(rm.append_records(-1, {TP: records(b"d")}, timeout_ms=10000))
-            await wait_until(lambda: rm.delayed_produce_purgatory.num_delayed() == 1)
+            await c.wait_until(lambda: rm.delayed_produce_purgatory.num_delayed() == 1)
             await c.leader_and_isr(1, state(2, 1, [2, 1], [1, 2]))
             assert (await asyncio.wait_for(waiting, 8))[TP].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
             # Appends on a follower are refused.
@@ -160,7 +160,7 @@ def test_not_enough_replicas_before_and_after_append(tmp_path) -> None:
             assert (await rm.append_records(1, {TP: records(b"a")}))[TP].error_code == 0  # acks=1 is not checked
             await c.leader_and_isr(1, state(1, 1, [1, 2], [1, 2]))
             waiting = asyncio.ensure_future(rm.append_records(-1, {TP: records(b"b")}, timeout_ms=10000))
-            await wait_until(lambda: rm.delayed_produce_purgatory.num_delayed() == 1)
+            await c.wait_until(lambda: rm.delayed_produce_purgatory.num_delayed() == 1)
             # The record got replicated, but by the time the waiting request looks the ISR is [1].
             p = rm.get_partition(TP)
             from broker.replica.partition import IsrState
@@ -226,7 +226,7 @@ def test_consumer_reads_from_follower_and_preferred_read_replica(tmp_path) -> No
                 await c.leader_and_isr(x, state(1, 0, [1, 2], [1, 2]))
             assert (await leader.rm.append_records(-1, {TP: records(b"a")}, timeout_ms=5000))[TP].error_code == 0
             await leader.rm.append_records(-1, {TP: records(b"b")}, timeout_ms=5000)
-            await wait_until(lambda: follower.log.high_watermark >= 1)
+            await c.wait_until(lambda: follower.log.high_watermark >= 1)
 
             async def consume(rm: Any, meta: Any) -> Any:
                 return (await rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20, 0))], 1 << 20, 1, 0,
@@ -324,10 +324,10 @@ def test_periodic_isr_expiration_and_hw_checkpoint(tmp_path) -> None:
             await b.rm.append_records(1, {TP: records(b"a")})
             b.rm.startup()
             c.clock.advance(21)  # the followers never fetched: out of the ISR at the next check
-            await wait_until(lambda: b.rm.get_partition(TP).isr == (1,), what="scheduled ISR shrink")
+            await c.wait_until(lambda: b.rm.get_partition(TP).isr == (1,), what="scheduled ISR shrink")
             path = os.path.join(b.dir, "replication-offset-checkpoint")
             from broker.storage.checkpoints import OffsetCheckpointFile
-            await wait_until(lambda: os.path.exists(path) and OffsetCheckpointFile(path).read().get(TP) == 1,
+            await c.wait_until(lambda: os.path.exists(path) and OffsetCheckpointFile(path).read().get(TP) == 1,
                              what="HW checkpoint")
         finally:
             await c.close()

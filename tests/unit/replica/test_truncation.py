@@ -15,7 +15,7 @@ from broker.storage.checkpoints import OffsetCheckpointFile
 from broker.storage.log import Log
 from broker.storage.log_manager import LogManager
 
-from .harness import TOPIC_ID, TP, FakeCluster, read_all_bytes, records, state, values_of, wait_until
+from .harness import TOPIC_ID, TP, FakeCluster, read_all_bytes, records, state, values_of
 
 IBPS = ["3.9", "2.6"]
 
@@ -52,7 +52,7 @@ def test_kip101_scenario1_restart_with_stale_hw_keeps_committed_record(tmp_path,
             mark = len(c.requests)
             await c.leader_and_isr(1, state(2, 0, [1, 2], [1, 2]))
             # It learns the leader's HW (2) from a fetch response: truncation (if any) happened before.
-            await wait_until(lambda: a.log.high_watermark == 2, what="follower HW from the leader")
+            await c.wait_until(lambda: a.log.high_watermark == 2, what="follower HW from the leader")
             assert a.log.log_end_offset == 2
             if ibp == "2.6":
                 assert 23 in api_keys_sent(c, 1, mark)  # OffsetForLeaderEpoch
@@ -64,7 +64,7 @@ def test_kip101_scenario1_restart_with_stale_hw_keeps_committed_record(tmp_path,
             assert (await a.rm.append_records(1, {TP: records(b"m3")}))[TP].error_code == 0
             b = c.start(2)
             await c.leader_and_isr(2, state(1, 1, [1], [1, 2]))
-            await wait_until(lambda: b.log.log_end_offset == 3, what="old leader caught up")
+            await c.wait_until(lambda: b.log.log_end_offset == 3, what="old leader caught up")
             assert values_of(a.log) == values_of(b.log) == [b"m1", b"m2", b"m3"]
             assert read_all_bytes(a.log) == read_all_bytes(b.log)
             assert a.log.leader_epoch_cache.entries == b.log.leader_epoch_cache.entries == [(0, 0), (1, 2)]
@@ -95,7 +95,7 @@ def test_kip101_scenario2_divergent_logs_after_multiple_failures(tmp_path, ibp) 
             a = c.start(1)
             mark = len(c.requests)
             await c.leader_and_isr(1, state(2, 1, [2], [1, 2]))
-            await wait_until(lambda: read_all_bytes(a.log) == read_all_bytes(b.log), what="identical logs")
+            await c.wait_until(lambda: read_all_bytes(a.log) == read_all_bytes(b.log), what="identical logs")
             assert values_of(a.log) == values_of(b.log) == [b"m1", b"m3"]
             assert a.log.leader_epoch_cache.entries == b.log.leader_epoch_cache.entries == [(0, 0), (1, 1)]
             if ibp == "2.6":
@@ -130,7 +130,7 @@ def test_follower_with_an_epoch_unknown_to_the_leader_truncates_in_steps(tmp_pat
             await b.rm.append_records(1, {TP: records(b"c")})
             assert lb.leader_epoch_cache.entries == [(0, 0), (1, 1), (3, 2)]
             await c.leader_and_isr(1, state(2, 3, [2], [1, 2]))
-            await wait_until(lambda: read_all_bytes(la) == read_all_bytes(lb), what="identical logs")
+            await c.wait_until(lambda: read_all_bytes(la) == read_all_bytes(lb), what="identical logs")
             assert values_of(la) == [b"a", b"b", b"c"]
             assert la.leader_epoch_cache.entries == [(0, 0), (1, 1), (3, 2)]
         finally:

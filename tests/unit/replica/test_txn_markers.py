@@ -11,7 +11,7 @@ from broker.protocol.records.builder import build_batch
 from broker.replica.manager import FetchPartitionInfo
 from broker.storage.config import LogConfig
 
-from .harness import TOPIC, TP, FakeCluster, records, state, wait_until
+from .harness import TOPIC, TP, FakeCluster, records, state
 
 PID = 4242
 
@@ -75,7 +75,7 @@ def test_markers_wait_for_the_isr_like_acks_all(tmp_path) -> None:
             assert (await b1.rm.append_records(-1, {TP: txn_records(0, b"a")}))[TP].error_code == 0
             assert await b1.rm.append_txn_markers(PID, 0, 0, True, [TP], 10000) == {TP: 0}
             assert heard == [(TOPIC, 0, PID, True)]
-            await wait_until(lambda: b2.log.log_end_offset == 2, what="the follower has the marker")
+            await c.wait_until(lambda: b2.log.log_end_offset == 2, what="the follower has the marker")
             assert b2.log.producer_state.last_entry(PID).current_txn_first_offset == -1
             # the marker is never answered before the HW passes it: no follower, no answer within the timeout
             await c.crash(2)
@@ -103,7 +103,7 @@ def test_follower_builds_the_same_transaction_index(tmp_path) -> None:
             await c.leader_and_isr(2, state(1, 0, [1, 2], [1, 2]))
             assert (await b1.rm.append_records(-1, {TP: txn_records(0, b"a", b"b")}))[TP].error_code == 0
             assert await b1.rm.append_txn_markers(PID, 0, 0, False, [TP], 10000) == {TP: 0}
-            await wait_until(lambda: b2.log.log_end_offset == 3, what="replication")
+            await c.wait_until(lambda: b2.log.log_end_offset == 3, what="replication")
             def index(plog: Any) -> list:
                 return [(s.base_offset, t) for s in plog.segments for t in s.txn_index.all_aborted_txns()]
 
@@ -132,7 +132,7 @@ def test_read_committed_fetch_stops_at_the_lso_and_wakes_when_it_moves(tmp_path)
             # parked: nothing below the LSO past offset 1 until the transaction ends
             waiting = asyncio.ensure_future(rm.fetch_messages([(TP, FetchPartitionInfo(1, 1 << 20))], 1 << 20, 1,
                                                               10000, 1))
-            await wait_until(lambda: rm.delayed_fetch_purgatory.num_delayed(TP) == 1 or waiting.done(),
+            await c.wait_until(lambda: rm.delayed_fetch_purgatory.num_delayed(TP) == 1 or waiting.done(),
                              what="the read_committed fetch to park on the partition")
             assert not waiting.done()
             assert await rm.append_txn_markers(PID, 0, 0, False, [TP], 5000) == {TP: 0}  # 3

@@ -20,7 +20,7 @@ from broker.coordinator.transaction.state import TransactionConfig, TransactionC
 from broker.errors import ErrorCode as E, error_for_code
 from broker.util.broker_channel import BrokerNode
 from tests.unit.coordinator.transaction.test_marker_channel import FakeChannel, until
-from tests.unit.replica.harness import ManualClock
+from broker.util.clock import ManualClock
 
 NUM_PARTITIONS = 3
 TID = "tx"
@@ -280,7 +280,7 @@ def test_completion_is_retried_while_the_log_is_unavailable() -> None:
 
 def test_timed_out_transactions_are_aborted_by_the_service(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = ManualClock()
-    monkeypatch.setattr(service, "_now_ms", clock)
+    monkeypatch.setattr(service, "_now_ms", clock.mono_ms)
 
     async def scenario(env: Env) -> None:
         await env.lead()
@@ -298,7 +298,7 @@ def test_timed_out_transactions_are_aborted_by_the_service(monkeypatch: pytest.M
 
 def test_idle_transactional_ids_expire(monkeypatch: pytest.MonkeyPatch) -> None:
     clock = ManualClock()
-    monkeypatch.setattr(service, "_now_ms", clock)
+    monkeypatch.setattr(service, "_now_ms", clock.mono_ms)
 
     async def scenario(env: Env) -> None:
         await env.lead()

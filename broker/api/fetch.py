@@ -16,7 +16,7 @@ from broker.api.leader_hint import current_leader
 from broker.replica.manager import ClientMetadata, FetchPartitionInfo, fetch_request_replica
 from broker.errors import ErrorCode
 from broker.security.acl import CLUSTER_RESOURCE_NAME, AclOperation, ResourceType
-from broker.util import clock, request_time
+from broker.util import request_time
 
 if TYPE_CHECKING:
     from broker.api.dispatcher import RequestContext
@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 MIN_VERSION, MAX_VERSION = 0, 17
 #: how often a follower's incremental session looks at every partition it holds (catching a change nothing noted,
 #: such as a log start offset moved by retention); between sweeps it looks only at what changed
-SESSION_SWEEP_S = 1.0
+SESSION_SWEEP_MS = 1000
 _LEADER_MOVED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 ZERO_UUID = uuid.UUID(int=0)
 TopicPartition = Tuple[str, int]
@@ -170,7 +170,8 @@ async def handle(ctx: "RequestContext", request: Any, *,
             forgotten.extend((name, p) for p in f.partitions)
 
     # 2. Session resolution.
-    now_ms = clock.mono_ms()  # session idle clock: monotonic, so a wall-clock jump evicts nothing
+    # the replica layer's clock (monotonic: a wall-clock jump evicts nothing), for the session's idle time and sweeps
+    now_ms = replica_manager.time.mono_ms()
     session_id = getattr(request, "session_id", 0)
     epoch = getattr(request, "session_epoch", -1)
     err, session, to_read = fetch_sessions.begin(session_id, epoch, uses_ids, requested, forgotten, now_ms)
@@ -204,9 +205,8 @@ async def handle(ctx: "RequestContext", request: Any, *,
             scope = _SessionReads(session, resent, id_of)
             later = rm.changes.since(session.changes_seen)
             session.changes_seen = rm.changes.seq
-            now_s = time.monotonic()
-            if later is None or now_s - session.swept_s >= SESSION_SWEEP_S:
-                session.swept_s = now_s
+            if later is None or now_ms - session.swept_ms >= SESSION_SWEEP_MS:
+                session.swept_ms = now_ms
                 reads = scope.reads_for(None)
             else:
                 look: Set[TopicPartition] = set(cast("List[TopicPartition]", later))  # changes note partitions

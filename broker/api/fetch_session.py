@@ -53,10 +53,10 @@ class FetchSession:
     #: monotonic ms of the session's last use (its eviction clock)
     last_used_ms: int = 0
     #: a follower's session (broker.api.fetch): the ReplicaManager's PartitionChanges number up to which its
-    #: partitions' changes were taken, when it last looked at every partition (monotonic s), and the partitions
+    #: partitions' changes were taken, when it last looked at every partition (monotonic ms), and the partitions
     #: the last answer considered (they are looked at again: data left unread, errors)
     changes_seen: int = -1
-    swept_s: float = 0.0
+    swept_ms: int = 0
     carry: Set[TopicPartition] = field(default_factory=set)
 
 

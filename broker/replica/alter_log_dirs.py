@@ -38,7 +38,7 @@ TopicPartition = Tuple[str, int]
 
 COPIED, SWAPPED, GONE = "copied", "swapped", "gone"
 #: how long to wait before looking at an exceeded alter-log-dirs quota again
-THROTTLE_POLL_S = 0.1
+THROTTLE_POLL_MS = 100
 
 
 def move_step(log_manager: LogManager, partition: Partition, max_bytes: int) -> Tuple[str, int]:
@@ -140,7 +140,7 @@ class ReplicaAlterLogDirsManager:
                 return
             if quota.is_quota_exceeded():
                 try:
-                    await asyncio.wait_for(stop.wait(), THROTTLE_POLL_S)
+                    await rm.time.wait_for_ms(stop.wait(), THROTTLE_POLL_MS)
                 except asyncio.TimeoutError:
                     pass
                 continue
@@ -158,7 +158,7 @@ class ReplicaAlterLogDirsManager:
                 return
             if outcome == GONE:
                 return
-            await asyncio.sleep(0 if n else 0.01)
+            await rm.time.sleep_ms(0 if n else 10)
 
 
 __all__ = ["ReplicaAlterLogDirsManager", "move_step"]

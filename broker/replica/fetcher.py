@@ -59,7 +59,7 @@ FETCH_VERSION_WITHOUT_TOPIC_IDS = 12
 LIST_OFFSETS_VERSION = 9
 OFFSET_FOR_LEADER_EPOCH_VERSION = 4
 #: how often a fetcher looks at every partition it fetches, not only at those whose fetch state changed (s)
-SWEEP_S = 1.0
+SWEEP_MS = 1000
 
 #: top-level Fetch errors about the session itself (KIP-227): answered by a full request, not a backoff
 _SESSION_ERRORS = frozenset({int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND), int(ErrorCode.INVALID_FETCH_SESSION_EPOCH),
@@ -90,16 +90,16 @@ class PartitionFetchState:
     state: str
     last_fetched_epoch: Optional[int]
     lag: Optional[int] = None
-    delayed_until: float = 0.0  # event-loop time
+    delayed_until: int = 0  # the replica manager's clock, mono_ms()
     reset_offset: bool = False  # the fetch offset must come from the leader (ListOffsets)
 
-    def is_delayed(self, now: float) -> bool:
+    def is_delayed(self, now: int) -> bool:
         return self.delayed_until > now
 
-    def is_ready_for_fetch(self, now: float) -> bool:
+    def is_ready_for_fetch(self, now: int) -> bool:
         return self.state == FETCHING and not self.reset_offset and not self.is_delayed(now)
 
-    def is_truncating(self, now: float) -> bool:
+    def is_truncating(self, now: int) -> bool:
         return self.state == TRUNCATING and not self.is_delayed(now)
 
     @property
@@ -186,15 +186,17 @@ class ReplicaFetcher:
         self.channel = channel
         self.config = manager.config
         self.rm = manager.replica_manager
+        #: the replica manager's clock: backoffs and the idle wait run on its timers
+        self.clock = manager.replica_manager.time
         self.partitions = FetchStates()
         #: what the next Fetch asks for each partition ready to fetch (fetch offset, leader epoch, last fetched
         #: epoch, log start offset, max bytes, topic id) and the state it was built from; kept up to date from
-        #: ``partitions.changed`` (and rebuilt by a sweep each SWEEP_S)
+        #: ``partitions.changed`` (and rebuilt by a sweep each SWEEP_MS)
         self._wanted: Dict[TopicPartition, Tuple[Any, ...]] = {}
         self._wanted_states: Dict[TopicPartition, PartitionFetchState] = {}
         self._without_topic_id: Set[TopicPartition] = set()
         self._names: Dict[uuid.UUID, str] = {}
-        self._next_sweep = 0.0
+        self._next_sweep = 0
         self._throttling = False
         self.lock = asyncio.Lock()
         self._wakeup = asyncio.Event()
@@ -274,9 +276,8 @@ class ReplicaFetcher:
 
     def _delay(self, tps: Iterable[TopicPartition], delay_ms: Optional[int] = None) -> None:
         """Back off these partitions (only the ones not already backing off)."""
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        until = now + (self.config.replica_fetch_backoff_ms if delay_ms is None else delay_ms) / 1000.0
+        now = self.clock.mono_ms()
+        until = now + (self.config.replica_fetch_backoff_ms if delay_ms is None else delay_ms)
         for tp in tps:
             st = self.partitions.get(tp)
             if st is not None and not st.is_delayed(now):
@@ -326,13 +327,12 @@ class ReplicaFetcher:
                 raise
             except Exception:
                 log.exception("%s: unexpected error; backing off", self.name)
-                await asyncio.sleep(self.config.replica_fetch_backoff_ms / 1000.0)
+                await self.clock.sleep_ms(self.config.replica_fetch_backoff_ms)
 
     async def _idle_wait(self) -> None:
         """Nothing to fetch: sleep until a partition is added or a backoff ends (at most the backoff)."""
-        loop = asyncio.get_running_loop()
-        now = loop.time()
-        timeout = self.config.replica_fetch_backoff_ms / 1000.0
+        now = self.clock.mono_ms()
+        timeout = self.config.replica_fetch_backoff_ms
         states = self.partitions
         for st in [states[tp] for tp in states.special]:  # backing off, truncating, resetting: all special
             if st.is_delayed(now):
@@ -341,18 +341,18 @@ class ReplicaFetcher:
                 await asyncio.sleep(0)
                 return  # more truncation / offset lookups to do right away
         try:
-            await asyncio.wait_for(self._wakeup.wait(), max(timeout, 0.001))
+            await self.clock.wait_for_ms(self._wakeup.wait(), max(timeout, 1))
         except asyncio.TimeoutError:
             pass
 
     # ------------------------------------------------------------------ fetch
-    def _build_fetch(self, now: float) -> Tuple[Optional[dict], int, Dict[TopicPartition, PartitionFetchState],
+    def _build_fetch(self, now: int) -> Tuple[Optional[dict], int, Dict[TopicPartition, PartitionFetchState],
                                                 Dict[uuid.UUID, str]]:
         """The next Fetch: (body or None when nothing is ready, version, the fetch state of every partition this
         fetch covers, topic id -> name). Within the fetch session only the partitions whose position changed
         are sent (the leader keeps the others); see fetch_session_handler. Only the partitions that changed
         since the last Fetch (and those not simply fetching) are looked at, except for a full request, while
-        the follower quota is exceeded, and once every SWEEP_S (the log start offset this follower sends
+        the follower quota is exceeded, and once every SWEEP_MS (the log start offset this follower sends
         moves without its fetch state changing)."""
         states = self.partitions
         quota = self._follower_quota()
@@ -360,7 +360,7 @@ class ReplicaFetcher:
         # while throttling, and once after (the partitions it left out come back), every partition is looked at
         was_throttling, self._throttling = self._throttling, throttling
         if self.fetch_session.is_full or throttling or was_throttling or now >= self._next_sweep:
-            self._next_sweep = now + SWEEP_S
+            self._next_sweep = now + SWEEP_MS
             look: Iterable[TopicPartition] = list(states)
             for tp in list(self._wanted):
                 if tp not in states:
@@ -461,10 +461,9 @@ class ReplicaFetcher:
         return quotas.follower if quotas is not None else None
 
     async def _maybe_fetch(self) -> None:
-        loop = asyncio.get_running_loop()
         async with self.lock:
             self._wakeup.clear()
-            body, version, session, names = self._build_fetch(loop.time())
+            body, version, session, names = self._build_fetch(self.clock.mono_ms())
         if body is None:
             await self._idle_wait()
             return
@@ -579,7 +578,7 @@ class ReplicaFetcher:
             log.info("%s: fetch failed with %s; backing off", self.name, _name(top))
             self._delay(session)
             return []
-        now = asyncio.get_running_loop().time()
+        now = self.clock.mono_ms()
         errors: Set[TopicPartition] = set()
         diverging: Dict[TopicPartition, Tuple[int, int, int]] = {}
         out_of_range: List[Tuple[TopicPartition, int]] = []
@@ -668,10 +667,9 @@ class ReplicaFetcher:
 
     # ------------------------------------------------------------------ truncation
     async def _maybe_truncate(self) -> None:
-        loop = asyncio.get_running_loop()
         with_epochs: Dict[TopicPartition, Tuple[int, int]] = {}
         async with self.lock:
-            now = loop.time()
+            now = self.clock.mono_ms()
             without: List[TopicPartition] = []
             states = self.partitions  # a truncating partition is one of states.special
             for tp in [tp for tp in states.special if states[tp].is_truncating(now)]:
@@ -786,7 +784,7 @@ class ReplicaFetcher:
     # ------------------------------------------------------------------ out of range
     async def _maybe_reset_offsets(self) -> None:
         """Partitions added without a fetch offset ask the leader where to start."""
-        now = asyncio.get_running_loop().time()
+        now = self.clock.mono_ms()
         states = self.partitions  # a partition resetting its offset is one of states.special
         todo = [(tp, states[tp].current_leader_epoch) for tp in states.special
                 if states[tp].reset_offset and not states[tp].is_delayed(now)]

@@ -44,7 +44,6 @@ from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, Lis
 
 from broker.accel import record_batch
 from broker.errors import ErrorCode
-from broker.util import clock as _clock
 from broker.metrics.stats import BrokerTopicStats
 from broker.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from broker.replica.config import ReplicaConfig
@@ -61,6 +60,7 @@ from broker.replica.results import ProduceResult, ReadResult
 from broker.storage.errors import LogBusyError
 from broker.util import runtime_tuning
 from broker.util.broker_channel import BrokerChannelFactory, BrokerNode
+from broker.util.clock import SYSTEM_CLOCK, Clock
 from broker.util.request_time import parked
 
 if TYPE_CHECKING:
@@ -133,13 +133,6 @@ def fetch_request_replica(request: Any, api_version: int) -> Tuple[int, int]:
     return int(getattr(request, "replica_id", CONSUMER_REPLICA_ID)), -1
 
 
-def _now_ms() -> int:
-    """The replica manager's clock (ISR lag against replica.lag.time.max.ms, the leader's view of its followers):
-    monotonic. Kafka's Partition uses time.milliseconds(), so a wall-clock jump forward would shrink every ISR at
-    the next check; these times are never stored or sent, so the monotonic clock is only safer."""
-    return _clock.mono_ms()
-
-
 def _topic_id_str(topic_id: Any) -> Optional[str]:
     """partition.metadata wants the base64url form Kafka writes."""
     if topic_id is None:
@@ -181,7 +174,7 @@ class ReplicaManager:
 
     def __init__(self, broker_id: int, log_manager: LogManager, io_threads: int = 4, *,
                  config: Optional[ReplicaConfig] = None,
-                 clock: Optional[Callable[[], int]] = None,
+                 clock: Clock = SYSTEM_CLOCK,
                  alter_partition_manager: Optional[AlterPartitionSubmitter] = None,
                  channel_factory: Optional[BrokerChannelFactory] = None,
                  broker_epoch: Optional[Callable[[], int]] = None,
@@ -196,7 +189,11 @@ class ReplicaManager:
         ``io_threads``: the disk I/O workers (each partition's log owner); 0 (unit tests only: the broker always has
         at least one) runs every job, and the HW checkpoint, at once on the event loop (:class:`InlineIoWorkers`),
         so a test's outcomes are there when the call returns, without threads.
-        ``clock``: milliseconds (replica lag bookkeeping). ``broker_epoch``: this broker's epoch (czxid of its
+        ``clock``: the replica layer's time: its ``mono_ms()`` for the replica lag bookkeeping (ISR lag against
+        replica.lag.time.max.ms, the leader's view of its followers: monotonic; Kafka's Partition uses
+        time.milliseconds(), so a wall-clock jump forward would shrink every ISR at the next check; these times are
+        never stored or sent, so the monotonic clock is only safer), its timers for the purgatories, the Fetch
+        long poll and the fetchers' backoff. ``broker_epoch``: this broker's epoch (czxid of its
         registration). ``is_broker_alive`` / ``broker_node`` / ``broker_rack``: the metadata cache's view of
         other brokers. ``metadata_has_partition``: whether the cluster knows a partition this broker does not
         host (Kafka then answers NOT_LEADER_OR_FOLLOWER instead of UNKNOWN_TOPIC_OR_PARTITION).
@@ -208,7 +205,9 @@ class ReplicaManager:
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.config = config if config is not None else ReplicaConfig()
-        self._clock = clock if clock is not None else _now_ms
+        #: Kafka's ReplicaManager.time
+        self.time = clock
+        self._clock = clock.mono_ms
         self.alter_partition_manager = alter_partition_manager
         self._broker_epoch = broker_epoch if broker_epoch is not None else (lambda: -1)
         self._is_broker_alive = is_broker_alive if is_broker_alive is not None else (lambda _b: True)
@@ -229,12 +228,13 @@ class ReplicaManager:
         #: which partitions' fetchable state changed, for followers' fetch sessions (see PartitionChanges)
         self.changes = PartitionChanges()
         #: Kafka's four purgatories of this ZooKeeper-mode broker (see broker.replica.purgatory)
-        self.delayed_produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = DelayedOperationPurgatory("Produce")
-        self.delayed_fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch")
+        self.delayed_produce_purgatory: DelayedOperationPurgatory[DelayedProduce] = \
+            DelayedOperationPurgatory("Produce", clock)
+        self.delayed_fetch_purgatory: DelayedOperationPurgatory[DelayedFetch] = DelayedOperationPurgatory("Fetch", clock)
         self.delayed_delete_records_purgatory: DelayedOperationPurgatory[DelayedDeleteRecords] = \
-            DelayedOperationPurgatory("DeleteRecords")
+            DelayedOperationPurgatory("DeleteRecords", clock)
         self.delayed_elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = \
-            DelayedOperationPurgatory("ElectLeader")
+            DelayedOperationPurgatory("ElectLeader", clock)
         self.controller_epoch = 0
         self.leadership_listeners: List[Any] = []
         #: transaction.partition.verification.enable (a dynamic broker config; the server sets the reader): while
@@ -364,7 +364,7 @@ class ReplicaManager:
 
     async def _periodic(self, interval_ms: float, fn: Callable[[], Any], name: str) -> None:
         while True:
-            await asyncio.sleep(max(interval_ms, 1) / 1000.0)
+            await self.time.sleep_ms(max(interval_ms, 1))
             try:
                 r = fn()
                 if inspect.isawaitable(r):
@@ -479,7 +479,7 @@ class ReplicaManager:
 
     def _new_partition(self, topic: str, partition: int) -> Partition:
         p = Partition(topic, partition, self.broker_id, replica_lag_time_max_ms=self.config.replica_lag_time_max_ms,
-                      clock=self._clock, alter_partition_manager=self.alter_partition_manager,
+                      clock=self.time, alter_partition_manager=self.alter_partition_manager,
                       is_broker_alive=self._is_broker_alive, on_delayed_check=self.try_complete_delayed,
                       alter_partition_retry_backoff_ms=self.config.alter_partition_retry_backoff_ms)
         p.isr_change_listener = self._on_isr_change
@@ -1163,8 +1163,8 @@ class ReplicaManager:
         fetch_only_leader = is_follower or (replica_id == CONSUMER_REPLICA_ID and client_metadata is None)
         upper = "leo" if is_follower else ("lso" if isolation_level == 1 else "hw")
         hard_limit = request_version <= 2
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + max(0, max_wait_ms) / 1000.0
+        clock = self.time
+        deadline = clock.mono_ms() + max(0, max_wait_ms)
         fetches = self.delayed_fetch_purgatory
         every = infos
         # Partitions of an incremental session that the fetcher did not resend and that have nothing new are left
@@ -1243,7 +1243,7 @@ class ReplicaManager:
             remote = not is_follower and self.tiered is not None and await self._maybe_read_remote(ordered, parts)
             total = sum(res.size for res in ordered.values())
             done = (remote or max_wait_ms <= 0 or (session is None and op is None) or total >= min_bytes
-                    or not first and loop.time() >= deadline
+                    or not first and clock.mono_ms() >= deadline
                     or any(res.error_code or res.diverging_epoch is not None or res.preferred_read_replica >= 0
                            for res in ordered.values()))
             if done:
@@ -1260,27 +1260,27 @@ class ReplicaManager:
                         leader_quota.record(throttled_bytes)
                 return ordered
             first = False
-            remaining = deadline - loop.time()
+            remaining = deadline - clock.mono_ms()
             if session is not None:
                 if changes.seq != session.changes_seen or remaining <= 0:
                     continue  # changed meanwhile: another pass (or the deadline answers)
                 if jobs and all(j.throttled for j in jobs):
                     with parked():
-                        await asyncio.sleep(min(remaining, 0.1))
+                        await clock.sleep_ms(min(remaining, 100))
                     continue
                 waiter = changes.wait()
                 try:
                     with parked():
-                        await asyncio.wait_for(waiter, remaining)
+                        await clock.wait_for_ms(waiter, remaining)
                 except asyncio.TimeoutError:
                     pass
                 continue
             if remaining > 0 and jobs and all(j.throttled for j in jobs):
                 # Only throttled data could be sent: appends cannot complete this fetch, the quota freeing up can.
                 with parked():
-                    await asyncio.sleep(min(remaining, 0.1))
+                    await clock.sleep_ms(min(remaining, 100))
             elif remaining > 0 and op is not None:
-                op.delay_ms = remaining * 1000.0
+                op.delay_ms = remaining
                 if not fetches.try_complete_else_watch(op, op.watched_keys()):
                     try:
                         with parked():

@@ -24,7 +24,7 @@ from broker.accel import record_batch
 from broker.errors import ErrorCode, error_for_code
 from broker.replica.errors import error_code_for
 from broker.replica.results import ProduceResult, ReadResult
-from broker.util import clock as _clock_mod
+from broker.util.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
     from broker.storage.partition_log import LogAppendInfo, PartitionLog
@@ -172,14 +172,6 @@ class IsrState:
         return IsrState(t, t, leader_recovery_state)
 
 
-def _default_clock() -> int:
-    """The ISR lag clock (lastCaughtUpTimeMs against replica.lag.time.max.ms): monotonic. Kafka's Partition uses
-    time.milliseconds(), so a wall-clock jump forward shrinks every ISR at the next check and one back delays a
-    shrink; these times are never stored or sent, so the monotonic clock is only safer. The ReplicaManager passes
-    its own clock."""
-    return _clock_mod.mono_ms()
-
-
 #: Kafka's VerificationGuard.SENTINEL: the guard of a transactional append that started no verification (the log
 #: held an open transaction of its producer when looked at on the loop); its append on the owner passes only if the
 #: producer's transaction is still open then
@@ -207,7 +199,7 @@ class Partition:
 
     def __init__(self, topic: str, partition: int, local_broker_id: int, *, log: Optional[PartitionLog] = None,
                  topic_id: Optional[uuid.UUID] = None, replica_lag_time_max_ms: int = 30000,
-                 clock: Callable[[], int] = _default_clock,
+                 clock: Clock = SYSTEM_CLOCK,
                  alter_partition_manager: Optional[AlterPartitionSubmitter] = None,
                  is_broker_alive: Callable[[int], bool] = lambda _b: True,
                  on_delayed_check: Callable[[TopicPartition], None] = lambda _tp: None,
@@ -220,11 +212,16 @@ class Partition:
         self.future_log: Optional[PartitionLog] = None
         self.topic_id = topic_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
-        self._clock = clock
+        #: the ISR lag clock (lastCaughtUpTimeMs against replica.lag.time.max.ms) is its mono_ms(): Kafka's Partition
+        #: uses time.milliseconds(), so a wall-clock jump forward shrinks every ISR at the next check and one back
+        #: delays a shrink; these times are never stored or sent, so the monotonic clock is only safer. Its timers
+        #: run the AlterPartition retry backoff. The ReplicaManager passes its own clock.
+        self._time = clock
+        self._clock = clock.mono_ms
         self.alter_partition_manager = alter_partition_manager
         self._is_broker_alive = is_broker_alive
         self._on_delayed_check = on_delayed_check
-        self._retry_backoff_s = alter_partition_retry_backoff_ms / 1000.0
+        self._retry_backoff_ms = alter_partition_retry_backoff_ms
         self.leader_id: int = -1
         self.leader_epoch: int = -1
         self.partition_epoch: int = -1
@@ -713,7 +710,7 @@ class Partition:
             if not self._handle_alter_partition_error(pending, error):
                 self._on_delayed_check(self.tp)
                 return
-            await asyncio.sleep(self._retry_backoff_s)
+            await self._time.sleep_ms(self._retry_backoff_ms)
             if self.isr_state is not pending or self.deleted:
                 return
 

@@ -16,7 +16,8 @@ An operation is watched by keys (topic-partitions). Whoever changes a partition 
 :meth:`DelayedOperationPurgatory.check_and_complete` with its key, so a waiting request completes in the same
 event-loop turn as the append or follower fetch that satisfied it; a request whose condition does not come in
 time completes when its timeout (``delay_ms``, counted from when it is watched) expires, on a timer of the
-event loop. An operation completes once: :meth:`DelayedOperation.force_complete` runs ``on_complete``, sets its
+purgatory's :class:`~broker.util.clock.Clock` (the event loop's in the broker).
+An operation completes once: :meth:`DelayedOperation.force_complete` runs ``on_complete``, sets its
 future (what the request's coroutine awaits) and stops watching.
 
 Checks after one key changed cost O(1) per waiting operation (:meth:`DelayedOperation.try_complete_key`), so a
@@ -31,6 +32,7 @@ from dataclasses import dataclass
 from typing import (Any, Callable, Dict, Generic, Hashable, Iterable, List, Optional, Set, Tuple, TypeVar)
 
 from broker.errors import ErrorCode
+from broker.util.clock import SYSTEM_CLOCK, Clock, Timer
 
 _REQUEST_TIMED_OUT = int(ErrorCode.REQUEST_TIMED_OUT)
 _NOT_LEADER_OR_FOLLOWER = int(ErrorCode.NOT_LEADER_OR_FOLLOWER)
@@ -47,7 +49,7 @@ class DelayedOperation:
         self.future: "asyncio.Future[None]" = asyncio.get_running_loop().create_future()
         self.keys: List[Hashable] = []
         self._purgatory: Optional["DelayedOperationPurgatory[Any]"] = None
-        self._timer: Optional[asyncio.TimerHandle] = None
+        self._timer: Optional[Timer] = None
 
     @property
     def completed(self) -> bool:
@@ -101,11 +103,13 @@ T = TypeVar("T", bound=DelayedOperation)
 
 
 class DelayedOperationPurgatory(Generic[T]):
-    """Delayed operations of one kind, watched by key (a topic-partition), expired on the event loop's timer."""
+    """Delayed operations of one kind, watched by key (a topic-partition), expired on its clock's timers."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str, clock: Clock = SYSTEM_CLOCK) -> None:
+        """``clock``: whose timers expire the operations (a test's ManualClock expires them when advanced)."""
         #: Kafka's purgatory name ("Produce", "Fetch", "DeleteRecords", "ElectLeader")
         self.name = name
+        self._clock = clock
         self._watchers: Dict[Hashable, Set[T]] = {}
         self._delayed: Set[T] = set()
 
@@ -128,7 +132,7 @@ class DelayedOperationPurgatory(Generic[T]):
                 watchers.add(op)
         self._delayed.add(op)
         op._purgatory = self
-        op._timer = asyncio.get_running_loop().call_later(max(op.delay_ms, 0) / 1000.0, op._expire)
+        op._timer = self._clock.call_later_ms(op.delay_ms, op._expire)
         return False
 
     def check_and_complete(self, key: Hashable) -> int:

@@ -1,5 +1,5 @@
-"""Test harness for the replica layer: real Logs in temp dirs, a manual clock, a fake controller
-(AlterPartition) and a fake network whose channels route Fetch / OffsetForLeaderEpoch / ListOffsets
+"""Test harness for the replica layer: real Logs in temp dirs, a manual clock (broker.util.clock.ManualClock), a fake
+controller (AlterPartition) and a fake network whose channels route Fetch / OffsetForLeaderEpoch / ListOffsets
 to another broker's real ReplicaManager, through the real wire codecs (request encoded, decoded,
 answered, response encoded with its FileSlices read, decoded)."""
 from __future__ import annotations
@@ -8,7 +8,7 @@ import asyncio
 import itertools
 import os
 import uuid
-from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Awaitable, Callable, Dict, Iterable, List, Optional, Tuple, TypeVar
 
 from broker.errors import ErrorCode
 from broker.protocol.api import decode_request, decode_request_header, decode_response, encode_request, encode_response
@@ -21,23 +21,12 @@ from broker.storage.config import LogConfig
 from broker.storage.log_manager import LogManager
 from broker.storage.scheduler import Scheduler
 from broker.util.broker_channel import BrokerChannelError, BrokerNode
+from broker.util.clock import ManualClock
 
 TOPIC = "t"
 TOPIC_ID = uuid.UUID("11111111-2222-3333-4444-555555555555")
 TP = (TOPIC, 0)
-
-
-class ManualClock:
-    """Milliseconds, moved by hand."""
-
-    def __init__(self, now_ms: int = 1_700_000_000_000) -> None:
-        self.now_ms = now_ms
-
-    def __call__(self) -> int:
-        return self.now_ms
-
-    def advance(self, ms: int) -> None:
-        self.now_ms += ms
+T = TypeVar("T")
 
 
 def records(*values: bytes, ts: int = 1_700_000_000_000) -> bytearray:
@@ -45,20 +34,41 @@ def records(*values: bytes, ts: int = 1_700_000_000_000) -> bytearray:
     return bytearray(build_batch([(b"k", v, [], ts + i) for i, v in enumerate(values)]))
 
 
-async def wait_until(cond: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    """Wait for ``cond``: a few loop turns first (an outcome that only needs other tasks to run, as with inline I/O,
-    is there without any sleep), then bounded polling for one behind a real timer (a fetcher's backoff or long poll,
-    a worker thread); fail after ``timeout`` seconds."""
-    for _ in range(100):
+async def wait_until(cond: Callable[[], bool], clock: Optional[ManualClock] = None, *, max_ms: int = 30_000,
+                     turns: int = 50, what: str = "condition") -> None:
+    """Wait for ``cond`` without real time: loop turns first (an outcome that only needs other tasks to run, as with
+    inline I/O, is there without any timer); then, given the cluster's ``clock``, move it to its next timer's
+    deadline (a fetcher's backoff or idle wait, a Fetch long poll, a purgatory expiry, a periodic task) and take
+    the loop turns again, up to ``max_ms`` of fake time. Fails when ``cond`` never holds."""
+    start = clock.mono_ms() if clock is not None else 0
+    while True:
+        for _ in range(turns):
+            if cond():
+                return
+            await asyncio.sleep(0)
         if cond():
             return
-        await asyncio.sleep(0)
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + timeout
-    while not cond():
-        if loop.time() > deadline:
-            raise AssertionError("timed out waiting for " + what)
-        await asyncio.sleep(0.001)
+        deadline = clock.next_deadline_ms() if clock is not None else None
+        if clock is None or deadline is None or deadline - start > max_ms:
+            raise AssertionError("never happened: " + what)
+        clock.advance(max(deadline - clock.mono_ms(), 0))
+
+
+async def drive(rm: Any, aw: Awaitable[T], *, max_ms: int = 60_000, what: str = "the call") -> T:
+    """Await ``aw`` (a call on ``rm``: a ReplicaManager, or a ManualClock itself) while moving the ManualClock
+    whenever the loop has nothing else to do: a call that waits on a timer (an acks=all produce for its followers'
+    next fetch, a Fetch long poll, a retry backoff, a timeout) completes when the fake time reaches it, without real
+    time."""
+    clock = rm if isinstance(rm, ManualClock) else rm.time
+    task = asyncio.ensure_future(aw)
+    if not isinstance(clock, ManualClock):
+        return await task
+    try:
+        await wait_until(task.done, clock, max_ms=max_ms, what=what)
+    finally:
+        if not task.done():
+            task.cancel()
+    return task.result()
 
 
 class FakeAlterPartition:
@@ -291,6 +301,30 @@ class FakeCluster:
         self.intercept: Optional[Callable[[int, int, int, Any], Awaitable[Optional[dict]]]] = None
         #: leaders keep incremental fetch sessions (broker.api.fetch); False: sessionless answers (session id 0)
         self.fetch_sessions = True
+
+    async def wait_until(self, cond: Callable[[], bool], *, max_ms: int = 30_000, what: str = "condition") -> None:
+        """:func:`wait_until` on this cluster's clock."""
+        await wait_until(cond, self.clock, max_ms=max_ms, what=what)
+
+    async def wait_real(self, cond: Callable[[], bool], timeout_s: float, what: str = "condition") -> None:
+        """Poll ``cond`` in real time without moving the clock: for what a real worker thread (``io_threads``) makes
+        true, while the fake time must stand still (a parked Fetch must not expire meanwhile)."""
+        deadline = asyncio.get_running_loop().time() + timeout_s
+        while not cond():
+            if asyncio.get_running_loop().time() > deadline:
+                raise AssertionError("never happened: " + what)
+            await asyncio.sleep(0.001)
+
+    async def run(self, aw: Awaitable[T], what: str = "the call") -> T:
+        """Await ``aw`` while moving the clock: a call that waits on a timer (a Fetch long poll, an acks=all produce
+        timing out) completes when the fake time reaches it."""
+        task = asyncio.ensure_future(aw)
+        try:
+            await self.wait_until(task.done, what=what)
+        finally:
+            if not task.done():
+                task.cancel()
+        return task.result()
 
     def node(self, broker_id: int) -> BrokerNode:
         return BrokerNode(broker_id, "broker%d" % broker_id, 9092)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Callable
 from types import SimpleNamespace
 
 from broker.api.describe_log_dirs import _collect
@@ -46,12 +47,17 @@ class Node:
     def __init__(self, root: str, ndirs: int = 2) -> None:
         self.dirs = [os.path.join(root, "d%d" % i) for i in range(ndirs)]
         self.scheduler = Scheduler(threaded=False)  # no thread: the test runs what is due
+        self.clock = ManualClock()
         self.start()
+
+    async def wait_until(self, cond: Callable[[], bool], what: str = "condition") -> None:
+        """:func:`harness.wait_until` on this test's clock."""
+        await wait_until(cond, self.clock, what=what)
 
     def start(self) -> None:
         self.lm = LogManager(self.dirs, LOG_CONFIG, broker_id=1, cluster_id="c", scheduler=self.scheduler)
         self.rm = ReplicaManager(1, self.lm, io_threads=0, config=ReplicaConfig(replica_fetch_max_bytes=16 * 1024),
-                                 clock=ManualClock(), metadata_has_partition=lambda tp: tp[0] == TOPIC)
+                                 clock=self.clock, metadata_has_partition=lambda tp: tp[0] == TOPIC)
 
     async def lead(self, *tps, epoch: int = 0) -> None:
         async def cfg(_topic: str) -> LogConfig:
@@ -119,7 +125,7 @@ def test_move_under_continuous_appends_loses_nothing(tmp_path) -> None:
             produced = await _produce(n.rm, 300)
             # The quota's clock stands still: two copy steps (16 KiB each) exceed 20000 B/s for good, so the move
             # stops part way, under the appends, until the quota is lifted.
-            n.rm.quotas = ReplicationQuotas(1, clock=ManualClock())
+            n.rm.quotas = ReplicationQuotas(1, clock=ManualClock().mono_ms)
             n.rm.quotas.alter_log_dirs.update_quota(20_000)
             assert await n.rm.alter_replica_log_dirs({TP: d1}) == {TP: 0}
             p = n.rm.get_partition(TP)
@@ -135,7 +141,7 @@ def test_move_under_continuous_appends_loses_nothing(tmp_path) -> None:
 
             task = asyncio.ensure_future(producer())
             before = len(produced)
-            await wait_until(lambda: p.future_log.log_end_offset > 0 and n.rm.quotas.alter_log_dirs.rate() > 20_000
+            await n.wait_until(lambda: p.future_log.log_end_offset > 0 and n.rm.quotas.alter_log_dirs.rate() > 20_000
                              and len(produced) >= before + 20, what="a throttled copy under appends")
             by_dir, _ = await n.rm.run_io(_collect, n.rm, n.dirs, None)
             cur = by_dir[d0][TOPIC][0]
@@ -143,9 +149,9 @@ def test_move_under_continuous_appends_loses_nothing(tmp_path) -> None:
             assert (cur["is_future_key"], fut["is_future_key"]) == (False, True)
             assert fut["offset_lag"] > 0 and 0 < fut["partition_size"] < cur["partition_size"]
             n.rm.quotas.alter_log_dirs.update_quota(float(2 ** 63 - 1))
-            await wait_until(lambda: n.moved_to(d1), timeout=20, what="the move to finish")
+            await n.wait_until(lambda: n.moved_to(d1), what="the move to finish")
             swapped = len(produced)
-            await wait_until(lambda: len(produced) >= swapped + 5, what="appends after the swap")
+            await n.wait_until(lambda: len(produced) >= swapped + 5, what="appends after the swap")
             stop.set()
             await task
             assert p.future_log is None and n.lm.get_future_log(TP) is None and not n.rm.alter_log_dirs.is_moving(TP)
@@ -184,7 +190,7 @@ def test_cancel_and_change_of_destination(tmp_path) -> None:
             assert n.lm.future_log_dir_of(TP) == d1
             n.rm.quotas.alter_log_dirs.update_quota(float(2 ** 63 - 1))
             assert await n.rm.alter_replica_log_dirs({TP: d2}) == {TP: 0}
-            await wait_until(lambda: n.moved_to(d2), timeout=20, what="the move to d2")
+            await n.wait_until(lambda: n.moved_to(d2), what="the move to d2")
             assert [x for x in os.listdir(d1) + os.listdir(d0) if x.startswith("t-")] == []
             assert values_of(n.rm.get_partition(TP).log) == produced
         finally:
@@ -202,13 +208,13 @@ def test_move_resumes_after_a_restart(tmp_path) -> None:
             produced = await _produce(n.rm, 300)
             n.rm.quotas.alter_log_dirs.update_quota(30_000)
             await n.rm.alter_replica_log_dirs({TP: d1})
-            await wait_until(lambda: n.lm.get_future_log(TP).log_end_offset > 0, what="some copied")
+            await n.wait_until(lambda: n.lm.get_future_log(TP).log_end_offset > 0, what="some copied")
             await n.stop()  # clean shutdown mid-move
             n.start()
             assert n.lm.future_log_dir_of(TP) == d1 and n.dir_of() == d0
             await n.lead(TP, epoch=1)  # LeaderAndIsr after the restart: the move goes on
             assert n.rm.alter_log_dirs.is_moving(TP)
-            await wait_until(lambda: n.moved_to(d1), timeout=20, what="the resumed move")
+            await n.wait_until(lambda: n.moved_to(d1), what="the resumed move")
             assert values_of(n.rm.get_partition(TP).log) == produced
             assert n.rm.get_partition(TP).log.leader_epoch_cache.entries == [(0, 0), (1, 300)]
         finally:

@@ -9,7 +9,7 @@ from typing import Any, Dict, List, Optional
 from broker.errors import ErrorCode
 from broker.replica.fetch_session_handler import FetchSessionHandler
 
-from .harness import TP, FakeCluster, handle_fetch, records, state, wait_until
+from .harness import TP, FakeCluster, handle_fetch, records, state
 
 
 def test_handler_sends_changes_and_forgets_removed_partitions() -> None:
@@ -110,37 +110,37 @@ def test_fetcher_sends_only_changed_partitions_in_its_session(tmp_path) -> None:
             tps = [("t", p) for p in range(20)]
             for b in (1, 2):
                 await c.leader_and_isr(b, *[state(1, 3, [1, 2], [1, 2], tp=tp) for tp in tps])
-            await wait_until(lambda: len(leader_srv.requests) >= 3, what="a few fetches")
+            await c.wait_until(lambda: len(leader_srv.requests) >= 3, what="a few fetches")
             first = leader_srv.requests[0]
             assert (first.session_id, first.session_epoch) == (0, 0) and len(parts_of(first)) == 20
             # partition 3 failed (the leader kept it out of its session): it backs off, leaves the fetcher's
             # session and comes back with its position sent again
-            await wait_until(lambda: any(f.partitions == [3] for r in leader_srv.requests for f in
+            await c.wait_until(lambda: any(f.partitions == [3] for r in leader_srv.requests for f in
                                          r.forgotten_topics_data), what="partition 3 forgotten")
-            await wait_until(lambda: ("t", 3) in leader_srv.session, what="partition 3 back in the session")
+            await c.wait_until(lambda: ("t", 3) in leader_srv.session, what="partition 3 back in the session")
             n = len(leader_srv.requests)
-            await wait_until(lambda: len(leader_srv.requests) >= n + 2, what="idle fetches")
+            await c.wait_until(lambda: len(leader_srv.requests) >= n + 2, what="idle fetches")
             idle = leader_srv.requests[-1]
             assert idle.session_id == 7 and idle.session_epoch >= 1 and parts_of(idle) == {}
             n = len(leader_srv.requests)
             await leader.rm.append_records(1, {TP: records(b"a"), ("t", 3): records(b"c")})
-            await wait_until(lambda: follower.rm.get_partition(TP).log.log_end_offset == 1, what="replication")
-            await wait_until(lambda: follower.rm.get_partition(("t", 3)).log.log_end_offset == 1,
+            await c.wait_until(lambda: follower.rm.get_partition(TP).log.log_end_offset == 1, what="replication")
+            await c.wait_until(lambda: follower.rm.get_partition(("t", 3)).log.log_end_offset == 1,
                              what="replication of the partition that failed once")
-            await wait_until(lambda: any(parts_of(r) == {0: 1, 3: 1} for r in leader_srv.requests[n:]),
+            await c.wait_until(lambda: any(parts_of(r) == {0: 1, 3: 1} for r in leader_srv.requests[n:]),
                              what="an incremental fetch carrying the moved partitions only")
             # the leader lost the session: the next request opens a new one (a full request), without a backoff
             leader_srv.fail_next = int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)
             n = len(leader_srv.requests)
-            await wait_until(lambda: any(r.session_epoch == 0 and len(parts_of(r)) == 20
+            await c.wait_until(lambda: any(r.session_epoch == 0 and len(parts_of(r)) == 20
                                          for r in leader_srv.requests[n + 1:]), what="a new full fetch")
             await leader.rm.append_records(1, {("t", 5): records(b"b")})
-            await wait_until(lambda: follower.rm.get_partition(("t", 5)).log.log_end_offset == 1,
+            await c.wait_until(lambda: follower.rm.get_partition(("t", 5)).log.log_end_offset == 1,
                              what="replication in the new session")
             # a partition stops being fetched: the next request forgets it
             await follower.rm.fetcher_manager.remove_fetcher_for_partitions([("t", 19)])
             n = len(leader_srv.requests)
-            await wait_until(lambda: any(f.partitions == [19] for r in leader_srv.requests[n:]
+            await c.wait_until(lambda: any(f.partitions == [19] for r in leader_srv.requests[n:]
                                          for f in r.forgotten_topics_data), what="partition 19 forgotten")
         finally:
             await c.close()
@@ -166,7 +166,7 @@ def test_handler_compares_only_the_partitions_said_to_have_changed() -> None:
 
 def test_an_idle_fetcher_looks_only_at_the_partitions_that_changed(tmp_path, monkeypatch) -> None:
     from broker.replica import fetcher as fetcher_module
-    monkeypatch.setattr(fetcher_module, "SWEEP_S", 1e9)  # no periodic sweep: what is looked at is what changed
+    monkeypatch.setattr(fetcher_module, "SWEEP_MS", 10 ** 12)  # no periodic sweep: what is looked at is what changed
 
     async def main() -> None:
         c = FakeCluster(str(tmp_path))
@@ -176,22 +176,22 @@ def test_an_idle_fetcher_looks_only_at_the_partitions_that_changed(tmp_path, mon
             for b in (1, 2):
                 await c.leader_and_isr(b, *[state(1, 3, [1, 2], [1, 2], tp=tp) for tp in tps])
             await leader.rm.append_records(1, {tp: records(b"x") for tp in tps})
-            await wait_until(lambda: all(follower.rm.get_partition(tp).log.high_watermark == 1 for tp in tps),
+            await c.wait_until(lambda: all(follower.rm.get_partition(tp).log.high_watermark == 1 for tp in tps),
                              what="replicated")
             looked: List[Any] = []
             real = follower.rm.get_partition
             follower.rm.get_partition = lambda tp: (looked.append(tp), real(tp))[1]  # type: ignore[assignment]
             n = len(c.requests)
-            await wait_until(lambda: sum(1 for r in c.requests[n:] if r[2] == 1) >= 3, what="idle fetches")
+            await c.wait_until(lambda: sum(1 for r in c.requests[n:] if r[2] == 1) >= 3, what="idle fetches")
             del looked[:]
             await leader.rm.append_records(1, {("t", 7): records(b"y")})
-            await wait_until(lambda: real(("t", 7)).log.high_watermark == 2, what="the append replicated")
+            await c.wait_until(lambda: real(("t", 7)).log.high_watermark == 2, what="the append replicated")
             n = len(c.requests)
-            await wait_until(lambda: sum(1 for r in c.requests[n:] if r[2] == 1) >= 2, what="more fetches")
+            await c.wait_until(lambda: sum(1 for r in c.requests[n:] if r[2] == 1) >= 2, what="more fetches")
             assert looked and set(looked) == {("t", 7)}, sorted(set(looked))
             # the fetcher still follows every partition: another append anywhere arrives
             await leader.rm.append_records(1, {("t", 33): records(b"z")})
-            await wait_until(lambda: real(("t", 33)).log.high_watermark == 2, what="a second partition's append")
+            await c.wait_until(lambda: real(("t", 33)).log.high_watermark == 2, what="a second partition's append")
         finally:
             await c.close()
 

@@ -13,7 +13,7 @@ from broker.api import fetch
 from broker.api.fetch_session import FetchSessionCache
 from broker.errors import ErrorCode
 
-from .harness import TOPIC_ID, FakeCluster, records, state, wait_until
+from .harness import TOPIC_ID, FakeCluster, records, state
 
 N = 40
 TPS = [("t", p) for p in range(N)]
@@ -39,7 +39,7 @@ async def replicated_pair(c: FakeCluster, *values: bytes) -> Tuple[Any, Any]:
     for b in (1, 2):
         await c.leader_and_isr(b, *[state(1, 3, [1, 2], [1, 2], tp=tp) for tp in TPS])
     await leader.rm.append_records(1, {tp: records(*values) for tp in TPS})
-    await wait_until(lambda: all(follower.rm.get_partition(tp).log.high_watermark == len(values) for tp in TPS),
+    await c.wait_until(lambda: all(follower.rm.get_partition(tp).log.high_watermark == len(values) for tp in TPS),
                      what="every partition replicated, high watermark known to the follower")
     return leader, follower
 
@@ -50,20 +50,20 @@ def test_an_idle_follower_session_reads_only_what_changed(tmp_path) -> None:
         try:
             leader, follower = await replicated_pair(c, b"x")
             seen = spy_reads(leader.rm)
-            await wait_until(lambda: len(seen) >= 3, what="idle fetches")
+            await c.wait_until(lambda: len(seen) >= 3, what="idle fetches")
             assert all(len(s) == 0 for s in seen[1:]), [len(s) for s in seen]  # nothing read while idle
 
             del seen[:]
             await leader.rm.append_records(1, {("t", 7): records(b"y")})
             p7 = follower.rm.get_partition(("t", 7))
-            await wait_until(lambda: p7.log.log_end_offset == 2 and p7.log.high_watermark == 2,
+            await c.wait_until(lambda: p7.log.log_end_offset == 2 and p7.log.high_watermark == 2,
                              what="the append and its high watermark replicated")
             assert seen and max(len(s) for s in seen) == 1, seen  # only partition 7, never the whole session
             assert {tp for s in seen for tp in s} == {("t", 7)}
             assert leader.rm.get_partition(("t", 7)).log.high_watermark == 2
             # the others are still followed: one more append anywhere arrives
             await leader.rm.append_records(1, {("t", 31): records(b"z")})
-            await wait_until(lambda: follower.rm.get_partition(("t", 31)).log.high_watermark == 2,
+            await c.wait_until(lambda: follower.rm.get_partition(("t", 31)).log.high_watermark == 2,
                              what="a second partition's append")
         finally:
             await c.close()
@@ -81,11 +81,11 @@ def test_a_caught_up_follower_out_of_the_isr_is_still_read_and_rejoins(tmp_path)
             leader.apm.auto = False
             await c.leader_and_isr(1, state(1, 4, [1], [1, 2], tp=("t", 5)))
             await c.leader_and_isr(2, state(1, 4, [1], [1, 2], tp=("t", 5)))
-            await wait_until(lambda: bool(leader.apm.held), what="an ISR expansion proposed")
+            await c.wait_until(lambda: bool(leader.apm.held), what="an ISR expansion proposed")
             sub = leader.apm.held[0][0]
             assert sub[0] == ("t", 5) and sub[3] == [1, 2]
             leader.apm.commit_held()
-            await wait_until(lambda: leader.rm.get_partition(("t", 5)).isr == (1, 2), what="back in the ISR")
+            await c.wait_until(lambda: leader.rm.get_partition(("t", 5)).isr == (1, 2), what="back in the ISR")
         finally:
             await c.close()
 
@@ -133,18 +133,18 @@ def test_a_consumer_session_answers_only_changes_and_wakes_on_an_append(tmp_path
             sid = first["session_id"]
             assert sid > 0 and len(answered(first)) == N  # the full answer: every partition
             seen = spy_reads(rm)
-            idle = await fetch.handle(ctx(v), req([], sid, 1, max_wait_ms=50), replica_manager=rm, metadata=meta,
-                                      fetch_sessions=sessions)
+            idle = await c.run(fetch.handle(ctx(v), req([], sid, 1, max_wait_ms=50), replica_manager=rm, metadata=meta,
+                                            fetch_sessions=sessions))
             assert answered(idle) == {} and all(len(s) == 0 for s in seen)
 
             async def append_once_parked() -> None:
-                await wait_until(lambda: rm.delayed_fetch_purgatory.num_delayed() == 1,
-                                 what="the session's fetch parked in the fetch purgatory")
+                await c.wait_until(lambda: rm.delayed_fetch_purgatory.num_delayed() == 1,
+                                   max_ms=0, what="the session's fetch parked in the fetch purgatory")
                 await rm.append_records(1, {("t", 9): records(b"new")})
 
             task = asyncio.ensure_future(append_once_parked())
             woke = await fetch.handle(ctx(v), req([], sid, 2, max_wait_ms=5000), replica_manager=rm, metadata=meta,
-                                      fetch_sessions=sessions)
+                                      fetch_sessions=sessions)  # the append wakes it: no time passes
             await task
             got = answered(woke)
             assert set(got) == {9} and got[9]["high_watermark"] == 2 and got[9]["records"]
@@ -203,12 +203,12 @@ def test_a_change_nothing_noted_reaches_the_follower_by_the_sweep(tmp_path) -> N
         try:
             leader, follower = await replicated_pair(c, b"a", b"b", b"c")
             seen = spy_reads(leader.rm)
-            await wait_until(lambda: len(seen) >= 2 and not seen[-1] and not seen[-2], what="idle fetches")
+            await c.wait_until(lambda: len(seen) >= 2 and not seen[-1] and not seen[-2], what="idle fetches")
             # the leader's log start offset moves behind the ReplicaManager's back (as retention does on its thread)
             lp = leader.rm.get_partition(("t", 11)).log
             await leader.rm.run_io(lp.delete_records_before, 2)
             assert lp.log_start_offset == 2
-            await wait_until(lambda: follower.rm.get_partition(("t", 11)).log.log_start_offset == 2, timeout=10,
+            await c.wait_until(lambda: follower.rm.get_partition(("t", 11)).log.log_start_offset == 2,
                              what="the follower learning the new log start offset")
         finally:
             await c.close()

@@ -7,7 +7,7 @@ from typing import Any, Optional
 from broker.errors import ErrorCode
 from broker.replica.fetcher import fetcher_id_for, java_string_hash
 
-from .harness import TOPIC_ID, TP, FakeCluster, records, state, wait_until
+from .harness import TOPIC_ID, TP, FakeCluster, records, state
 
 
 def run(coro: Any) -> Any:
@@ -45,8 +45,8 @@ def test_fetch_request_contents(tmp_path) -> None:
                 await c.leader_and_isr(b, state(1, 3, [1, 2], [1, 2]), state(1, 3, [1, 2], [1, 2], tp=tp1))
             await leader.rm.append_records(1, {TP: records(b"a"), tp1: records(b"b")})
             # both partitions replicated, and a fetch sent after that (the one that shows their epochs)
-            await wait_until(lambda: all(follower.rm.get_partition(tp).log.log_end_offset == 1 for tp in (TP, tp1)))
-            await wait_until(lambda: [p["fetch_offset"] for t in fetches_from(c, 2)[-1]["topics"]
+            await c.wait_until(lambda: all(follower.rm.get_partition(tp).log.log_end_offset == 1 for tp in (TP, tp1)))
+            await c.wait_until(lambda: [p["fetch_offset"] for t in fetches_from(c, 2)[-1]["topics"]
                                       for p in t["partitions"]] == [1, 1])
             body = fetches_from(c, 2)[-1]
             assert body["replica_state"] == {"replica_id": 2, "replica_epoch": 102}
@@ -85,21 +85,20 @@ def test_retriable_errors_back_off_and_recover(tmp_path) -> None:
             await leader.rm.append_records(1, {TP: records(b"a")})
             await c.leader_and_isr(2, state(1, 0, [1], [1, 2]))
             fm = follower.rm.fetcher_manager
-            await wait_until(lambda: len(fetches_from(c, 2)) >= 1)
-            loop = asyncio.get_running_loop()
-            await wait_until(lambda: fm.fetch_state(TP) is not None and fm.fetch_state(TP).is_delayed(loop.time()),
+            await c.wait_until(lambda: len(fetches_from(c, 2)) >= 1)
+            await c.wait_until(lambda: fm.fetch_state(TP) is not None and fm.fetch_state(TP).is_delayed(c.clock.mono_ms()),
                              what="backoff after NOT_LEADER_OR_FOLLOWER")
             n = len(fetches_from(c, 2))
             errors["code"] = ErrorCode.UNKNOWN_LEADER_EPOCH
-            await wait_until(lambda: len(fetches_from(c, 2)) > n, what="retry after the backoff")
+            await c.wait_until(lambda: len(fetches_from(c, 2)) > n, what="retry after the backoff")
             assert fm.fetch_state(TP) is not None
             # Leader unreachable: the whole request fails and is retried.
             errors["code"] = 0
             c.down.add(1)
             n = len(fetches_from(c, 2))
-            await wait_until(lambda: len(fetches_from(c, 2)) > n + 1, what="retries while unreachable")
+            await c.wait_until(lambda: len(fetches_from(c, 2)) > n + 1, what="retries while unreachable")
             c.down.discard(1)
-            await wait_until(lambda: follower.log.log_end_offset == 1, what="recovered")
+            await c.wait_until(lambda: follower.log.log_end_offset == 1, what="recovered")
         finally:
             await c.close()
 
@@ -116,12 +115,12 @@ def test_fenced_partition_waits_for_the_next_leader_and_isr(tmp_path) -> None:
             await leader.rm.append_records(1, {TP: records(b"a")})
             await c.leader_and_isr(2, state(1, 0, [1], [1, 2]))
             fm = follower.rm.fetcher_manager
-            await wait_until(lambda: TP in fm.failed_partitions, what="partition marked failed")
+            await c.wait_until(lambda: TP in fm.failed_partitions, what="partition marked failed")
             assert fm.fetch_state(TP) is None  # no fetcher fetches it any more
             await c.leader_and_isr(2, state(1, 1, [1], [1, 2]))
             assert TP not in fm.failed_partitions
-            await wait_until(lambda: follower.log.log_end_offset == 1, what="fetching again")
-            await wait_until(lambda: leader.rm.get_partition(TP).isr == (1, 2), what="joined the ISR")
+            await c.wait_until(lambda: follower.log.log_end_offset == 1, what="fetching again")
+            await c.wait_until(lambda: leader.rm.get_partition(TP).isr == (1, 2), what="joined the ISR")
         finally:
             await c.close()
 
@@ -163,8 +162,7 @@ def test_partition_without_a_local_log_backs_off_instead_of_spinning(tmp_path) -
             ghost = ("ghost", 0)
             await fm.add_fetcher_for_partitions({ghost: InitialFetchState(None, c.node(1), 0, 0),
                                                  ("ghost", 1): InitialFetchState(None, c.node(1), 0, -1)})
-            loop = asyncio.get_running_loop()
-            await wait_until(lambda: all(fm.fetch_state(tp) is not None and fm.fetch_state(tp).is_delayed(loop.time())
+            await c.wait_until(lambda: all(fm.fetch_state(tp) is not None and fm.fetch_state(tp).is_delayed(c.clock.mono_ms())
                                          for tp in (ghost, ("ghost", 1))), what="backoff")
             assert not fetches_from(c, 2)
         finally:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import errno
 import os
-from typing import Any, List, Tuple
+from typing import Any, Callable, List, Tuple
 
 from broker.errors import ErrorCode
 from broker.replica.config import ReplicaConfig
@@ -16,7 +16,7 @@ from broker.storage.config import LogConfig
 from broker.storage.log_manager import LogManager
 from broker.storage.scheduler import Scheduler
 
-from .harness import TOPIC, TOPIC_ID, ManualClock, records, wait_until
+from .harness import TOPIC, TOPIC_ID, ManualClock, records, wait_until, drive
 
 KSE = int(ErrorCode.KAFKA_STORAGE_ERROR)
 
@@ -33,11 +33,16 @@ class Setup:
         self.lm = LogManager([self.a, self.b], LogConfig(file_delete_delay_ms=0), broker_id=1, cluster_id="c",
                              scheduler=Scheduler(threaded=False))
         self.notified = 0
+        self.clock = ManualClock()
         self.halted: List[int] = []
         self.resigned: List[Tuple[str, int]] = []
-        self.rm = ReplicaManager(1, self.lm, io_threads=0, config=ReplicaConfig(), clock=ManualClock(),
+        self.rm = ReplicaManager(1, self.lm, io_threads=0, config=ReplicaConfig(), clock=self.clock,
                                  log_dir_event_notifier=self.notify, halt=self.halted.append)
         self.rm.add_leadership_listener(self)
+
+    async def wait_until(self, cond: Callable[[], bool], what: str = "condition") -> None:
+        """:func:`harness.wait_until` on this test's clock."""
+        await wait_until(cond, self.clock, what=what)
 
     async def notify(self) -> None:
         self.notified += 1
@@ -78,13 +83,13 @@ def test_partitions_of_a_failed_dir_answer_kafka_storage_error_and_the_controlle
             in_live = sorted(p for p, d in dirs.items() if d == live)
             assert in_live
             waiting = asyncio.ensure_future(rm.append_records(-1, {(TOPIC, 0): records(b"x")}, timeout_ms=30000))
-            await wait_until(lambda: rm.delayed_produce_purgatory.num_delayed() == 1, what="a waiting acks=all produce")
+            await s.wait_until(lambda: rm.delayed_produce_purgatory.num_delayed() == 1, what="a waiting acks=all produce")
             s.lm.failure_channel.maybe_add_offline_log_dir(failed, "Error while appending records to t-0 in dir "
                                                            + failed, OSError(errno.ENOSPC, "No space left on device"))
             # the waiting produce fails at once (no timeout): its write can no longer be read
             res = (await asyncio.wait_for(waiting, 10))[(TOPIC, 0)]
             assert res.error_code == KSE
-            await wait_until(lambda: s.notified == 1, what="the log dir event notification")
+            await s.wait_until(lambda: s.notified == 1, what="the log dir event notification")
             assert sorted(tp[1] for tp in rm.offline_partitions) == in_failed
             assert all(s.lm.get_log((TOPIC, p)) is None for p in in_failed)
             assert s.halted == [] and s.lm.live_log_dirs == [live]
@@ -97,7 +102,7 @@ def test_partitions_of_a_failed_dir_answer_kafka_storage_error_and_the_controlle
                     == KSE
                 assert (await rm.list_offset(tp, -2, 0))[0] == KSE
                 assert (await rm.end_offset_for_epoch(tp, -1, 0))[0] == KSE
-                assert (await rm.delete_records(tp, 0))[0] == KSE
+                assert (await drive(rm, rm.delete_records(tp, 0)))[0] == KSE
             # LeaderAndIsr for them is refused; a replica that is not new is not created while a dir is offline
             _, errors = await s.leader_and_isr(*(st(p, epoch=1) for p in in_failed), st(9, is_new=False))
             assert errors == {**{(TOPIC, p): KSE for p in in_failed}, (TOPIC, 9): KSE}
@@ -110,7 +115,7 @@ def test_partitions_of_a_failed_dir_answer_kafka_storage_error_and_the_controlle
             assert errors == {(TOPIC, 10): 0} and s.lm.log_dir_of((TOPIC, 10)) == live
             # the last dir fails: halt(1), and no notification (the ZooKeeper session ends with the process)
             s.lm.failure_channel.maybe_add_offline_log_dir(live, "boom", OSError(errno.EIO, "Input/output error"))
-            await wait_until(lambda: s.halted == [1], what="the halt")
+            await s.wait_until(lambda: s.halted == [1], what="the halt")
             assert s.notified == 1
         finally:
             await s.close()
@@ -138,7 +143,7 @@ def test_a_produce_that_hits_a_full_disk_answers_kafka_storage_error_and_takes_t
 
             monkeypatch.setattr("broker.storage.segment.os.pwrite", pwrite)
             assert (await rm.append_records(-1, {tp0: records(b"lost")}))[tp0].error_code == KSE
-            await wait_until(lambda: s.notified == 1, what="the log dir event notification")
+            await s.wait_until(lambda: s.notified == 1, what="the log dir event notification")
             assert tp0 in rm.offline_partitions and s.lm.offline_log_dirs == [failed]
             assert s.halted == []
         finally:

@@ -14,7 +14,7 @@ from broker.replica.manager import FetchPartitionInfo, _read_logs_on_loop, _Read
 from broker.storage.config import LogConfig
 
 from ..storage.lock_helpers import lock_held_elsewhere
-from .harness import TOPIC, TP, FakeCluster, records, state, wait_until
+from .harness import TOPIC, TP, FakeCluster, records, state
 
 PID = 4343
 
@@ -40,7 +40,7 @@ def test_loop_paths_do_not_wait_for_the_log_lock(tmp_path) -> None:
             assert (await rm.append_records(1, {TP: records(b"c")}))[TP].error_code == 0               # 2
             plog = p.log
             with lock_held_elsewhere(plog) as still_held:
-                assert p.update_follower_fetch_state(2, -1, 3, 0, c.clock())  # the HW moves to 3
+                assert p.update_follower_fetch_state(2, -1, 3, 0, c.clock.mono_ms())  # the HW moves to 3
                 assert (plog.high_watermark, plog.last_stable_offset, plog.log_start_offset) == (3, 0, 0)
                 assert await rm.list_offset(TP, -1, 1) == (0, -1, 0, 0)     # latest, read_committed: the LSO
                 assert await rm.list_offset(TP, -1, 0) == (0, -1, 3, 0)     # read_uncommitted: the HW
@@ -82,15 +82,16 @@ def test_a_parked_read_committed_fetch_completes_when_the_hw_passes_the_marker(t
             assert (plog.high_watermark, plog.last_stable_offset) == (2, 0)
             consumer = asyncio.ensure_future(rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20))], 1 << 20, 1,
                                                                10000, 1))
-            await asyncio.sleep(0.1)
+            await c.wait_real(lambda: rm.delayed_fetch_purgatory.num_delayed() > 0, 5, "the consumer's fetch parked")
             assert not consumer.done()  # parked: nothing below the LSO
             marker = asyncio.ensure_future(rm.append_txn_markers(PID, 0, 0, True, [TP], 10000))  # 2: COMMIT
-            await wait_until(lambda: plog.log_end_offset == 3, 5, "the marker appended")
-            await asyncio.sleep(0.05)
+            await c.wait_real(lambda: plog.log_end_offset == 3, 5, "the marker appended")
+            for _ in range(50):  # loop turns only: the clock stands still, so the parked fetch cannot expire
+                await asyncio.sleep(0)
             assert plog.high_watermark == 2 and not marker.done() and not consumer.done()
             with lock_held_elsewhere(plog) as still_held:
                 follower = asyncio.ensure_future(follower_fetch(rm, 3))  # moves the HW past the marker
-                await wait_until(lambda: plog.high_watermark == 3, 5, "the follower's fetch to move the HW")
+                await c.wait_real(lambda: plog.high_watermark == 3, 5, "the follower's fetch to move the HW")
                 assert plog.last_stable_offset == 3  # the marker is below the HW: without the producer state
                 assert await asyncio.wait_for(marker, 5) == {TP: 0}  # acks=-1 answered without the lock
                 assert still_held()

@@ -12,7 +12,7 @@ from broker.replica.config import RACK_AWARE_REPLICA_SELECTOR, ReplicaConfig
 from broker.replica.manager import ClientMetadata, FetchPartitionInfo
 from broker.replica.partition import EPOCH_DURING_DELETE
 
-from .harness import TOPIC, TP, FakeCluster, records, state, wait_until
+from .harness import TOPIC, TP, FakeCluster, drive, records, state
 
 STALE = ErrorCode.STALE_CONTROLLER_EPOCH
 
@@ -98,7 +98,7 @@ def test_stop_replicas(tmp_path) -> None:
             listener = Listener()
             b.rm.add_leadership_listener(listener)
             await c.leader_and_isr(1, state(1, 3, [1]))
-            await b.rm.append_records(1, {TP: records(b"x")})
+            await drive(b.rm, b.rm.append_records(1, {TP: records(b"x")}))
             log_dir = b.log.dir
             assert await b.rm.stop_replicas(0, 0, {TP: (4, True)}) == (STALE, {})
             assert await b.rm.stop_replicas(0, 1, {TP: (2, True)}) == (0, {TP: ErrorCode.FENCED_LEADER_EPOCH})
@@ -126,19 +126,19 @@ def test_delayed_produce_outcomes(tmp_path) -> None:
             await c.leader_and_isr(1, state(1, 0, [1, 2], [1, 2]))
             rm = b.rm
             # Not replicated in time.
-            res = (await rm.append_records(-1, {TP: records(b"a")}, timeout_ms=20))[TP]
+            res = (await drive(rm, rm.append_records(-1, {TP: records(b"a")}, timeout_ms=20)))[TP]
             assert (res.error_code, res.base_offset) == (ErrorCode.REQUEST_TIMED_OUT, 0)
             assert rm.delayed_produce_purgatory.num_delayed() == 0
             # acks=1 does not wait; invalid acks are refused.
-            assert (await rm.append_records(1, {TP: records(b"b")}))[TP].error_code == 0
-            assert (await rm.append_records(2, {TP: records(b"c")}))[TP].error_code == ErrorCode.INVALID_REQUIRED_ACKS
+            assert (await drive(rm, rm.append_records(1, {TP: records(b"b")})))[TP].error_code == 0
+            assert (await drive(rm, rm.append_records(2, {TP: records(b"c")})))[TP].error_code == ErrorCode.INVALID_REQUIRED_ACKS
             # Leadership lost while waiting.
             waiting = asyncio.ensure_future(rm.append_records(-1, {TP: records(b"d")}, timeout_ms=10000))
-            await wait_until(lambda: rm.delayed_produce_purgatory.num_delayed() == 1)
+            await c.wait_until(lambda: rm.delayed_produce_purgatory.num_delayed() == 1)
             await c.leader_and_isr(1, state(2, 1, [2, 1], [1, 2]))
             assert (await asyncio.wait_for(waiting, 8))[TP].error_code == ErrorCode.NOT_LEADER_OR_FOLLOWER
             # Appends on a follower are refused.
-            assert (await rm.append_records(-1, {TP: records(b"e")}))[TP].error_code == \
+            assert (await drive(rm, rm.append_records(-1, {TP: records(b"e")})))[TP].error_code == \
                 ErrorCode.NOT_LEADER_OR_FOLLOWER
         finally:
             await c.close()
@@ -154,13 +154,13 @@ def test_not_enough_replicas_before_and_after_append(tmp_path) -> None:
             b = c.start(1)
             await c.leader_and_isr(1, state(1, 0, [1], [1, 2]))
             rm = b.rm
-            res = (await rm.append_records(-1, {TP: records(b"a")}))[TP]
+            res = (await drive(rm, rm.append_records(-1, {TP: records(b"a")})))[TP]
             assert res.error_code == ErrorCode.NOT_ENOUGH_REPLICAS and res.error_message
             assert b.log.log_end_offset == 0
-            assert (await rm.append_records(1, {TP: records(b"a")}))[TP].error_code == 0  # acks=1 is not checked
+            assert (await drive(rm, rm.append_records(1, {TP: records(b"a")})))[TP].error_code == 0  # acks=1 is not checked
             await c.leader_and_isr(1, state(1, 1, [1, 2], [1, 2]))
             waiting = asyncio.ensure_future(rm.append_records(-1, {TP: records(b"b")}, timeout_ms=10000))
-            await wait_until(lambda: rm.delayed_produce_purgatory.num_delayed() == 1)
+            await c.wait_until(lambda: rm.delayed_produce_purgatory.num_delayed() == 1)
             # The record got replicated, but by the time the waiting request looks the ISR is [1].
             p = rm.get_partition(TP)
             from broker.replica.partition import IsrState
@@ -182,10 +182,10 @@ def test_leader_side_replica_fetch_checks(tmp_path) -> None:
             await c.leader_and_isr(1, state(1, 2, [1, 2], [1, 2]))
             rm = b.rm
             for v in (b"a", b"b", b"c"):
-                await rm.append_records(1, {TP: records(v)})
+                await drive(rm, rm.append_records(1, {TP: records(v)}))
 
             async def fetch(replica: int, info: FetchPartitionInfo, **kw: Any) -> Any:
-                return (await rm.fetch_messages([(TP, info)], 1 << 20, 1, 0, replica_id=replica, **kw))[TP]
+                return (await drive(rm, rm.fetch_messages([(TP, info)], 1 << 20, 1, 0, replica_id=replica, **kw)))[TP]
 
             # Followers read up to the LEO; consumers only to the HW.
             r = await fetch(2, FetchPartitionInfo(0, 1 << 20, 2))
@@ -201,7 +201,7 @@ def test_leader_side_replica_fetch_checks(tmp_path) -> None:
             r = await fetch(2, FetchPartitionInfo(3, 1 << 20, 2, last_fetched_epoch=5))
             assert r.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
             await c.leader_and_isr(1, state(1, 4, [1, 2], [1, 2]))
-            await rm.append_records(1, {TP: records(b"d")})  # epoch 4 starts at 3
+            await drive(rm, rm.append_records(1, {TP: records(b"d")}))  # epoch 4 starts at 3
             r = await fetch(2, FetchPartitionInfo(5, 1 << 20, 4, last_fetched_epoch=3))
             assert r.error_code == 0 and r.diverging_epoch == (2, 3) and r.size == 0
             r = await fetch(2, FetchPartitionInfo(3, 1 << 20, 4, last_fetched_epoch=2))
@@ -224,13 +224,13 @@ def test_consumer_reads_from_follower_and_preferred_read_replica(tmp_path) -> No
             leader.rm._broker_rack = {2: "r2"}.get
             for x in (1, 2):
                 await c.leader_and_isr(x, state(1, 0, [1, 2], [1, 2]))
-            assert (await leader.rm.append_records(-1, {TP: records(b"a")}, timeout_ms=5000))[TP].error_code == 0
-            await leader.rm.append_records(-1, {TP: records(b"b")}, timeout_ms=5000)
-            await wait_until(lambda: follower.log.high_watermark >= 1)
+            assert (await drive(leader.rm, leader.rm.append_records(-1, {TP: records(b"a")}, timeout_ms=5000)))[TP].error_code == 0
+            await drive(leader.rm, leader.rm.append_records(-1, {TP: records(b"b")}, timeout_ms=5000))
+            await c.wait_until(lambda: follower.log.high_watermark >= 1)
 
             async def consume(rm: Any, meta: Any) -> Any:
-                return (await rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20, 0))], 1 << 20, 1, 0,
-                                                client_metadata=meta))[TP]
+                return (await drive(rm, rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20, 0))], 1 << 20, 1, 0,
+                                                client_metadata=meta)))[TP]
 
             # The leader sends a rack-r2 consumer to the in-sync follower in r2.
             r = await consume(leader.rm, ClientMetadata("r2"))
@@ -254,7 +254,7 @@ def test_list_offsets_for_replicas_consumers_and_lagging_hw(tmp_path) -> None:
             b = c.start(1)
             await c.leader_and_isr(1, state(1, 0, [1, 2], [1, 2]))
             rm = b.rm
-            await rm.append_records(1, {TP: records(b"a", b"b")})
+            await drive(rm, rm.append_records(1, {TP: records(b"a", b"b")}))
             assert await rm.list_offset(TP, -1, 0) == (0, -1, 0, 0)  # consumers: the HW
             assert await rm.list_offset(TP, -1, 0, replica_id=2) == (0, -1, 2, 0)  # followers: the LEO
             assert await rm.list_offset(TP, -2, 0, replica_id=2) == (0, -1, 0, 0)
@@ -278,7 +278,7 @@ def test_scheduled_isr_shrink_goes_through_alter_partition(tmp_path) -> None:
             b = c.start(1)
             await c.leader_and_isr(1, state(1, 0, [1, 2, 3]))
             rm = b.rm
-            await rm.append_records(1, {TP: records(b"a")})
+            await drive(rm, rm.append_records(1, {TP: records(b"a")}))
             assert rm.maybe_shrink_isr() == []
             c.clock.advance(30001)
             assert rm.maybe_shrink_isr() == [TP]
@@ -301,10 +301,10 @@ def test_legacy_make_leader_and_stop_replica_still_work(tmp_path) -> None:
             rm = b.rm
             p = await rm.make_leader(TOPIC, 0, uuid.uuid4(), 0, [1], [1], c.log_config, 1)
             assert p.is_leader
-            res = (await rm.append_records(-1, {TP: records(b"a")}))[TP]
+            res = (await drive(rm, rm.append_records(-1, {TP: records(b"a")})))[TP]
             assert res.error_code == 0 and p.log.high_watermark == 1
             assert await rm.make_leader(TOPIC, 0, p.topic_id, 0, [1], [1], c.log_config, 1) is p
-            out = await rm.fetch_messages([(TP, 0, 1 << 20)], 1 << 20, 1, 100, 0)
+            out = await drive(rm, rm.fetch_messages([(TP, 0, 1 << 20)], 1 << 20, 1, 100, 0))
             assert out[TP].size > 0
             await rm.stop_replica(TOPIC, 0, delete=True)
             assert rm.get_partition(TP) is None
@@ -321,13 +321,13 @@ def test_periodic_isr_expiration_and_hw_checkpoint(tmp_path) -> None:
         try:
             b = c.start(1)
             await c.leader_and_isr(1, state(1, 0, [1, 2, 3]))
-            await b.rm.append_records(1, {TP: records(b"a")})
+            await drive(b.rm, b.rm.append_records(1, {TP: records(b"a")}))
             b.rm.startup()
             c.clock.advance(21)  # the followers never fetched: out of the ISR at the next check
-            await wait_until(lambda: b.rm.get_partition(TP).isr == (1,), what="scheduled ISR shrink")
+            await c.wait_until(lambda: b.rm.get_partition(TP).isr == (1,), what="scheduled ISR shrink")
             path = os.path.join(b.dir, "replication-offset-checkpoint")
             from broker.storage.checkpoints import OffsetCheckpointFile
-            await wait_until(lambda: os.path.exists(path) and OffsetCheckpointFile(path).read().get(TP) == 1,
+            await c.wait_until(lambda: os.path.exists(path) and OffsetCheckpointFile(path).read().get(TP) == 1,
                              what="HW checkpoint")
         finally:
             await c.close()

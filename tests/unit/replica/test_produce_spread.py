@@ -13,7 +13,7 @@ from broker.metrics.stats import BrokerTopicStats
 from broker.replica.io_workers import IoWorkers
 from broker.replica.purgatory import DelayedFetch
 
-from .harness import TOPIC, FakeCluster, records, state
+from .harness import TOPIC, FakeCluster, drive, records, state
 
 N = 40
 
@@ -42,9 +42,9 @@ def test_spread_produce_to_leaders_without_followers_moves_each_hw_with_the_appe
             # a consumer parked on one partition's HW is woken by the append that moves it
             parked = DelayedFetch(10_000, [(TOPIC, 3)], rm.get_partition, False)
             assert not rm.delayed_fetch_purgatory.try_complete_else_watch(parked, parked.watched_keys())
-            first = await rm.append_records(1, {tp: records(b"a", b"b") for tp in tps()})
+            first = await drive(rm, rm.append_records(1, {tp: records(b"a", b"b") for tp in tps()}))
             assert parked.completed and len(rm.delayed_fetch_purgatory) == 0
-            second = await rm.append_records(1, {tp: records(b"c") for tp in tps()})
+            second = await drive(rm, rm.append_records(1, {tp: records(b"c") for tp in tps()}))
             for tp in tps():
                 assert (first[tp].error_code, first[tp].base_offset, first[tp].last_offset) == (0, 0, 1)
                 assert (second[tp].error_code, second[tp].base_offset) == (0, 2)
@@ -67,7 +67,7 @@ def test_acks_all_answers_at_once_when_no_partition_has_to_wait(tmp_path) -> Non
             rm = b.rm
             parked = []
             rm.delayed_produce_purgatory.try_complete_else_watch = lambda op, keys: parked.append(op)  # type: ignore
-            out = await rm.append_records(-1, {tp: records(b"a") for tp in tps()})
+            out = await drive(rm, rm.append_records(-1, {tp: records(b"a") for tp in tps()}))
             assert not parked and all((r.error_code, r.base_offset) == (0, 0) for r in out.values())
         finally:
             await c.close()
@@ -81,7 +81,7 @@ def test_followers_hold_the_hw_and_acks_all_waits_for_them(tmp_path) -> None:
         try:
             b = await _leaders(c, [1, 2], [1, 2], n=3)
             rm = b.rm
-            out = await rm.append_records(-1, {tp: records(b"a") for tp in tps(3)}, timeout_ms=50)
+            out = await drive(rm, rm.append_records(-1, {tp: records(b"a") for tp in tps(3)}, timeout_ms=50))
             for tp in tps(3):
                 assert out[tp].error_code == ErrorCode.REQUEST_TIMED_OUT  # follower 2 never fetched
                 plog = rm.get_partition(tp).log

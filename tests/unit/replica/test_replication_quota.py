@@ -17,7 +17,7 @@ from broker.replica.replication_quota import (ALL_REPLICAS, UNLIMITED, Replicati
                                               SimpleRate, dynamic_rate_getter, parse_throttled_replicas)
 from broker.storage.config import LogConfig
 
-from .harness import TP, FakeCluster, ManualClock, records, state, wait_until
+from .harness import TP, FakeCluster, ManualClock, records, state
 
 FETCH = 1
 
@@ -42,7 +42,7 @@ def test_simple_rate_divides_by_elapsed_time_but_at_least_one_window() -> None:
 
 def test_quota_manager_exceeded_until_the_average_falls_below_the_bound() -> None:
     clock = ManualClock(0)
-    q = ReplicationQuotaManager("Leader", 11, 1, clock)
+    q = ReplicationQuotaManager("Leader", 11, 1, clock.mono_ms)
     assert q.upper_bound == UNLIMITED and not q.is_quota_exceeded()
     q.record(10_000_000)
     assert not q.is_quota_exceeded()  # no quota set: Kafka's null quota
@@ -50,7 +50,7 @@ def test_quota_manager_exceeded_until_the_average_falls_below_the_bound() -> Non
     assert not q.is_quota_exceeded() and q.is_unlimited
     q.update_quota(1000)
     assert q.upper_bound == 1000
-    q2 = ReplicationQuotaManager("Follower", 11, 1, clock, bound=1000)
+    q2 = ReplicationQuotaManager("Follower", 11, 1, clock.mono_ms, bound=1000)
     q2.record(3000)
     assert q2.is_quota_exceeded()  # 3000 B/s
     clock.advance(2000)
@@ -170,7 +170,7 @@ def test_leader_sends_no_throttled_data_while_its_quota_is_exceeded(tmp_path) ->
         try:
             leader = c.brokers[1]
             clock = ManualClock(0)
-            leader.rm.quotas = ReplicationQuotas(1, clock=clock)
+            leader.rm.quotas = ReplicationQuotas(1, clock=clock.mono_ms)
             leader.rm.quotas.leader.update_quota(BATCH / 2)  # one batch exceeds it for two windows
             throttled = _count_exceeded(leader.rm.quotas.leader)
             leader.rm.update_throttled_replicas(TP[0], LogConfig.from_props(
@@ -178,24 +178,24 @@ def test_leader_sends_no_throttled_data_while_its_quota_is_exceeded(tmp_path) ->
             assert leader.rm.quotas.leader.is_throttled(TP)
             follower = c.start(2)
             await c.leader_and_isr(2, state(1, 0, [1], [1, 2]))
-            await wait_until(lambda: follower.log.log_end_offset == 1, what="first batch")
+            await c.wait_until(lambda: follower.log.log_end_offset == 1, what="first batch")
             # the leader recorded the batch before answering: the quota is exceeded for every fetch after it
             assert leader.rm.quotas.leader.rate() > leader.rm.quotas.leader.upper_bound
             sent = _follower_fetches(c)
             # several follower fetches (three more sent: at least two answered), all answered without records
-            await wait_until(lambda: _follower_fetches(c) >= sent + 3, what="three more follower fetches")
+            await c.wait_until(lambda: _follower_fetches(c) >= sent + 3, what="three more follower fetches")
             assert throttled() >= 2  # the leader consulted the quota and left the data out
             assert follower.log.log_end_offset == 1
             assert leader.rm.quotas.leader.rate() == follower.log.size_bytes  # one batch in one window
             clock.advance(3000)  # 20000 B / 3 s < 10000 B/s: one more batch, then exceeded again
-            await wait_until(lambda: follower.log.log_end_offset == 2, what="second batch")
+            await c.wait_until(lambda: follower.log.log_end_offset == 2, what="second batch")
             assert leader.rm.quotas.leader.rate() > leader.rm.quotas.leader.upper_bound  # 2 batches / 3 s
             sent, refused = _follower_fetches(c), throttled()
-            await wait_until(lambda: _follower_fetches(c) >= sent + 3, what="three more follower fetches")
+            await c.wait_until(lambda: _follower_fetches(c) >= sent + 3, what="three more follower fetches")
             assert throttled() >= refused + 2
             assert follower.log.log_end_offset == 2
             leader.rm.quotas.leader.update_quota(float(UNLIMITED))
-            await wait_until(lambda: follower.log.log_end_offset == 4, what="the rest once unthrottled")
+            await c.wait_until(lambda: follower.log.log_end_offset == 4, what="the rest once unthrottled")
         finally:
             await c.close()
 
@@ -207,7 +207,7 @@ def test_leader_never_throttles_a_follower_in_the_isr(tmp_path) -> None:
         c = await _cluster_with_backlog(tmp_path, 3)
         try:
             leader = c.brokers[1]
-            leader.rm.quotas = ReplicationQuotas(1, clock=ManualClock(0))
+            leader.rm.quotas = ReplicationQuotas(1, clock=ManualClock(0).mono_ms)
             leader.rm.quotas.leader.update_quota(1)
             leader.rm.quotas.leader.mark_throttled(TP[0])
             leader.rm.quotas.leader.record(10 * BATCH)
@@ -216,7 +216,7 @@ def test_leader_never_throttles_a_follower_in_the_isr(tmp_path) -> None:
             # A follower in the ISR (e.g. after a leader change) is not throttled.
             await c.leader_and_isr(1, state(1, 1, [1, 2], [1, 2]))
             await c.leader_and_isr(2, state(1, 1, [1, 2], [1, 2]))
-            await wait_until(lambda: follower.log.log_end_offset == 3, what="unthrottled catch-up")
+            await c.wait_until(lambda: follower.log.log_end_offset == 3, what="unthrottled catch-up")
         finally:
             await c.close()
 
@@ -229,30 +229,30 @@ def test_follower_leaves_throttled_partitions_out_of_its_fetches(tmp_path) -> No
         try:
             follower = c.start(2)
             clock = ManualClock(0)
-            follower.rm.quotas = ReplicationQuotas(2, clock=clock)
+            follower.rm.quotas = ReplicationQuotas(2, clock=clock.mono_ms)
             follower.rm.quotas.follower.update_quota(BATCH / 2)
             exceeded = _count_exceeded(follower.rm.quotas.follower)
             follower.rm.update_throttled_replicas(TP[0], LogConfig.from_props(
                 {"follower.replication.throttled.replicas": "0:2,1:3"}))
             assert follower.rm.quotas.follower.is_throttled(TP)
             await c.leader_and_isr(2, state(1, 0, [1], [1, 2]))
-            await wait_until(lambda: follower.log.log_end_offset == 1, what="first batch")
+            await c.wait_until(lambda: follower.log.log_end_offset == 1, what="first batch")
             # The fetcher records the batch right after appending it, so the first fetch it builds after that
             # finds the quota exceeded and leaves TP out (that request is on record once the check has returned).
-            await wait_until(lambda: exceeded() >= 1, what="the fetcher to find its quota exceeded")
+            await c.wait_until(lambda: exceeded() >= 1, what="the fetcher to find its quota exceeded")
             sent, checks = _fetches_for_tp(c), exceeded()
-            await wait_until(lambda: exceeded() >= checks + 3, what="three more fetch rounds while exceeded")
+            await c.wait_until(lambda: exceeded() >= checks + 3, what="three more fetch rounds while exceeded")
             assert follower.log.log_end_offset == 1
             assert _fetches_for_tp(c) == sent  # not even asked for while the quota is exceeded
             assert follower.rm.quotas.follower.rate() == follower.log.size_bytes
             clock.advance(3000)
-            await wait_until(lambda: follower.log.log_end_offset == 2, what="second batch")
+            await c.wait_until(lambda: follower.log.log_end_offset == 2, what="second batch")
             checks = exceeded()  # 40000 B / 3 s once the second batch is recorded: exceeded again
-            await wait_until(lambda: exceeded() >= checks + 3, what="three more fetch rounds while exceeded")
+            await c.wait_until(lambda: exceeded() >= checks + 3, what="three more fetch rounds while exceeded")
             assert follower.log.log_end_offset == 2
             # removing the throttle from the topic config lets it catch up at once
             follower.rm.update_config(TP[0], LogConfig.from_props({"follower.replication.throttled.replicas": ""}))
-            await wait_until(lambda: follower.log.log_end_offset == 4, what="the rest once unthrottled")
+            await c.wait_until(lambda: follower.log.log_end_offset == 4, what="the rest once unthrottled")
         finally:
             await c.close()
 

@@ -15,7 +15,7 @@ from broker.storage.checkpoints import OffsetCheckpointFile
 from broker.storage.log import Log
 from broker.storage.log_manager import LogManager
 
-from .harness import TOPIC_ID, TP, FakeCluster, read_all_bytes, records, state, values_of, wait_until
+from .harness import TOPIC_ID, TP, FakeCluster, drive, read_all_bytes, records, state, values_of
 
 IBPS = ["3.9", "2.6"]
 
@@ -42,7 +42,7 @@ def test_kip101_scenario1_restart_with_stale_hw_keeps_committed_record(tmp_path,
             for x in (1, 2):
                 await c.leader_and_isr(x, state(2, 0, [1, 2], [1, 2]))
             for v in (b"m1", b"m2"):
-                assert (await b.rm.append_records(-1, {TP: records(v)}, timeout_ms=5000))[TP].error_code == 0
+                assert (await drive(b.rm, b.rm.append_records(-1, {TP: records(v)}, timeout_ms=5000)))[TP].error_code == 0
             assert b.log.high_watermark == 2 and a.log.log_end_offset == 2
             await c.crash(1)
             # The follower's HW checkpoint lags: it only knew HW = 1.
@@ -52,7 +52,7 @@ def test_kip101_scenario1_restart_with_stale_hw_keeps_committed_record(tmp_path,
             mark = len(c.requests)
             await c.leader_and_isr(1, state(2, 0, [1, 2], [1, 2]))
             # It learns the leader's HW (2) from a fetch response: truncation (if any) happened before.
-            await wait_until(lambda: a.log.high_watermark == 2, what="follower HW from the leader")
+            await c.wait_until(lambda: a.log.high_watermark == 2, what="follower HW from the leader")
             assert a.log.log_end_offset == 2
             if ibp == "2.6":
                 assert 23 in api_keys_sent(c, 1, mark)  # OffsetForLeaderEpoch
@@ -61,10 +61,10 @@ def test_kip101_scenario1_restart_with_stale_hw_keeps_committed_record(tmp_path,
             # The leader dies; the follower is elected and takes a new record.
             await c.crash(2)
             await c.leader_and_isr(1, state(1, 1, [1], [1, 2]))
-            assert (await a.rm.append_records(1, {TP: records(b"m3")}))[TP].error_code == 0
+            assert (await drive(a.rm, a.rm.append_records(1, {TP: records(b"m3")})))[TP].error_code == 0
             b = c.start(2)
             await c.leader_and_isr(2, state(1, 1, [1], [1, 2]))
-            await wait_until(lambda: b.log.log_end_offset == 3, what="old leader caught up")
+            await c.wait_until(lambda: b.log.log_end_offset == 3, what="old leader caught up")
             assert values_of(a.log) == values_of(b.log) == [b"m1", b"m2", b"m3"]
             assert read_all_bytes(a.log) == read_all_bytes(b.log)
             assert a.log.leader_epoch_cache.entries == b.log.leader_epoch_cache.entries == [(0, 0), (1, 2)]
@@ -84,18 +84,18 @@ def test_kip101_scenario2_divergent_logs_after_multiple_failures(tmp_path, ibp) 
             a, b = c.start(1), c.start(2)
             for x in (1, 2):
                 await c.leader_and_isr(x, state(1, 0, [1, 2], [1, 2]))
-            assert (await a.rm.append_records(-1, {TP: records(b"m1")}, timeout_ms=5000))[TP].error_code == 0
+            assert (await drive(a.rm, a.rm.append_records(-1, {TP: records(b"m1")}, timeout_ms=5000)))[TP].error_code == 0
             await c.crash(2)
-            assert (await a.rm.append_records(1, {TP: records(b"m2")}))[TP].error_code == 0
+            assert (await drive(a.rm, a.rm.append_records(1, {TP: records(b"m2")})))[TP].error_code == 0
             assert a.log.log_end_offset == 2
             await c.crash(1)
             b = c.start(2)
             await c.leader_and_isr(2, state(2, 1, [2], [1, 2]))
-            assert (await b.rm.append_records(1, {TP: records(b"m3")}))[TP].error_code == 0
+            assert (await drive(b.rm, b.rm.append_records(1, {TP: records(b"m3")})))[TP].error_code == 0
             a = c.start(1)
             mark = len(c.requests)
             await c.leader_and_isr(1, state(2, 1, [2], [1, 2]))
-            await wait_until(lambda: read_all_bytes(a.log) == read_all_bytes(b.log), what="identical logs")
+            await c.wait_until(lambda: read_all_bytes(a.log) == read_all_bytes(b.log), what="identical logs")
             assert values_of(a.log) == values_of(b.log) == [b"m1", b"m3"]
             assert a.log.leader_epoch_cache.entries == b.log.leader_epoch_cache.entries == [(0, 0), (1, 1)]
             if ibp == "2.6":
@@ -127,10 +127,10 @@ def test_follower_with_an_epoch_unknown_to_the_leader_truncates_in_steps(tmp_pat
             la = a.log_manager.owners.call(TP, lambda: fill(a.log_manager, [((b"a",), 0), ((b"x", b"y"), 2)]))
             lb = b.log_manager.owners.call(TP, lambda: fill(b.log_manager, [((b"a",), 0), ((b"b",), 1)]))
             await c.leader_and_isr(2, state(2, 3, [2], [1, 2]))
-            await b.rm.append_records(1, {TP: records(b"c")})
+            await drive(b.rm, b.rm.append_records(1, {TP: records(b"c")}))
             assert lb.leader_epoch_cache.entries == [(0, 0), (1, 1), (3, 2)]
             await c.leader_and_isr(1, state(2, 3, [2], [1, 2]))
-            await wait_until(lambda: read_all_bytes(la) == read_all_bytes(lb), what="identical logs")
+            await c.wait_until(lambda: read_all_bytes(la) == read_all_bytes(lb), what="identical logs")
             assert values_of(la) == [b"a", b"b", b"c"]
             assert la.leader_epoch_cache.entries == [(0, 0), (1, 1), (3, 2)]
         finally:

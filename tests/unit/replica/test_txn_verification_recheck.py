@@ -18,7 +18,7 @@ import pytest
 from broker.errors import ErrorCode as E
 from broker.protocol.records.builder import build_batch
 
-from .harness import TP, FakeCluster, state
+from .harness import TP, FakeCluster, state, drive
 
 PID = 5151
 
@@ -51,7 +51,7 @@ def test_a_transaction_ending_between_the_check_and_the_append_is_not_continued_
             assert await append(rm, 1) == 0  # ... and the owner finds it still open
             assert rm.start_transaction_verification(TP, PID, 0) is None  # the next batch's look
             # ... but the transaction ends (its ABORT marker) before that batch's append
-            assert await rm.append_txn_markers(PID, 0, 0, False, [TP], 30_000) == {TP: 0}
+            assert await drive(rm, rm.append_txn_markers(PID, 0, 0, False, [TP], 30_000)) == {TP: 0}
             code = await append(rm, 2)
             leo = rm.get_partition(TP).log.log_end_offset
             if enabled:  # refused at the append: no transaction started without its coordinator knowing

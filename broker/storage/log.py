@@ -48,7 +48,7 @@ from broker.accel import record_batch
 from broker.protocol.records import errors as record_errors
 from broker.protocol.records.batch_info import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchInfo
 from broker.protocol.records.control import EndTxnMarker, parse_end_txn_marker
-from broker.util.clock import SYSTEM_CLOCK, Clock, SystemClock
+from broker.util.clock import SYSTEM_CLOCK, Clock
 
 from . import files, tiered_log
 from .config import LogConfig
@@ -78,19 +78,6 @@ NO_TIMESTAMP = -1
 
 Scheduler = Callable[[float, Callable[[], None]], None]
 SwapHook = Callable[[str], None]
-
-
-class _SecondsClock(SystemClock):
-    """``Log.open(time=...)``, the old convention (a time source in seconds), as a Clock: both readings from it."""
-
-    def __init__(self, time: Callable[[], float]) -> None:
-        self._time = time
-
-    def wall_ms(self) -> int:
-        return int(self._time() * 1000)
-
-    def mono_ms(self) -> int:
-        return int(self._time() * 1000)
 
 
 # ``<base>.swapend``: the end offset of the segment group a committed cleaner swap replaces (text).
@@ -211,7 +198,7 @@ class Log:
     # ------------------------------------------------------------------ opening
     @classmethod
     def open(cls, dir_path: str, config: LogConfig, *, recovery_point: int = 0, log_start_offset: int = 0,
-             clean_shutdown: bool = False, clock: Clock = SYSTEM_CLOCK, time: Optional[Callable[[], float]] = None,
+             clean_shutdown: bool = False, clock: Clock = SYSTEM_CLOCK,
              scheduler: Optional[Scheduler] = None, producer_id_expiration_ms: int = 86400000,
              high_watermark: int = 0, existing: bool = False,
              log_dir_failure_channel: Optional[LogDirFailureChannel] = None,
@@ -220,11 +207,8 @@ class Log:
 
         ``scheduler(delay_s, fn)`` runs deferred segment file deletion (file.delete.delay.ms); without
         one, deleted segments are removed at once. ``clock``: the log reads ``clock.wall_ms()`` for append times,
-        roll by time, retention and producer expiration. ``time`` (deprecated: seconds since the epoch, the old
-        convention) is read instead of ``clock`` when given.
+        roll by time, retention and producer expiration.
         """
-        if time is not None:
-            clock = _SecondsClock(time)
         new = False
         channel = log_dir_failure_channel
         parent = os.path.dirname(os.path.abspath(dir_path))

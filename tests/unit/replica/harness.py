@@ -267,7 +267,7 @@ class Broker:
         self.broker_id = broker_id
         self.dir = os.path.join(cluster.root, "broker-%d" % broker_id)
         self.log_manager = LogManager([self.dir], cluster.log_config, broker_id=broker_id, cluster_id="c",
-                                      scheduler=cluster.scheduler)
+                                      scheduler=cluster.scheduler, clock=cluster.clock)
         self.apm = FakeAlterPartition(broker_id)
         self.rm = ReplicaManager(broker_id, self.log_manager, io_threads=cluster.io_threads, config=cluster.config,
                                  clock=cluster.clock,
@@ -294,7 +294,7 @@ class FakeCluster:
         self.clock = ManualClock()
         self.config = config or ReplicaConfig(replica_fetch_wait_max_ms=200, replica_fetch_backoff_ms=20)
         self.log_config = log_config or LogConfig(file_delete_delay_ms=0)
-        self.scheduler = Scheduler(threaded=False)  # no thread: deletions run at shutdown (run_pending_now)
+        self.scheduler = Scheduler(threaded=False, clock=self.clock)  # no thread: deletions run at shutdown
         self.brokers: Dict[int, Broker] = {}
         self.down: set[int] = set()
         self.requests: List[Tuple[int, int, int, Any]] = []

@@ -20,7 +20,7 @@ class Env:
                  alive: Callable[[int], bool] = lambda _b: True) -> None:
         self.clock = ManualClock()
         self.log = Log.open(os.path.join(str(tmp_path), "t-0"), LogConfig(min_insync_replicas=min_isr),
-                            time=lambda: self.clock.now_ms / 1000.0)
+                            clock=self.clock)
         self.apm = apm if apm is not None else FakeAlterPartition(1)
         self.checks: List[Any] = []
         self.p = Partition("t", 0, 1, log=self.log, clock=self.clock, alter_partition_manager=self.apm,

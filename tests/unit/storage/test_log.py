@@ -171,17 +171,6 @@ def test_log_append_time(open_log, clock) -> None:
     assert b.timestamp_type == 1 and b.max_timestamp == clock.now_ms
 
 
-def test_the_deprecated_seconds_time_source_still_stamps_the_log(tmp_path) -> None:
-    """Log.open(time=...) (seconds, the convention before Clock) is read instead of the clock when given."""
-    from broker.storage.log import Log
-    log = Log.open(os.path.join(str(tmp_path), "t-0"), LogConfig(message_timestamp_type="LogAppendTime"),
-                   time=lambda: 1_700_000_123.5)
-    try:
-        assert log.append_as_leader(batch(1, ts=5), 0).log_append_time == 1_700_000_123_500
-    finally:
-        log.close()
-
-
 def test_validation_errors(open_log) -> None:
     log = open_log(LogConfig(max_message_bytes=200))
     with pytest.raises(RecordTooLargeError):

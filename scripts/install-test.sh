@@ -57,10 +57,12 @@ fi
 
 # 3. Apache Kafka 3.9.1 (broker, tools and Kafka Streams, ZooKeeper mode) from Maven Central, the oracle some
 #     compat tests run beside our brokers: compat-tests/kafka/pom.xml, jars copied into .cache/kafka-3.9.1/libs/
-#     (not committed). The .complete marker holds the pom's sha256, so a changed pom is resolved again; the new
-#     set is resolved beside the old one and swapped in, so a Kafka process already running keeps its jars.
+#     (not committed); its test-classified jars (Kafka's LocalTieredStorage) go to libs/tiered/, out of the
+#     libs/*.jar that Kafka's own scripts and librdkafka's test suite glob. The .complete marker holds the pom's
+#     sha256 and that layout, so a changed pom is resolved again; the new set is resolved beside the old one and
+#     swapped in, so a Kafka process already running keeps its jars.
 KAFKA_LIBS=".cache/kafka-3.9.1/libs"
-KAFKA_POM_SUM="$(sha256sum compat-tests/kafka/pom.xml | cut -d' ' -f1)"
+KAFKA_POM_SUM="$(sha256sum compat-tests/kafka/pom.xml | cut -d' ' -f1) tiered/"
 if [ "$(cat "$KAFKA_LIBS/.complete" 2>/dev/null || true)" != "$KAFKA_POM_SUM" ]; then
   if ! command -v mvn > /dev/null; then
     say "mvn not found: installing maven"
@@ -71,6 +73,8 @@ if [ "$(cat "$KAFKA_LIBS/.complete" 2>/dev/null || true)" != "$KAFKA_POM_SUM" ];
   rm -rf "$KAFKA_LIBS.new"
   mvn -q -B -Dstyle.color=never -f compat-tests/kafka/pom.xml -Dmaven.repo.local="$ROOT/.cache/m2" \
       dependency:copy-dependencies -DoutputDirectory="$ROOT/$KAFKA_LIBS.new" > /dev/null
+  mkdir -p "$KAFKA_LIBS.new/tiered"
+  mv "$KAFKA_LIBS.new"/*-test.jar "$KAFKA_LIBS.new/tiered/"
   echo "$KAFKA_POM_SUM" > "$KAFKA_LIBS.new/.complete"
   rm -rf "$KAFKA_LIBS"
   mv "$KAFKA_LIBS.new" "$KAFKA_LIBS"

@@ -37,7 +37,7 @@ class KafkaUnavailable(RuntimeError):
 def kafka_classpath() -> str:
     if not (KAFKA_LIBS / ".complete").exists():
         raise KafkaUnavailable(f"Apache Kafka 3.9.1 jars not found in {KAFKA_LIBS}: run bash scripts/install.sh")
-    return str(KAFKA_LIBS / "*")
+    return f"{KAFKA_LIBS / '*'}:{KAFKA_LIBS / 'tiered' / '*'}"  # tiered/: LocalTieredStorage (Kafka's test jars)
 
 
 class RealKafkaBroker:

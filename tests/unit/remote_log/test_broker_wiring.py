@@ -22,7 +22,7 @@ from broker.replica.tiered_storage import TieredStorage
 from broker.storage.config import LogConfig
 from broker.storage.remote.local_tiered_storage import LocalTieredStorage
 
-from tests.unit.replica.harness import TOPIC, TOPIC_ID, TP, FakeCluster, records, state, wait_until
+from tests.unit.replica.harness import TOPIC, TOPIC_ID, TP, FakeCluster, records, state
 
 META_ID = uuid.UUID("99999999-2222-3333-4444-555555555555")
 ONE = len(records(b"v" * 20))
@@ -109,7 +109,7 @@ async def _copies_and_deletes(w: Wired) -> None:
     plog = w.rm.get_partition(TP).log
     assert plog.remote_log_enabled
     await w.produce(7)  # segments [0,1] [2,3] [4,5] [6]
-    await wait_until(lambda: plog.highest_offset_in_remote_storage == 5, what="three segments copied")
+    await w.cluster.wait_mixed(lambda: plog.highest_offset_in_remote_storage == 5, what="three segments copied")
     assert w.created is not None and w.created[:3] == (METADATA_TOPIC, 2, 1)
     assert w.created[3]["retention.ms"] == "-1"
     meta = [w.rm.get_partition((METADATA_TOPIC, i)).log for i in range(2)]
@@ -192,13 +192,13 @@ async def _stop_delete(w: Wired) -> None:
     await w.lead()
     plog = w.rm.get_partition(TP).log
     await w.produce(5)
-    await wait_until(lambda: plog.highest_offset_in_remote_storage == 3, what="copied")
+    await w.cluster.wait_mixed(lambda: plog.highest_offset_in_remote_storage == 3, what="copied")
     assert any((Path(w.rsm.storage_directory)).rglob("*.log"))
     await w.rm.stop_replicas(0, 1, {TP: (-2, True)})
-    await wait_until(lambda: not any(Path(w.rsm.storage_directory).rglob("*.log")), what="remote data deleted")
+    await w.cluster.wait_mixed(lambda: not any(Path(w.rsm.storage_directory).rglob("*.log")), what="remote data deleted")
     meta = [w.rm.get_partition((METADATA_TOPIC, i)).log for i in range(2)]
     # per segment STARTED, FINISHED, DELETE_STARTED, DELETE_FINISHED; then the partition's MARKED, STARTED, FINISHED
-    await wait_until(lambda: sum(m.log_end_offset for m in meta) == 2 * 4 + 3, what="partition deletion recorded")
+    await w.cluster.wait_mixed(lambda: sum(m.log_end_offset for m in meta) == 2 * 4 + 3, what="partition deletion recorded")
     assert not w.tiered.rlm.leader_copy_tasks
 
 
@@ -212,7 +212,7 @@ async def _follower_rebuilds(w: Wired) -> None:
     await w.lead()
     leader_log = w.rm.get_partition(TP).log
     await w.produce(7)
-    await wait_until(lambda: leader_log.highest_offset_in_remote_storage == 5, what="copied")
+    await w.cluster.wait_mixed(lambda: leader_log.highest_offset_in_remote_storage == 5, what="copied")
     await w.rm.run_io(lambda: leader_log.delete_old_segments(), key=TP)
     assert leader_log.offsets.local_log_start_offset == 6
     cluster = w.cluster
@@ -232,7 +232,7 @@ async def _follower_rebuilds(w: Wired) -> None:
     await b2.rm.become_leader_or_follower(0, 1, [state(1, 1, [1], [1, 2])], {TOPIC: TOPIC_ID},
                                           {1: cluster.node(1), 2: cluster.node(2)}, w._cfg)
     flog = b2.rm.get_partition(TP).log
-    await wait_until(lambda: flog.log_end_offset == 7, what="the follower caught up")
+    await w.cluster.wait_mixed(lambda: flog.log_end_offset == 7, what="the follower caught up")
     assert flog.log_start_offset == 0 and flog.offsets.local_log_start_offset == 6
     assert flog.leader_epoch_cache.entries == [(1, 0)]
     # only the segment after the remote one was replicated: its records, nothing below

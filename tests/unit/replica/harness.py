@@ -21,7 +21,7 @@ from broker.storage.config import LogConfig
 from broker.storage.log_manager import LogManager
 from broker.storage.scheduler import Scheduler
 from broker.util.broker_channel import BrokerChannelError, BrokerNode
-from broker.util.clock import ManualClock
+from broker.util.clock import Clock, ManualClock
 
 TOPIC = "t"
 TOPIC_ID = uuid.UUID("11111111-2222-3333-4444-555555555555")
@@ -286,12 +286,13 @@ class Broker:
 
 class FakeCluster:
     def __init__(self, root: str, config: Optional[ReplicaConfig] = None, log_config: Optional[LogConfig] = None,
-                 io_threads: int = 0) -> None:
+                 io_threads: int = 0, clock: Optional[Clock] = None) -> None:
         """``io_threads``: 0 (the default) runs each broker's disk jobs inline on the loop (the test's outcomes are
-        there when a call returns); a test of the worker threads themselves asks for some."""
+        there when a call returns); a test of the worker threads themselves asks for some. ``clock``: a ManualClock
+        by default; the clock-jump tests pass the real one (what they test is the system clock's readings)."""
         self.root = root
         self.io_threads = io_threads
-        self.clock = ManualClock()
+        self.clock: Any = clock if clock is not None else ManualClock()
         self.config = config or ReplicaConfig(replica_fetch_wait_max_ms=200, replica_fetch_backoff_ms=20)
         self.log_config = log_config or LogConfig(file_delete_delay_ms=0)
         self.scheduler = Scheduler(threaded=False, clock=self.clock)  # no thread: deletions run at shutdown
@@ -303,7 +304,10 @@ class FakeCluster:
         self.fetch_sessions = True
 
     async def wait_until(self, cond: Callable[[], bool], *, max_ms: int = 30_000, what: str = "condition") -> None:
-        """:func:`wait_until` on this cluster's clock."""
+        """:func:`wait_until` on this cluster's clock (real time in steps of a millisecond on the real one)."""
+        if not isinstance(self.clock, ManualClock):
+            await self.wait_real(cond, max_ms / 1000.0, what)
+            return
         await wait_until(cond, self.clock, max_ms=max_ms, what=what)
 
     async def wait_real(self, cond: Callable[[], bool], timeout_s: float, what: str = "condition") -> None:
@@ -314,6 +318,19 @@ class FakeCluster:
             if asyncio.get_running_loop().time() > deadline:
                 raise AssertionError("never happened: " + what)
             await asyncio.sleep(0.001)
+
+    async def wait_mixed(self, cond: Callable[[], bool], timeout_s: float = 30.0, what: str = "condition",
+                         fake_ms_per_step: int = 10) -> None:
+        """Poll ``cond`` in real time while moving the clock ``fake_ms_per_step`` per real millisecond: for what needs
+        both a real thread (a RemoteLogManager task, a remote read on its pool) and the replica layer's timers (a
+        fetcher's backoff, a long poll)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while not cond():
+            if loop.time() > deadline:
+                raise AssertionError("never happened: " + what)
+            await asyncio.sleep(0.001)
+            self.clock.advance(fake_ms_per_step)
 
     async def run(self, aw: Awaitable[T], what: str = "the call") -> T:
         """Await ``aw`` while moving the clock: a call that waits on a timer (a Fetch long poll, an acks=all produce

@@ -29,6 +29,7 @@ from broker.replica.replication_quota import ReplicationQuotaManager
 from broker.util import clock
 from tests.unit.coordinator import test_group_apis as group_apis
 from tests.unit.coordinator.transaction import test_service as txn_service
+from broker.util.clock import SYSTEM_CLOCK
 from tests.unit.replica.harness import TP, FakeCluster, _FakeMetadata, _FakeRequestContext, records, state
 
 HOUR_S = 3600.0
@@ -150,7 +151,7 @@ def test_delayed_produce_and_fetch_deadlines_hold_across_a_jump(tmp_path: Any, w
     """acks=-1 waits its request timeout and a long-poll its max.wait.ms, measured on the event loop's monotonic
     clock: a jump in the middle of the wait neither cuts nor stretches it."""
     async def main() -> None:
-        c = FakeCluster(str(tmp_path))
+        c = FakeCluster(str(tmp_path), clock=SYSTEM_CLOCK)
         try:
             b = c.start(1)
             await c.leader_and_isr(1, state(1, 0, [1, 2], [1, 2]))  # follower 2 never fetches
@@ -188,7 +189,7 @@ def test_a_fetch_session_is_not_evicted_by_a_jump_forward(tmp_path: Any, wall: L
     """Kafka's FetchSessionCache uses the wall clock; here idle time is monotonic (only safer): a jump forward
     past the eviction time, then a new session (which evicts stale ones), leaves the first session usable."""
     async def main() -> None:
-        c = FakeCluster(str(tmp_path))
+        c = FakeCluster(str(tmp_path), clock=SYSTEM_CLOCK)
         try:
             b = c.start(1)
             await c.leader_and_isr(1, state(1, 0, [1], [1]))

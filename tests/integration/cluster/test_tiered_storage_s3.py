@@ -1,0 +1,203 @@
+"""Tiered storage (KIP-405) on S3 inside 3 real broker processes (bin/, real ZooKeeper): the brokers run
+``broker.storage.remote.S3RemoteStorageManager`` against a real S3 server (S3Proxy, tests/harness/s3_server.py), one
+server and one cluster shared by the module's tests (CI time).
+
+- the leader copies rolled segments of an RF-3, min.insync.replicas=2 topic to the bucket, local logs shrink to
+  the tail, and a stock consumer (confluent-kafka, then Kafka's own Java consumer) reads every acknowledged record
+  from offset 0 exactly once, in order, most of them from S3;
+- S3 goes away for ~20 s while producers keep writing: acks=all produce and local reads go on, copies fail and are
+  retried, no local segment is deleted before its copy is committed, a consumer that needs S3 gets retriable errors
+  (no hang, no crash, no traceback), and once S3 is back the copies catch up and that consumer reads everything.
+"""
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Dict, Iterator, List, Optional, Tuple
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+
+from tests.harness.kafka import kafka_classpath
+from tests.harness.s3_server import S3Server
+from tests.integration.cluster.conftest import FAST, ClusterView, wait_for
+from tools.cluster import LocalCluster, free_port
+
+S3_RSM = "broker.storage.remote.S3RemoteStorageManager"
+BUCKET = "tiered-cluster"
+SEGMENT_BYTES = 1024 * 1024
+VALUE = 1000
+CONSUME_ALL = Path(__file__).resolve().parents[2] / "harness" / "java" / "ConsumeAll.java"
+
+
+@pytest.fixture(scope="module")
+def s3() -> Iterator[S3Server]:
+    with S3Server() as server:
+        server.create_bucket(BUCKET)
+        yield server
+
+
+@pytest.fixture(scope="module")
+def cluster(s3: S3Server, zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    props = dict(FAST)
+    props.update({
+        "remote.log.storage.system.enable": "true",
+        "remote.log.storage.manager.class.name": S3_RSM,
+        **{f"rsm.config.{k}": v for k, v in s3.rsm_configs(BUCKET, **{"s3.retry.max.attempts": 2,
+                                                                        "s3.api.call.timeout.ms": 5000}).items()},
+        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
+        "rlmm.config.remote.log.metadata.topic.replication.factor": "3",
+        "remote.log.manager.task.interval.ms": "500",
+        "log.retention.check.interval.ms": "1000",
+        "log.initial.task.delay.ms": "500",
+        "remote.fetch.max.wait.ms": "2000",
+    })
+    c = LocalCluster(tmp_path_factory.mktemp("s3-cluster"), 3, zk_connect=f"{zookeeper}/c-{uuid.uuid4().hex[:10]}",
+                     overrides=props,
+                     broker_overrides={i: {"broker.metrics.prometheus.port": str(free_port())} for i in range(3)})
+    try:
+        c.start()
+        yield c
+    finally:
+        c.kill()
+    for b in c.brokers:
+        out = b.output()
+        assert "Traceback" not in out, f"broker {b.broker_id} logged a traceback:\n{out[-6000:]}"
+
+
+# ---------------------------------------------------------------------------------------------------------- helpers
+def _remote_segments(s3: S3Server, topic: str) -> Dict[str, Tuple[int, int]]:
+    """segment id -> (start offset, size) of the topic's segment objects (``.log``) in the bucket."""
+    out: Dict[str, Tuple[int, int]] = {}
+    for page in s3.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{topic}-0-"):
+        for obj in page.get("Contents", []):
+            m = re.search(r"/(\d{20})-([^/]+)\.log$", obj["Key"])
+            if m:
+                out[m.group(2)] = (int(m.group(1)), int(obj["Size"]))
+    return out
+
+
+def _local_segments(cluster: LocalCluster, broker_id: int, topic: str) -> List[int]:
+    d = cluster.brokers[broker_id].log_dir / f"{topic}-0"
+    return sorted(int(f.stem) for f in d.glob("*.log")) if d.exists() else []
+
+
+def _local_bytes(cluster: LocalCluster, broker_id: int, topic: str) -> int:
+    d = cluster.brokers[broker_id].log_dir / f"{topic}-0"
+    return sum(f.stat().st_size for f in d.glob("*.log")) if d.exists() else 0
+
+
+def _record(i: int) -> bytes:
+    return b"%08d" % i + b"x" * (VALUE - 8)
+
+
+def _producer(bootstrap: str) -> Producer:
+    return Producer({"bootstrap.servers": bootstrap, "acks": "all", "linger.ms": 5, "batch.size": 64 * 1024,
+                     "enable.idempotence": True, "queue.buffering.max.kbytes": 8192})
+
+
+def _produce(bootstrap: str, topic: str, start: int, n: int) -> None:
+    p = _producer(bootstrap)
+    acked: List[int] = []
+
+    def done(err: Optional[KafkaError], msg: object) -> None:
+        assert err is None, err
+        acked.append(1)
+    for i in range(start, start + n):
+        while True:
+            try:
+                p.produce(topic, value=_record(i), on_delivery=done)
+                break
+            except BufferError:
+                p.poll(0.05)
+        if i % 200 == 0:
+            p.poll(0)
+    assert p.flush(120) == 0
+    assert len(acked) == n
+
+
+def _consumer(bootstrap: str) -> Consumer:
+    return Consumer({"bootstrap.servers": bootstrap, "group.id": f"g-{uuid.uuid4().hex[:8]}",
+                     "enable.auto.commit": False, "auto.offset.reset": "earliest", "fetch.max.bytes": 4 << 20})
+
+
+def _consume_all(bootstrap: str, topic: str, n: int, timeout_s: float = 90) -> List[int]:
+    """Sequence numbers read from offset 0 until ``n`` records (each at offset == its sequence number)."""
+    c = _consumer(bootstrap)
+    c.assign([TopicPartition(topic, 0, 0)])
+    seen: List[int] = []
+    deadline = time.monotonic() + timeout_s
+    try:
+        while len(seen) < n and time.monotonic() < deadline:
+            for m in c.consume(500, 1.0):
+                assert m.error() is None, m.error()
+                assert m.offset() == len(seen), (m.offset(), len(seen))
+                seen.append(int(m.value()[:8]))
+        assert not c.consume(10, 1.0), "records past the acknowledged ones"
+    finally:
+        c.close()
+    return seen
+
+
+def _scrape(cluster: LocalCluster, broker_id: int) -> Dict[str, float]:
+    port = cluster.brokers[broker_id].properties()["broker.metrics.prometheus.port"]
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out: Dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def _create_tiered_topic(view: ClusterView, topic: str) -> None:
+    view.create_topic(topic, 1, 3, {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
+                                    "local.retention.ms": "1000", "retention.ms": "-1", "min.insync.replicas": "2"})
+
+
+# ------------------------------------------------------------------------------------------------------------ tests
+def test_s3_segments_copied_local_logs_shrink_every_record_read_back(cluster: LocalCluster, s3: S3Server) -> None:
+    view = ClusterView(cluster.bootstrap)
+    topic = "s3-tiered"
+    _create_tiered_topic(view, topic)
+    n = 20_000  # 20 MB of values: ~21 segments of 1 MiB
+    t0 = time.monotonic()
+    _produce(cluster.bootstrap, topic, 0, n)
+    produced_s = time.monotonic() - t0
+    leader = view.partitions(topic)[0][0]
+
+    # every rolled segment lands in the bucket, in offset order, once
+    wait_for(lambda: len(_remote_segments(s3, topic)) >= 18, 90, "rolled segments copied to S3",
+             detail=lambda: cluster.brokers[leader].output()[-3000:])
+    # local logs keep only the tail, on the leader and on the followers
+    wait_for(lambda: all(len(_local_segments(cluster, b, topic)) <= 2 for b in range(3)), 60,
+             "local segments past local.retention deleted on every replica")
+    remote = _remote_segments(s3, topic)
+    starts = sorted(s for s, _ in remote.values())
+    assert starts[0] == 0
+    assert len(starts) == len(set(starts)), "a segment was copied twice"
+    local_first = _local_segments(cluster, leader, topic)[0]
+    assert 0 < local_first <= n
+    assert max(starts) < local_first, "the local log starts before a copied segment ends: nothing was deleted"
+    for b in range(3):
+        assert _local_bytes(cluster, b, topic) <= 2 * SEGMENT_BYTES + VALUE * 2
+    remote_bytes = sum(size for _, size in remote.values())
+    assert remote_bytes >= 18 * SEGMENT_BYTES * 0.9
+
+    # a stock consumer reads every acknowledged record from offset 0, once, in order: most come from S3
+    assert _consume_all(cluster.bootstrap, topic, n) == list(range(n))
+    print(f"\nproduced {n * VALUE / 1e6:.1f} MB in {produced_s:.1f} s; {len(remote)} segments "
+          f"({remote_bytes / 1e6:.1f} MB) in S3; leader's local log starts at {local_first}")
+
+    # Kafka's own Java consumer too
+    java = shutil.which("java")
+    assert java is not None, "java not found: run bash scripts/install.sh"
+    r = subprocess.run([java, "-Dlog4j.configuration=file:/dev/null", "-cp", kafka_classpath(), str(CONSUME_ALL),
+                        cluster.bootstrap, topic, str(n), "90"], capture_output=True, text=True, timeout=180)
+    assert r.returncode == 0, f"{r.stdout[-3000:]}\n{r.stderr[-3000:]}"
+    assert f"consumed {n} in_order true" in r.stdout

@@ -33,6 +33,7 @@ S3_RSM = "broker.storage.remote.S3RemoteStorageManager"
 BUCKET = "tiered-cluster"
 SEGMENT_BYTES = 1024 * 1024
 VALUE = 1000
+BTM = "kafka_server_brokertopicmetrics_"
 CONSUME_ALL = Path(__file__).resolve().parents[2] / "harness" / "java" / "ConsumeAll.java"
 
 
@@ -195,6 +196,25 @@ def test_s3_segments_copied_local_logs_shrink_every_record_read_back(cluster: Lo
     print(f"\nproduced {n * VALUE / 1e6:.1f} MB in {produced_s:.1f} s; {len(remote)} segments "
           f"({remote_bytes / 1e6:.1f} MB) in S3; leader's local log starts at {local_first}")
 
+    # Kafka 3.9's RemoteStorageMetrics on the leader's Prometheus endpoint (the segments' sizes in the bucket are
+    # the local segments' sizes)
+    t = f'{{topic="{topic}"}}'
+    wait_for(lambda: _scrape(cluster, leader).get(BTM + "remotelogsizebytes" + t) == remote_bytes, 30,
+             "the remote log size gauge after the retention task's next run",
+             detail=lambda: str({k: v for k, v in _scrape(cluster, leader).items() if "remote" in k}))
+    m = _scrape(cluster, leader)
+    assert m[BTM + "remotecopybytes_total" + t] == remote_bytes
+    assert m[BTM + "remotecopyrequests_total" + t] == len(remote)
+    assert m[BTM + "remotecopyerrors_total" + t] == 0
+    assert m[BTM + "remotelogmetadatacount" + t] == len(remote)
+    assert m[BTM + "remotecopylagsegments" + t] == 0 and m[BTM + "remotecopylagbytes" + t] == 0
+    assert m[BTM + "remotefetchrequests_total" + t] >= 1 and m[BTM + "remotefetcherrors_total" + t] == 0
+    assert m[BTM + "remotefetchbytes_total" + t] >= local_first * VALUE  # every record below the local log
+    assert m[BTM + "remotecopybytes_total"] >= remote_bytes  # all topics
+    follower = next(b for b in range(3) if b != leader)
+    f = _scrape(cluster, follower)
+    assert BTM + "remotelogsizebytes" + t not in f and f[BTM + "remotecopyrequests_total"] == 0
+
     # Kafka's own Java consumer too
     java = shutil.which("java")
     assert java is not None, "java not found: run bash scripts/install.sh"
@@ -301,6 +321,10 @@ def test_s3_outage_produce_and_local_reads_go_on_copies_retry_and_catch_up(clust
         assert "RLMCopyTask for" in out and "retried at the next run" in out, out[-3000:]
         assert "from remote storage" in out, out[-3000:]
         assert remote_seen == [], remote_seen[:5]
+        t = f'{{topic="{topic}"}}'
+        m = _scrape(cluster, leader)
+        assert m[BTM + "remotecopyerrors_total" + t] > 0 and m[BTM + "remotefetcherrors_total" + t] > 0
+        assert m[BTM + "remotecopylagsegments" + t] >= 3, m[BTM + "remotecopylagsegments" + t]
         assert remote_errors, "the consumer reading remote data saw no error while S3 was down"
         assert all(e.code() == KafkaError.UNKNOWN for e in remote_errors), remote_errors[:3]
     finally:
@@ -328,6 +352,7 @@ def test_s3_outage_produce_and_local_reads_go_on_copies_retry_and_catch_up(clust
     starts = sorted({s for s, _ in after.values()})
     assert starts[0] == 0 and max(starts) <= _local_segments(cluster, leader, topic)[0]
     assert _consume_all(cluster.bootstrap, topic, n) == list(range(n))
+    wait_for(lambda: _scrape(cluster, leader)[BTM + "remotecopylagsegments" + t] == 0, 30, "no copy lag left")
     print(f"\noutage {outage_s:.1f} s: {n - n1} records ({(n - n1) * VALUE / 1e6:.1f} MB) acknowledged during it, "
           f"{local_seen} read locally, {len(remote_errors)} remote-fetch errors to the client; after: "
           f"{len(after) - len(before)} segments copied ({len(after)} objects, {len(starts)} start offsets)")

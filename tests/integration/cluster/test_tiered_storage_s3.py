@@ -325,6 +325,8 @@ def test_s3_outage_produce_and_local_reads_go_on_copies_retry_and_catch_up(clust
         m = _scrape(cluster, leader)
         assert m[BTM + "remotecopyerrors_total" + t] > 0 and m[BTM + "remotefetcherrors_total" + t] > 0
         assert m[BTM + "remotecopylagsegments" + t] >= 3, m[BTM + "remotecopylagsegments" + t]
+        during = {k: m[BTM + k + t] for k in ("remotecopyerrors_total", "remotefetcherrors_total",
+                                               "remotecopylagsegments")}
         assert remote_errors, "the consumer reading remote data saw no error while S3 was down"
         assert all(e.code() == KafkaError.UNKNOWN for e in remote_errors), remote_errors[:3]
     finally:
@@ -355,4 +357,5 @@ def test_s3_outage_produce_and_local_reads_go_on_copies_retry_and_catch_up(clust
     wait_for(lambda: _scrape(cluster, leader)[BTM + "remotecopylagsegments" + t] == 0, 30, "no copy lag left")
     print(f"\noutage {outage_s:.1f} s: {n - n1} records ({(n - n1) * VALUE / 1e6:.1f} MB) acknowledged during it, "
           f"{local_seen} read locally, {len(remote_errors)} remote-fetch errors to the client; after: "
-          f"{len(after) - len(before)} segments copied ({len(after)} objects, {len(starts)} start offsets)")
+          f"{len(after) - len(before)} segments copied ({len(after)} objects, {len(starts)} start offsets); "
+          f"leader's metrics at the outage's end: {during}")

@@ -4,10 +4,13 @@ server and one cluster shared by the module's tests (CI time).
 
 - the leader copies rolled segments of an RF-3, min.insync.replicas=2 topic to the bucket, local logs shrink to
   the tail, and a stock consumer (confluent-kafka, then Kafka's own Java consumer) reads every acknowledged record
-  from offset 0 exactly once, in order, most of them from S3;
+  from offset 0 exactly once, in order, most of them from S3; the leader's Prometheus endpoint reports Kafka 3.9's
+  RemoteStorageMetrics (copy requests = segments in the bucket, copied bytes = their sizes, remote log size and
+  metadata count, no copy lag, remote fetches), a follower none for the topic;
 - S3 goes away for ~20 s while producers keep writing: acks=all produce and local reads go on, copies fail and are
   retried, no local segment is deleted before its copy is committed, a consumer that needs S3 gets retriable errors
-  (no hang, no crash, no traceback), and once S3 is back the copies catch up and that consumer reads everything.
+  (no hang, no crash, no traceback), the copy/fetch error counters and the copy lag rise, and once S3 is back the
+  copies catch up (lag 0) and that consumer reads everything.
 """
 from __future__ import annotations
 

@@ -16,7 +16,9 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from broker.metrics import names as n
-from broker.metrics.stats import LOG_FLUSH_STATS, BrokerTopicStats, Histogram, RequestMetrics
+from broker.metrics.stats import (
+    LOG_FLUSH_STATS, REMOTE_GAUGES, REMOTE_METERS, BrokerTopicStats, Histogram, RemoteStorageStats, RequestMetrics,
+)
 from broker.protocol.api_keys import ApiKey
 
 if TYPE_CHECKING:
@@ -72,6 +74,7 @@ class BrokerCollector(Collector):
     def collect(self) -> Iterator[Metric]:
         partitions = self._partitions()
         yield from self._topic_metrics(partitions)
+        yield from self._remote_storage_metrics(partitions)
         yield from self._request_metrics()
         yield from self._replica_manager(partitions)
         yield from self._controller()
@@ -102,6 +105,39 @@ class BrokerCollector(Collector):
             for topic, counters in per_topic:
                 family.add_metric([topic], float(getattr(counters, attr)))
             yield family
+
+    def _remote_storage(self) -> Optional[RemoteStorageStats]:
+        """The RemoteLogManager's statistics; None when tiered storage is off (no such families, as in Kafka)."""
+        rm = self.sources.replica_manager
+        tiered = getattr(rm, "tiered", None) if rm is not None else None
+        rlm = getattr(tiered, "rlm", None) if tiered is not None else None
+        stats = getattr(rlm, "stats", None) if rlm is not None else None
+        return stats if isinstance(stats, RemoteStorageStats) else None
+
+    def _remote_storage_metrics(self, partitions: Dict[TopicPartition, Any]) -> Iterator[Metric]:
+        """Kafka 3.9's RemoteStorageMetrics of BrokerTopicMetrics: meters as counters, the partition gauges summed
+        per topic and over all topics; a topic's series only while it has a partition here."""
+        stats = self._remote_storage()
+        if stats is None:
+            return
+        hosted = {tp[0] for tp in partitions}
+        per_topic = [(t, c) for t, c in stats.topics() if t in hosted]
+        for attr, meter in REMOTE_METERS:
+            spec = n.BY_NAME["kafka_server_brokertopicmetrics_" + meter[:-len("PerSec")].lower()]
+            family = CounterMetricFamily(spec.name, spec.help, labels=spec.labels)
+            family.add_metric([], float(getattr(stats.all_topics, attr)))
+            for topic, counters in per_topic:
+                family.add_metric([topic], float(getattr(counters, attr)))
+            yield family
+        for attr, gauge in REMOTE_GAUGES:
+            spec = n.BY_NAME["kafka_server_brokertopicmetrics_" + gauge.lower()]
+            total, by_topic = stats.gauge(attr)
+            gauge_family = GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+            gauge_family.add_metric([], float(total))
+            for topic, value in sorted(by_topic.items()):
+                if topic in hosted:
+                    gauge_family.add_metric([topic], float(value))
+            yield gauge_family
 
     def _request_metrics(self) -> Iterator[Metric]:
         entries = sorted((kafka_request_name(key), stats) for key, stats in self.requests.entries())

@@ -107,6 +107,30 @@ SPECS: Tuple[MetricSpec, ...] = (
     MetricSpec("kafka_log_logmanager_logdirectoryoffline", GAUGE, ("logDirectory",),
                ("kafka.log<type=LogManager, name=LogDirectoryOffline, logDirectory={logDirectory}><>Value",), "gauge",
                "1 when the log dir is offline after an I/O error, else 0; one series per dir of log.dirs"),
+    *(MetricSpec(f"kafka_server_brokertopicmetrics_{meter[:-len('PerSec')].lower()}", COUNTER, ("topic",),
+                 (_BTM.format(meter[:-len("PerSec")], ""), _BTM.format(meter[:-len("PerSec")], ", topic={topic}")),
+                 "per-second", help_) for meter, help_ in (
+        ("RemoteCopyBytesPerSec", "Tiered storage: bytes of segments copied to remote storage (counted once the copy "
+         "is committed); without the topic label: all topics"),
+        ("RemoteCopyRequestsPerSec", "Tiered storage: segments handed to the remote storage manager for copying"),
+        ("RemoteCopyErrorsPerSec", "Tiered storage: copy runs of a partition that failed (retried at the next run)"),
+        ("RemoteFetchBytesPerSec", "Tiered storage: record bytes read from remote storage for consumers"),
+        ("RemoteFetchRequestsPerSec", "Tiered storage: reads of remote storage for consumers' fetches"),
+        ("RemoteFetchErrorsPerSec", "Tiered storage: reads of remote storage that failed"),
+        ("RemoteDeleteRequestsPerSec", "Tiered storage: remote segments deleted (retention, topic deletion)"),
+        ("RemoteDeleteErrorsPerSec", "Tiered storage: remote segment deletions that failed"),
+        ("BuildRemoteLogAuxStateRequestsPerSec", "Tiered storage: followers rebuilding a partition's leader epochs "
+         "and producer state from remote storage"),
+        ("BuildRemoteLogAuxStateErrorsPerSec", "Tiered storage: such rebuilds that failed"))),
+    *(MetricSpec(f"kafka_server_brokertopicmetrics_{gauge.lower()}", GAUGE, ("topic",),
+                 (f"kafka.server<type=BrokerTopicMetrics, name={gauge}><>Value",
+                  f"kafka.server<type=BrokerTopicMetrics, name={gauge}, topic={{topic}}><>Value"), "gauge", help_)
+      for gauge, help_ in (
+        ("RemoteCopyLagBytes", "Tiered storage: bytes of rolled local segments not yet copied, on the partitions led "
+         "here; without the topic label: all topics"),
+        ("RemoteCopyLagSegments", "Tiered storage: rolled local segments not yet copied, on the partitions led here"),
+        ("RemoteLogSizeBytes", "Tiered storage: bytes of the remote segments of the partitions led here"),
+        ("RemoteLogMetadataCount", "Tiered storage: remote segment metadata entries of the partitions led here"))),
     MetricSpec("broker_consumer_group_lag", GAUGE, ("group", "topic", "partition"), (), "project's own",
                "High watermark minus the group's committed offset (0 if above it), for groups coordinated here "
                "on partitions with a replica here"),

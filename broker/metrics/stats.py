@@ -7,7 +7,8 @@ and everything derived (quantiles, per-name totals, Prometheus families) is comp
 record without pulling it in, and a broker with the endpoint off pays one ``is None`` test per request.
 
 Threading: :class:`RequestMetrics` and :class:`BrokerTopicStats` are written on the event loop only;
-:data:`LOG_FLUSH_STATS` is written by the disk worker threads under its own lock. Scrapes read from the
+:data:`LOG_FLUSH_STATS` is written by the disk worker threads under its own lock; :class:`RemoteStorageStats`
+(tiered storage) by the threads its docstring names, one per field group. Scrapes read from the
 endpoint's thread: each reader copies what it reads (``list(...)`` of a dict or list is one step under the GIL),
 so a scrape sees a slightly stale but consistent-enough view and never blocks the loop.
 """
@@ -218,6 +219,117 @@ class BrokerTopicStats:
         return sorted(list(self._topics.items()))
 
 
+#: the tiered-storage meters of kafka.server:type=BrokerTopicMetrics (Kafka 3.9's RemoteStorageMetrics):
+#: (attribute of RemoteTopicCounters, Kafka's meter name)
+REMOTE_METERS: Tuple[Tuple[str, str], ...] = (
+    ("copy_bytes", "RemoteCopyBytesPerSec"), ("copy_requests", "RemoteCopyRequestsPerSec"),
+    ("copy_errors", "RemoteCopyErrorsPerSec"), ("fetch_bytes", "RemoteFetchBytesPerSec"),
+    ("fetch_requests", "RemoteFetchRequestsPerSec"), ("fetch_errors", "RemoteFetchErrorsPerSec"),
+    ("delete_requests", "RemoteDeleteRequestsPerSec"), ("delete_errors", "RemoteDeleteErrorsPerSec"),
+    ("build_aux_requests", "BuildRemoteLogAuxStateRequestsPerSec"),
+    ("build_aux_errors", "BuildRemoteLogAuxStateErrorsPerSec"))
+#: its per-partition gauges, summed per topic and over all topics (Kafka's BrokerTopicAggregatedMetric)
+REMOTE_GAUGES: Tuple[Tuple[str, str], ...] = (
+    ("copy_lag_bytes", "RemoteCopyLagBytes"), ("copy_lag_segments", "RemoteCopyLagSegments"),
+    ("log_size_bytes", "RemoteLogSizeBytes"), ("metadata_count", "RemoteLogMetadataCount"))
+
+
+class RemoteTopicCounters:
+    """The tiered-storage meters of one topic (or all topics): counts since start, see :data:`REMOTE_METERS`."""
+
+    __slots__ = tuple(attr for attr, _ in REMOTE_METERS)
+
+    def __init__(self) -> None:
+        for attr, _ in REMOTE_METERS:
+            setattr(self, attr, 0)
+
+
+class RemoteStorageStats:
+    """Kafka 3.9's RemoteStorageMetrics of one broker (those of kafka.server:type=BrokerTopicMetrics), marked where
+    Kafka marks them. Owned by the RemoteLogManager; the collector reads it only when tiered storage is on (Kafka
+    registers these metrics only with remote.log.storage.system.enable=true).
+
+    Writers, one per field group: copies, deletes and every gauge on the RemoteLogManager's thread; remote fetches
+    on the remote reader pool's threads (several: under ``_fetch_lock``); BuildRemoteLogAuxState on the event loop
+    (the replica fetchers). Scrapes copy what they read, as for :class:`BrokerTopicStats`."""
+
+    def __init__(self) -> None:
+        self.all_topics = RemoteTopicCounters()
+        self._topics: Dict[str, RemoteTopicCounters] = {}
+        self._fetch_lock = threading.Lock()
+        #: gauge attribute -> (topic, partition) -> value, for the partitions this broker leads
+        self.gauges: Dict[str, Dict[Tuple[str, int], int]] = {attr: {} for attr, _ in REMOTE_GAUGES}
+
+    def topic(self, topic: str) -> RemoteTopicCounters:
+        counters = self._topics.get(topic)
+        if counters is None:  # setdefault: two writer threads may create it at once, one object wins
+            counters = self._topics.setdefault(topic, RemoteTopicCounters())
+        return counters
+
+    def _mark(self, topic: str, attr: str, n: int = 1) -> None:
+        for counters in (self.topic(topic), self.all_topics):
+            setattr(counters, attr, getattr(counters, attr) + n)
+
+    # the RemoteLogManager's thread
+    def record_copy_request(self, topic: str) -> None:
+        """A segment handed to the RemoteStorageManager (after COPY_SEGMENT_STARTED)."""
+        self._mark(topic, "copy_requests")
+
+    def record_copy_bytes(self, topic: str, size: int) -> None:
+        """A segment's bytes, once its COPY_SEGMENT_FINISHED is recorded."""
+        self._mark(topic, "copy_bytes", size)
+
+    def record_copy_error(self, topic: str) -> None:
+        """A copy run that failed (not one cancelled by a leadership change)."""
+        self._mark(topic, "copy_errors")
+
+    def record_delete_request(self, topic: str) -> None:
+        self._mark(topic, "delete_requests")
+
+    def record_delete_error(self, topic: str) -> None:
+        self._mark(topic, "delete_errors")
+
+    def set_gauge(self, attr: str, topic: str, partition: int, value: int) -> None:
+        self.gauges[attr][(topic, partition)] = value
+
+    def remove_partition(self, topic: str, partition: int) -> None:
+        """The partition is no longer led here: its gauges go (Kafka's removeRemoteTopicPartitionMetrics)."""
+        for values in self.gauges.values():
+            values.pop((topic, partition), None)
+
+    # the remote reader pool
+    def record_fetch_request(self, topic: str) -> None:
+        with self._fetch_lock:
+            self._mark(topic, "fetch_requests")
+
+    def record_fetch_bytes(self, topic: str, size: int) -> None:
+        with self._fetch_lock:
+            self._mark(topic, "fetch_bytes", size)
+
+    def record_fetch_error(self, topic: str) -> None:
+        with self._fetch_lock:
+            self._mark(topic, "fetch_errors")
+
+    # the event loop (replica fetchers)
+    def record_build_aux_state_request(self, topic: str) -> None:
+        self._mark(topic, "build_aux_requests")
+
+    def record_build_aux_state_error(self, topic: str) -> None:
+        self._mark(topic, "build_aux_errors")
+
+    # scrapes
+    def topics(self) -> List[Tuple[str, RemoteTopicCounters]]:
+        return sorted(list(self._topics.items()), key=lambda kv: kv[0])
+
+    def gauge(self, attr: str) -> Tuple[int, Dict[str, int]]:
+        """(sum over all partitions, topic -> sum over its partitions) of one gauge."""
+        per_topic: Dict[str, int] = {}
+        for (topic, _), value in list(self.gauges[attr].items()):
+            per_topic[topic] = per_topic.get(topic, 0) + value
+        return sum(per_topic.values()), per_topic
+
+
 __all__ = ["Histogram", "LockedHistogram", "HistogramSnapshot", "RequestMetrics", "BrokerTopicStats",
            "TopicCounters", "LOG_FLUSH_STATS", "PERCENTILES", "SAMPLES", "quantile",
-           "FETCH_CONSUMER", "FETCH_FOLLOWER"]
+           "FETCH_CONSUMER", "FETCH_FOLLOWER", "RemoteStorageStats", "RemoteTopicCounters", "REMOTE_METERS",
+           "REMOTE_GAUGES"]

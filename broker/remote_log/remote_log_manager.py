@@ -7,7 +7,8 @@ each follower an RLMFollowerTask that only learns the highest copied offset, whi
 
 What was copied is known only from the metadata manager: a new leader resumes after its highest finished offset
 and never copies a segment again. A failed copy leaves its COPY_SEGMENT_STARTED record (Kafka does the same; the
-segment is copied again with a new id at the next run).
+segment is copied again with a new id at the next run), deleted with whatever it left in the store once it is below
+the log start offset; a failed delete leaves DELETE_SEGMENT_STARTED, retried at the next run.
 """
 from __future__ import annotations
 
@@ -18,6 +19,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Set
 
+from broker.metrics.stats import RemoteStorageStats
 from broker.remote_log.metadata_manager import RemoteLogMetadataManager
 from broker.remote_log.quota import LONG_MAX, RLMQuotaManager
 from broker.storage import files
@@ -93,6 +95,31 @@ class RLMCopyTask(RLMTask):
         self.copied_offset: Optional[int] = None
 
     def execute(self, log: "Log") -> None:
+        """Copies what it can; a failure counts in RemoteCopyErrorsPerSec (unless the task was cancelled), and the
+        copy lag is recorded after every run, failed or not (Kafka records it after each copy only: here it also
+        grows while the remote storage is unreachable)."""
+        try:
+            self._copy_segments(log)
+        except Exception:
+            if not self.cancelled:
+                self.rlm.stats.record_copy_error(self.tip.topic)
+            raise
+        finally:
+            self.record_lag(log)
+
+    def record_lag(self, log: "Log") -> None:
+        """RemoteCopyLagBytes / RemoteCopyLagSegments: the rolled segments not yet copied (Kafka's
+        onlyLocalLogSegmentsSize minus the active segment)."""
+        if self.cancelled:
+            return
+        highest = log.highest_offset_in_remote_storage
+        segments = list(log.view.segments)
+        local_only = [seg for seg in segments[:-1] if seg.base_offset > highest]
+        stats = self.rlm.stats
+        stats.set_gauge("copy_lag_bytes", self.tip.topic, self.tip.partition, sum(seg.size for seg in local_only))
+        stats.set_gauge("copy_lag_segments", self.tip.topic, self.tip.partition, len(local_only))
+
+    def _copy_segments(self, log: "Log") -> None:
         if self.copied_offset is None:
             self.copied_offset = self.rlm.rlmm_highest_offset(self.tip)
             copied = self.copied_offset
@@ -128,9 +155,11 @@ class RLMCopyTask(RLMTask):
         data = LogSegmentData(Path(seg.path), Path(seg.offset_index.path), Path(seg.time_index.path),
                               Path(txn) if os.path.exists(txn) else None, Path(snapshot),
                               leader_epoch_checkpoint_slice(log, next_base))
+        rlm.stats.record_copy_request(self.tip.topic)
         custom = rlm.rsm.copy_log_segment_data(md, data)
         rlm.rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
             sid, rlm.now_ms(), custom, S.COPY_SEGMENT_FINISHED, rlm.broker_id))
+        rlm.stats.record_copy_bytes(self.tip.topic, seg.size)
         rlm.copied_bytes += seg.size
         rlm.copy_quota.record(seg.size)
         logger.info("Copied %s to remote storage with segment-id: %s", os.path.basename(seg.path), sid.id)
@@ -144,7 +173,12 @@ class RLMExpirationTask(RLMTask):
         rlm = self.rlm
         cfg = log.config
         now = rlm.now_ms()
-        finished = [m for m in rlm.rlmm.list_remote_log_segments(self.tip) if m.state == S.COPY_SEGMENT_FINISHED]
+        listed = list(rlm.rlmm.list_remote_log_segments(self.tip))
+        if not self.cancelled:  # RemoteLogMetadataCount / RemoteLogSizeBytes: every segment listed, any state
+            rlm.stats.set_gauge("metadata_count", self.tip.topic, self.tip.partition, len(listed))
+            rlm.stats.set_gauge("log_size_bytes", self.tip.topic, self.tip.partition,
+                                sum(m.segment_size_in_bytes for m in listed))
+        finished = [m for m in listed if m.state == S.COPY_SEGMENT_FINISHED]
         highest = max((m.end_offset for m in finished), default=-1)
         only_local = sum(s.size for s in log.view.segments if s.base_offset > highest)
         total = only_local + sum(m.segment_size_in_bytes for m in finished)
@@ -160,6 +194,14 @@ class RLMExpirationTask(RLMTask):
                 break
             total -= m.segment_size_in_bytes
             doomed.append(m)
+        # deletions a failure interrupted (the store unreachable) are retried, and the entries of failed copies
+        # below the log start go too, as Kafka's cleanup considers every segment not DELETE_SEGMENT_FINISHED
+        leftovers = [m for m in listed if m.state == S.DELETE_SEGMENT_STARTED or
+                     (m.state == S.COPY_SEGMENT_STARTED and m.end_offset < log.log_start_offset)]
+        for m in leftovers:
+            if self.cancelled:
+                return
+            rlm.delete_remote_log_segment(m)
         for m in doomed:
             if self.cancelled:
                 return
@@ -174,7 +216,8 @@ class RemoteLogManager:
     def __init__(self, broker_id: int, rsm: RemoteStorageManager, rlmm: RemoteLogMetadataManager,
                  log_of: LogLookup, *, task_interval_ms: int = 30000,
                  copy_max_bytes_per_second: int = LONG_MAX, copy_quota_window_num: int = 11,
-                 copy_quota_window_size_seconds: int = 1, clock: Clock = SYSTEM_CLOCK) -> None:
+                 copy_quota_window_size_seconds: int = 1, clock: Clock = SYSTEM_CLOCK,
+                 stats: Optional[RemoteStorageStats] = None) -> None:
         self.broker_id = broker_id
         self.rsm = rsm
         self.rlmm = rlmm
@@ -188,6 +231,8 @@ class RemoteLogManager:
         self.follower_tasks: Dict[TopicIdPartition, RLMFollowerTask] = {}
         #: bytes copied so far
         self.copied_bytes = 0
+        #: Kafka's RemoteStorageMetrics (BrokerTopicMetrics), read by the Prometheus collector
+        self.stats = stats if stats is not None else RemoteStorageStats()
         self.copy_quota = RLMQuotaManager(copy_max_bytes_per_second, clock.mono_ms, copy_quota_window_num,
                                           copy_quota_window_size_seconds * 1000)
         self._closed = False
@@ -222,6 +267,7 @@ class RemoteLogManager:
                 self.leader_expiration_tasks.setdefault(tip, RLMExpirationTask(self, tip))
 
     def _cancel_leader_tasks(self, tip: TopicIdPartition) -> None:
+        self.stats.remove_partition(tip.topic, tip.partition)
         for tasks in (self.leader_copy_tasks, self.leader_expiration_tasks):
             task = tasks.pop(tip, None)
             if task is not None:
@@ -257,7 +303,13 @@ class RemoteLogManager:
         sid = m.remote_log_segment_id
         self.rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
             sid, self.now_ms(), m.custom_metadata, S.DELETE_SEGMENT_STARTED, self.broker_id))
-        self.rsm.delete_log_segment_data(m)
+        topic = m.remote_log_segment_id.topic_id_partition.topic
+        self.stats.record_delete_request(topic)
+        try:
+            self.rsm.delete_log_segment_data(m)
+        except RemoteStorageException:
+            self.stats.record_delete_error(topic)
+            raise
         self.rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
             sid, self.now_ms(), m.custom_metadata, S.DELETE_SEGMENT_FINISHED, self.broker_id))
         logger.info("Deleted remote log segment %s (offsets %d..%d)", sid.id, m.start_offset, m.end_offset)

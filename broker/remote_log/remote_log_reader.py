@@ -11,6 +11,7 @@ from __future__ import annotations
 import struct
 from typing import List, NamedTuple, Optional, Tuple
 
+from broker.metrics.stats import RemoteStorageStats
 from broker.remote_log.metadata_manager import RemoteLogMetadataManager
 from broker.storage.leader_epoch_file import LeaderEpochFileCache
 from broker.storage.remote.metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
@@ -86,12 +87,31 @@ def read_batches(data: bytes, offset: int, max_bytes: int, min_one_message: bool
 class RemoteLogReader:
     """Reads one partition's remote batches for a fetch."""
 
-    def __init__(self, rsm: RemoteStorageManager, rlmm: RemoteLogMetadataManager) -> None:
+    def __init__(self, rsm: RemoteStorageManager, rlmm: RemoteLogMetadataManager,
+                 stats: Optional[RemoteStorageStats] = None) -> None:
         self.rsm = rsm
         self.rlmm = rlmm
+        #: RemoteFetchRequestsPerSec / RemoteFetchBytesPerSec / RemoteFetchErrorsPerSec (Kafka's RemoteLogReader)
+        self.stats = stats
 
     def read(self, tip: TopicIdPartition, epochs: LeaderEpochFileCache, offset: int, max_bytes: int,
              min_one_message: bool = True, read_committed: bool = False) -> RemoteFetchResult:
+        """A consumer fetch's read of remote storage, counted as Kafka's RemoteLogReader counts it: a request,
+        then the bytes read or an error."""
+        stats = self.stats
+        if stats is None:
+            return self._read(tip, epochs, offset, max_bytes, min_one_message, read_committed)
+        stats.record_fetch_request(tip.topic)
+        try:
+            result = self._read(tip, epochs, offset, max_bytes, min_one_message, read_committed)
+        except Exception:
+            stats.record_fetch_error(tip.topic)
+            raise
+        stats.record_fetch_bytes(tip.topic, len(result.records))
+        return result
+
+    def _read(self, tip: TopicIdPartition, epochs: LeaderEpochFileCache, offset: int, max_bytes: int,
+              min_one_message: bool, read_committed: bool) -> RemoteFetchResult:
         epoch = epochs.epoch_for_offset(offset)
         if epoch is None:
             return RemoteFetchResult(b"", None)

@@ -513,8 +513,12 @@ class ReplicaFetcher:
         from broker.storage.remote.metadata import TopicIdPartition
         from broker.storage.remote.storage_manager import IndexType
         from broker.storage.tiered_log import parse_leader_epoch_checkpoint
+        stats = tiered.rlm.stats  # Kafka's TierStateMachine marks these after the leader's ListOffsets (-4)
+        counted = False
         try:
             local_start, epoch = await self._list_offset_entry(tp, request_epoch, -4)
+            stats.record_build_aux_state_request(tp[0])
+            counted = True
             previous = local_start - 1
             target = epoch
             if epoch > 0:
@@ -541,6 +545,8 @@ class ReplicaFetcher:
         except asyncio.CancelledError:
             raise
         except Exception as e:  # noqa: BLE001 - retried after the backoff, as Kafka's fetcher does
+            if counted:
+                stats.record_build_aux_state_error(tp[0])
             return await self._leader_step_failed(tp, request_epoch, e, "build the state from remote storage",
                                                   logging.WARNING)
         async with self.lock:

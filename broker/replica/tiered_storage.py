@@ -68,7 +68,7 @@ class TieredStorage:
                                     copy_max_bytes_per_second=copy_max_bytes_per_second,
                                     copy_quota_window_num=copy_quota_window_num,
                                     copy_quota_window_size_seconds=copy_quota_window_size_seconds)
-        self.reader = RemoteLogReader(rsm, self.rlmm)
+        self.reader = RemoteLogReader(rsm, self.rlmm, self.rlm.stats)
         self.fetch_quota = RLMQuotaManager(fetch_max_bytes_per_second, self.rlm.now_ms, fetch_quota_window_num,
                                            fetch_quota_window_size_seconds * 1000)
         self.remote_fetch_max_wait_ms = remote_fetch_max_wait_ms

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from types import SimpleNamespace as NS
-from typing import Any, Dict, List, Tuple
+from typing import Any, Dict, List, Optional, Tuple
 
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker.coordinator.group.state import OffsetAndMetadata
 from broker.metrics import names as n
 from broker.metrics.collector import BrokerCollector
-from broker.metrics.stats import BrokerTopicStats, Histogram, RequestMetrics
+from broker.metrics.stats import BrokerTopicStats, Histogram, RemoteStorageStats, RequestMetrics
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "metrics.md"
 
@@ -29,10 +29,12 @@ def partition(topic: str, index: int, *, leader: bool = True, urp: bool = False,
               is_under_replicated=urp)
 
 
-def sources(parts: List[Any], *, controller: Any = None, groups: Any = None, shrinks: int = 0, expands: int = 0
-            ) -> Any:
+def sources(parts: List[Any], *, controller: Any = None, groups: Any = None, shrinks: int = 0, expands: int = 0,
+            remote: Optional[RemoteStorageStats] = None) -> Any:
+    """``remote``: tiered storage on, with these statistics (its RemoteLogManager's)."""
+    tiered = NS(rlm=NS(stats=remote)) if remote is not None else None
     rm = NS(partitions={(p.topic, p.partition): p for p in parts}, isr_shrinks=shrinks, isr_expands=expands,
-            log_manager=NS(log_dirs=["/data/a", "/data/b"], offline_log_dirs=["/data/b"]))
+            log_manager=NS(log_dirs=["/data/a", "/data/b"], offline_log_dirs=["/data/b"]), tiered=tiered)
     gc = NS(committed_offsets=lambda: [(g, tp, om.offset) for g, group in (groups or {}).items()
                                        for tp, om in group.offsets.items()])
     return NS(replica_manager=rm, controller=controller, group_coordinator=gc)
@@ -57,8 +59,10 @@ def test_exposes_every_family_of_the_table_with_its_type_and_labels() -> None:
     topics = BrokerTopicStats()
     topics.record_append("t", 10, 1)
     group = NS(offsets={("t", 0): OffsetAndMetadata(1)})
-    collector = BrokerCollector(sources([partition("t", 0, hw=2)], groups={"g": group}), requests, topics,
-                                Histogram())
+    remote = RemoteStorageStats()
+    remote.record_copy_request("t")
+    collector = BrokerCollector(sources([partition("t", 0, hw=2)], groups={"g": group}, remote=remote), requests,
+                                topics, Histogram())
     families = {f.name: f for f in collector.collect()}
     assert set(families) == {s.name for s in n.SPECS}
     for spec in n.SPECS:

@@ -21,6 +21,7 @@ from typing import Any, Callable, Dict, List, Optional, Tuple
 from broker.errors import ErrorCode
 from broker.replica.partition import AlterPartitionError, LeaderAndIsr
 from broker.util.broker_channel import BrokerChannel, BrokerChannelError, BrokerNode
+from broker.util.clock import SYSTEM_CLOCK, Clock, Timer
 
 log = logging.getLogger(__name__)
 
@@ -45,19 +46,21 @@ class AlterPartitionManager:
 
     def __init__(self, broker_id: int, broker_epoch: Callable[[], int], channel: BrokerChannel,
                  controller_node: Callable[[], Optional[BrokerNode]], *, api_version: int = 3,
-                 request_timeout_ms: int = 30000, retry_backoff_ms: int = 50) -> None:
+                 request_timeout_ms: int = 30000, retry_backoff_ms: int = 50, clock: Clock = SYSTEM_CLOCK) -> None:
+        """``clock``: whose timers run the retry backoff (a test's ManualClock runs them when advanced)."""
         self.broker_id = broker_id
         self._broker_epoch = broker_epoch
         self._channel = channel
         self._controller_node = controller_node
         self.api_version = api_version
         self._timeout_ms = request_timeout_ms
-        self._backoff_s = retry_backoff_ms / 1000.0
+        self._clock = clock
+        self._backoff_ms = retry_backoff_ms
         #: items not yet answered, by partition (an item stays here while its request is in flight)
         self.unsent: Dict[TopicPartition, _Item] = {}
         self._in_flight = False
         self._task: Optional["asyncio.Task[None]"] = None
-        self._retry_handle: Optional[asyncio.TimerHandle] = None
+        self._retry_handle: Optional[Timer] = None
         self._closed = False
 
     def start(self) -> None:
@@ -125,7 +128,7 @@ class AlterPartitionManager:
         if error == 0:
             self._maybe_propagate()
         else:
-            self._retry_handle = asyncio.get_running_loop().call_later(self._backoff_s, self._maybe_propagate)
+            self._retry_handle = self._clock.call_later_ms(self._backoff_ms, self._maybe_propagate)
 
     def _version_for(self, items: List[_Item]) -> int:
         """v2+ identifies topics by id; without ids for every item we must fall back to v1."""
@@ -160,19 +163,19 @@ class AlterPartitionManager:
         while not self._closed:
             node = self._controller_node()
             if node is None:
-                await asyncio.sleep(self._backoff_s)
+                await self._clock.sleep_ms(self._backoff_ms)
                 continue
             body, names = self._build(items, version)
             try:
                 resp = await self._channel.send(node, ALTER_PARTITION, version, body, self._timeout_ms)
             except (BrokerChannelError, asyncio.TimeoutError, OSError) as e:
                 log.info("AlterPartition to controller %d failed (%s); retrying", node.broker_id, e or type(e).__name__)
-                await asyncio.sleep(self._backoff_s)
+                await self._clock.sleep_ms(self._backoff_ms)
                 continue
             top = int(resp.error_code)
             if top == ErrorCode.NOT_CONTROLLER:
                 log.info("Broker %d is no longer the controller; retrying AlterPartition", node.broker_id)
-                await asyncio.sleep(self._backoff_s)
+                await self._clock.sleep_ms(self._backoff_ms)
                 continue
             if top != 0:
                 log.warning("Controller returned %s to AlterPartition (broker epoch %d); will retry",

@@ -215,7 +215,7 @@ class ReplicaManager:
         self._broker_rack = broker_rack if broker_rack is not None else (lambda _b: None)
         self._metadata_has_partition = metadata_has_partition
         #: replication throttles (leader.replication.throttled.rate and friends)
-        self.quotas = quotas if quotas is not None else ReplicationQuotas(broker_id)
+        self.quotas = quotas if quotas is not None else ReplicationQuotas(broker_id, clock=clock.mono_ms)
         self.partitions: Dict[TopicPartition, Partition] = {}
         #: partitions whose log was in a failed log dir (Kafka's HostedPartition.Offline): KAFKA_STORAGE_ERROR
         self.offline_partitions: Dict[TopicPartition, Partition] = {}
@@ -1316,12 +1316,14 @@ class ReplicaManager:
             return False
         task = asyncio.ensure_future(tiered.read(tip, epochs, offset, max_bytes, min_one, read_committed))
         try:
-            with parked():
-                done, _ = await asyncio.wait({task}, timeout=tiered.remote_fetch_max_wait_ms / 1000.0)
+            with parked():  # remote.fetch.max.wait.ms on the replica manager's clock; the read itself is not cut
+                await self.time.wait_for_ms(asyncio.shield(task), tiered.remote_fetch_max_wait_ms)
         except asyncio.CancelledError:
             task.cancel()
             raise
-        if not done:  # DelayedRemoteFetch.onExpiration: the read is abandoned, the partition answers no records
+        except Exception:  # noqa: BLE001 - timed out, or the read failed: told apart by the task below
+            pass
+        if not task.done():  # DelayedRemoteFetch.onExpiration: the read is abandoned, the partition answers no records
             task.cancel()
             log.debug("Remote fetch of %s-%d at %d did not finish within %d ms", *first, offset,
                       tiered.remote_fetch_max_wait_ms)

@@ -22,6 +22,7 @@ from broker.protocol.records.builder import build_batch
 from broker.storage.cleaner_batch import iter_stored_records
 from broker.storage.remote.storage_manager import RemoteStorageException
 from broker.util.broker_channel import BrokerChannel, BrokerChannelError, BrokerNode
+from broker.util.clock import SYSTEM_CLOCK, Clock
 
 logger = logging.getLogger(__name__)
 
@@ -43,8 +44,11 @@ class BrokerMetadataTopic:
 
     def __init__(self, loop: asyncio.AbstractEventLoop, channel: BrokerChannel, leader_of: LeaderLookup,
                  ensure_topic: EnsureTopic, *, request_timeout_ms: int = 30000, retry_timeout_ms: int = 120000,
-                 retry_interval_ms: int = 100) -> None:
+                 retry_interval_ms: int = 100, clock: Clock = SYSTEM_CLOCK) -> None:
+        """``clock``: its ``mono_ms()`` bounds the retries (retry_timeout_ms). The interval between two attempts is a
+        blocking sleep of the calling thread (a RemoteLogManager thread: the Clock's timers are the event loop's)."""
         self._loop = loop
+        self._clock = clock
         self._channel = channel
         self._leader_of = leader_of
         self._ensure_topic = ensure_topic
@@ -70,7 +74,8 @@ class BrokerMetadataTopic:
 
     def _retry(self, what: str, attempt: Callable[[], Tuple[bool, Any]]) -> Any:
         """Call ``attempt`` until it reports done, every retry interval, for at most the retry timeout."""
-        deadline = time.monotonic() + self.retry_timeout_ms / 1000.0
+        clock = self._clock
+        deadline = clock.mono_ms() + self.retry_timeout_ms
         last: Any = None
         while True:
             try:
@@ -80,7 +85,7 @@ class BrokerMetadataTopic:
             if done:
                 return value
             last = value
-            if time.monotonic() >= deadline or self._closed:
+            if clock.mono_ms() >= deadline or self._closed:
                 raise RemoteStorageException(f"{what} did not succeed within {self.retry_timeout_ms} ms: {last}")
             time.sleep(self.retry_interval_ms / 1000.0)
 

@@ -145,12 +145,14 @@ async def _copies_and_deletes(w: Wired) -> None:
     slow, answered = w.tiered.reader.read, threading.Event()
     w.tiered.reader.read = lambda *a, **k: (answered.wait(10), slow(*a, **k))[1]  # type: ignore[method-assign]
     w.tiered.remote_fetch_max_wait_ms = 50
-    started = time.monotonic()
+    started, clock = time.monotonic(), w.cluster.clock
+    fake_start = clock.mono_ms()
     try:
-        res = (await w.rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20))], 1 << 20, 1, 5000))[TP]
+        res = (await w.cluster.run(w.rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20))], 1 << 20, 1, 5000)))[TP]
     finally:
         answered.set()
     assert time.monotonic() - started < 0.9
+    assert 50 <= clock.mono_ms() - fake_start < 5000  # the remote wait on the replica manager's clock expired it
     assert (res.error_code, res.size, res.high_watermark) == (0, 0, 7)
 
 

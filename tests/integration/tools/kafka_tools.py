@@ -3,6 +3,7 @@ Kafka 3.9.1's own (by main class, several per JVM through KafkaToolBatch.java, s
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import re
@@ -71,12 +72,38 @@ def run_tool(name: str, *args: str, input: Optional[str] = None, timeout_s: floa
     return ToolRun(r.returncode, r.stdout, r.stderr)
 
 
+def _compiled_batch(classpath: str) -> Optional[Path]:
+    """A directory with KafkaToolBatch.java compiled (once per source text and classpath, shared by the test
+    processes through the temporary directory, made atomically), or None without a javac: then each batch runs
+    the source file, and the JVM compiles it again each time (a second or more of CPU per batch)."""
+    javac = shutil.which("javac")
+    if javac is None:
+        return None
+    key = hashlib.sha256(BATCH.read_bytes() + b"\0" + classpath.encode()).hexdigest()[:16]
+    out = Path(tempfile.gettempdir()) / f"kafka-tool-batch-{key}"
+    if (out / "KafkaToolBatch.class").is_file():
+        return out
+    work = Path(tempfile.mkdtemp(prefix="kafka-tool-batch-", dir=tempfile.gettempdir()))
+    r = subprocess.run([javac, "-nowarn", "-cp", classpath, "-d", str(work), str(BATCH)], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, f"javac {BATCH} failed:\n{r.stdout}\n{r.stderr}"
+    try:
+        os.rename(work, out)  # atomic; another process that got there first keeps its copy
+    except OSError:
+        shutil.rmtree(work, ignore_errors=True)
+    return out
+
+
 def run_kafka_batch(commands: Sequence[Tuple[str, Sequence[str], Optional[str]]],
                     timeout_s: float = 600.0) -> List[ToolRun]:
     """Kafka 3.9.1's tools (``(name or main class, args, stdin)``) run one after another in one JVM (a command
     ``sleep <ms>`` pauses)."""
     java = shutil.which("java")
     assert java is not None, "java not found"
+    classpath = kafka_classpath()
+    compiled = _compiled_batch(classpath)
+    program = ["-cp", f"{compiled}{os.pathsep}{classpath}", "KafkaToolBatch"] if compiled is not None \
+        else ["-cp", classpath, str(BATCH)]
     with tempfile.TemporaryDirectory(prefix="kafka-tools-") as d:
         cmds = Path(d) / "commands.json"
         cmds.write_text(json.dumps([{"main": KAFKA_CLASSES.get(n, n), "args": list(a), "stdin": s or ""}
@@ -84,7 +111,7 @@ def run_kafka_batch(commands: Sequence[Tuple[str, Sequence[str], Optional[str]]]
         log4j = Path(d) / "tools-log4j.properties"
         log4j.write_text(_LOG4J)
         r = subprocess.run([java, "-Xmx384m", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-                            f"-Dlog4j.configuration=file:{log4j}", "-cp", kafka_classpath(), str(BATCH), str(cmds)],
+                            f"-Dlog4j.configuration=file:{log4j}", *program, str(cmds)],
                            capture_output=True, text=True, timeout=timeout_s)
     assert r.returncode == 0 and r.stdout.startswith("["), f"tool batch failed: {r.stderr[-4000:]}"
     return [ToolRun(x["code"], x["stdout"], x["stderr"]) for x in json.loads(r.stdout)]

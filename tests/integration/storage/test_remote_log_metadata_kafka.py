@@ -19,7 +19,7 @@ from broker.storage.remote.metadata import (
     RemoteLogSegmentId, RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate, RemoteLogSegmentState,
     RemotePartitionDeleteMetadata, RemotePartitionDeleteState, TopicIdPartition, random_uuid, uuid_to_string,
 )
-from tests.harness.kafka import kafka_classpath
+from tests.harness.kafka import java_program
 from tests.harness.kafka_dump import dump_segments
 
 CHECKER = Path(__file__).resolve().parents[2] / "harness" / "java" / "RemoteLogMetadataCheck.java"
@@ -28,7 +28,7 @@ CHECKER = Path(__file__).resolve().parents[2] / "harness" / "java" / "RemoteLogM
 def _kafka_check(args: List[str]) -> List[str]:
     java = shutil.which("java")
     assert java is not None, "java not found: run bash scripts/install.sh"
-    r = subprocess.run([java, "-Dlog4j.configuration=file:/dev/null", "-cp", kafka_classpath(), str(CHECKER), *args],
+    r = subprocess.run([java, "-Dlog4j.configuration=file:/dev/null", *java_program(CHECKER), *args],
                        capture_output=True, text=True, timeout=180)
     lines = [ln for ln in r.stdout.splitlines() if ln.split(" ", 1)[0] in ("value", "partition", "murmur2", "error")]
     assert r.returncode == 0, f"Kafka's serde refused a value:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"

@@ -3,7 +3,6 @@ Kafka 3.9.1's own (by main class, several per JVM through KafkaToolBatch.java, s
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import re
@@ -15,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from tests.harness.kafka import kafka_classpath
+from tests.harness.kafka import java_program
 from tools.cluster import ROOT
 
 BATCH = Path(__file__).with_name("KafkaToolBatch.java")
@@ -72,38 +71,13 @@ def run_tool(name: str, *args: str, input: Optional[str] = None, timeout_s: floa
     return ToolRun(r.returncode, r.stdout, r.stderr)
 
 
-def _compiled_batch(classpath: str) -> Optional[Path]:
-    """A directory with KafkaToolBatch.java compiled (once per source text and classpath, shared by the test
-    processes through the temporary directory, made atomically), or None without a javac: then each batch runs
-    the source file, and the JVM compiles it again each time (a second or more of CPU per batch)."""
-    javac = shutil.which("javac")
-    if javac is None:
-        return None
-    key = hashlib.sha256(BATCH.read_bytes() + b"\0" + classpath.encode()).hexdigest()[:16]
-    out = Path(tempfile.gettempdir()) / f"kafka-tool-batch-{key}"
-    if (out / "KafkaToolBatch.class").is_file():
-        return out
-    work = Path(tempfile.mkdtemp(prefix="kafka-tool-batch-", dir=tempfile.gettempdir()))
-    r = subprocess.run([javac, "-nowarn", "-cp", classpath, "-d", str(work), str(BATCH)], capture_output=True,
-                       text=True, timeout=300)
-    assert r.returncode == 0, f"javac {BATCH} failed:\n{r.stdout}\n{r.stderr}"
-    try:
-        os.rename(work, out)  # atomic; another process that got there first keeps its copy
-    except OSError:
-        shutil.rmtree(work, ignore_errors=True)
-    return out
-
-
 def run_kafka_batch(commands: Sequence[Tuple[str, Sequence[str], Optional[str]]],
                     timeout_s: float = 600.0) -> List[ToolRun]:
     """Kafka 3.9.1's tools (``(name or main class, args, stdin)``) run one after another in one JVM (a command
     ``sleep <ms>`` pauses)."""
     java = shutil.which("java")
     assert java is not None, "java not found"
-    classpath = kafka_classpath()
-    compiled = _compiled_batch(classpath)
-    program = ["-cp", f"{compiled}{os.pathsep}{classpath}", "KafkaToolBatch"] if compiled is not None \
-        else ["-cp", classpath, str(BATCH)]
+    program = java_program(BATCH)
     with tempfile.TemporaryDirectory(prefix="kafka-tools-") as d:
         cmds = Path(d) / "commands.json"
         cmds.write_text(json.dumps([{"main": KAFKA_CLASSES.get(n, n), "args": list(a), "stdin": s or ""}

@@ -6,13 +6,15 @@ the test loudly (it never skips).
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
-from typing import Dict, Optional
+from typing import Dict, List, Optional
 
 from broker.protocol.api import ApiKey
 from tests.harness.waiting import wait_for
@@ -32,6 +34,32 @@ log4j.logger.state.change.logger=INFO
 
 class KafkaUnavailable(RuntimeError):
     """Kafka's jars or java are missing."""
+
+
+def java_program(source: Path) -> List[str]:
+    """``java`` arguments that run the single-file program ``source`` (a class of the same name, its main) with
+    Kafka's jars on the classpath: ``-cp <classes>:<libs>/* <Name>``, the file compiled once with javac (shared by
+    the test processes through the temporary directory, keyed by its text and the classpath, made atomically);
+    without a javac ``-cp <libs>/* <source>``, the JVM's source launcher, which compiles it again on every run (a
+    second or more of CPU each time)."""
+    classpath = kafka_classpath()
+    javac = shutil.which("javac")
+    if javac is None:
+        return ["-cp", classpath, str(source)]
+    key = hashlib.sha256(source.read_bytes() + b"\0" + classpath.encode()).hexdigest()[:16]
+    out = Path(tempfile.gettempdir()) / f"java-{source.stem}-{key}"
+    if not (out / f"{source.stem}.class").is_file():
+        work = Path(tempfile.mkdtemp(prefix=f"java-{source.stem}-", dir=tempfile.gettempdir()))
+        r = subprocess.run([javac, "-nowarn", "-cp", classpath, "-d", str(work), str(source)], capture_output=True,
+                           text=True, timeout=300)
+        if r.returncode != 0:
+            shutil.rmtree(work, ignore_errors=True)
+            raise RuntimeError(f"javac {source} failed:\n{r.stdout}\n{r.stderr}")
+        try:
+            os.rename(work, out)  # atomic; a process that got there first keeps its copy
+        except OSError:
+            shutil.rmtree(work, ignore_errors=True)
+    return ["-cp", f"{out}{os.pathsep}{classpath}", source.stem]
 
 
 def kafka_classpath() -> str:

@@ -26,7 +26,7 @@ from broker.quota.entity import sanitize
 from broker.security.scram import ScramClient, ScramServer, parse_credential
 from tests.harness.broker_process import BrokerProcess, free_port, running_broker
 from tests.harness.cluster_ops import run_kafka_tool
-from tests.harness.kafka import kafka_classpath
+from tests.harness.kafka import java_program
 from tests.integration.broker.wire import RawClient
 
 SECRET = "token-secret-key"
@@ -77,8 +77,8 @@ def broker(zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 def java(*args: str, stdin: Optional[bytes] = None) -> str:
-    r = subprocess.run(["java", "-Xshare:auto", "-Dlog4j.configuration=file:/dev/null", "-cp", kafka_classpath(),
-                        str(JAVA_HELPER), *args], input=stdin, capture_output=True, timeout=120)
+    r = subprocess.run(["java", "-Xshare:auto", "-Dlog4j.configuration=file:/dev/null", *java_program(JAVA_HELPER),
+                        *args], input=stdin, capture_output=True, timeout=120)
     assert r.returncode == 0, r.stderr.decode()[-3000:]
     return r.stdout.decode()
 

@@ -20,8 +20,8 @@ from broker.storage.remote.metadata import (
     RemotePartitionDeleteMetadata, RemotePartitionDeleteState, TopicIdPartition, random_uuid, uuid_to_string,
 )
 from broker.util.clock import ManualClock
-from tests.harness.kafka import kafka_classpath
 from tests.harness.cluster_ops import run_kafka_tool
+from tests.harness.kafka import java_program
 from tests.harness.kafka_dump import dump_segments
 from tests.integration.tools.kafka_tools import run_tool
 
@@ -31,7 +31,7 @@ CHECKER = Path(__file__).resolve().parents[2] / "harness" / "java" / "RemoteLogM
 def _kafka_check(args: List[str]) -> List[str]:
     java = shutil.which("java")
     assert java is not None, "java not found: run bash scripts/install.sh"
-    r = subprocess.run([java, "-Dlog4j.configuration=file:/dev/null", "-cp", kafka_classpath(), str(CHECKER), *args],
+    r = subprocess.run([java, "-Dlog4j.configuration=file:/dev/null", *java_program(CHECKER), *args],
                        capture_output=True, text=True, timeout=180)
     lines = [ln for ln in r.stdout.splitlines() if ln.split(" ", 1)[0] in ("value", "partition", "murmur2", "error")]
     assert r.returncode == 0, f"Kafka's serde refused a value:\n{r.stdout[-4000:]}\n{r.stderr[-2000:]}"

@@ -1,5 +1,6 @@
 // Runs several of Apache Kafka's own command-line tools in ONE JVM, one after the other, for the tool tests
-// (tests/integration/tools/kafka_tools.py runs it with Kafka 3.9.1's jars on the classpath as a single-file program:
+// (tests/integration/tools/kafka_tools.py compiles it once with javac and runs it with Kafka 3.9.1's jars on the classpath,
+// java -cp '<classes>:<libs>/*' KafkaToolBatch <commands.json>; without a javac, as a single-file program:
 // java -cp '<libs>/*' KafkaToolBatch.java <commands.json>). A JVM start costs seconds on a busy machine; a batch
 // pays it once.
 //

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Dict, List, Optional, Sequence, Tuple
 
-from tests.harness.kafka import kafka_classpath
+from tests.harness.kafka import java_program
 from tools.cluster import ROOT
 
 BATCH = Path(__file__).with_name("KafkaToolBatch.java")
@@ -77,6 +77,7 @@ def run_kafka_batch(commands: Sequence[Tuple[str, Sequence[str], Optional[str]]]
     ``sleep <ms>`` pauses)."""
     java = shutil.which("java")
     assert java is not None, "java not found"
+    program = java_program(BATCH)
     with tempfile.TemporaryDirectory(prefix="kafka-tools-") as d:
         cmds = Path(d) / "commands.json"
         cmds.write_text(json.dumps([{"main": KAFKA_CLASSES.get(n, n), "args": list(a), "stdin": s or ""}
@@ -84,7 +85,7 @@ def run_kafka_batch(commands: Sequence[Tuple[str, Sequence[str], Optional[str]]]
         log4j = Path(d) / "tools-log4j.properties"
         log4j.write_text(_LOG4J)
         r = subprocess.run([java, "-Xmx384m", "-XX:TieredStopAtLevel=1", "-Xshare:auto",
-                            f"-Dlog4j.configuration=file:{log4j}", "-cp", kafka_classpath(), str(BATCH), str(cmds)],
+                            f"-Dlog4j.configuration=file:{log4j}", *program, str(cmds)],
                            capture_output=True, text=True, timeout=timeout_s)
     assert r.returncode == 0 and r.stdout.startswith("["), f"tool batch failed: {r.stderr[-4000:]}"
     return [ToolRun(x["code"], x["stdout"], x["stderr"]) for x in json.loads(r.stdout)]

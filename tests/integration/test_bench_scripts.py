@@ -128,3 +128,12 @@ def test_codec_cpu_bench_small() -> None:
     out = _run("-m", "tools.bench.codec_cpu_bench", "--requests", "100", "--rounds", "1")
     for row in ("ApiVersions v3", "Heartbeat v4", "Produce v9", "Fetch v13"):
         assert row in out, out
+
+
+def test_tiered_bench_quick_ours() -> None:
+    """The tiered-storage benchmark's every row gets a figure on our broker (Kafka's column is the same code with
+    Kafka's broker and its LocalTieredStorage)."""
+    out = _run("-m", "tools.bench.tiered_bench", "--quick", "--only", "ours", "--mb", "5", timeout=600)
+    for row in ("produce tiered p99 ms", "copy MB/s", "read remote MB/s", "read remote CPU ms/MB"):
+        line = next((ln for ln in out.splitlines() if ln.strip().startswith(row)), None)
+        assert line is not None and line.split()[-1] not in ("nan", "inf"), (row, out)

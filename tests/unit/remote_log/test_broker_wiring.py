@@ -148,7 +148,8 @@ async def _copies_and_deletes(w: Wired) -> None:
     started, clock = time.monotonic(), w.cluster.clock
     fake_start = clock.mono_ms()
     try:
-        res = (await w.cluster.run(w.rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20))], 1 << 20, 1, 5000)))[TP]
+        res = (await w.cluster.run_mixed(w.rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20))], 1 << 20, 1,
+                                                              5000), fake_ms_per_step=1))[TP]
     finally:
         answered.set()
     assert time.monotonic() - started < 0.9

@@ -332,6 +332,17 @@ class FakeCluster:
             await asyncio.sleep(0.001)
             self.clock.advance(fake_ms_per_step)
 
+    async def run_mixed(self, aw: Awaitable[T], timeout_s: float = 30.0, what: str = "the call",
+                        fake_ms_per_step: int = 10) -> T:
+        """Await ``aw`` under :meth:`wait_mixed`: a call that waits on real threads and on the clock's timers."""
+        task = asyncio.ensure_future(aw)
+        try:
+            await self.wait_mixed(task.done, timeout_s, what, fake_ms_per_step)
+        finally:
+            if not task.done():
+                task.cancel()
+        return task.result()
+
     async def run(self, aw: Awaitable[T], what: str = "the call") -> T:
         """Await ``aw`` while moving the clock: a call that waits on a timer (a Fetch long poll, an acks=all produce
         timing out) completes when the fake time reaches it."""

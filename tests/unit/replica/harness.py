@@ -59,7 +59,7 @@ async def drive(rm: Any, aw: Awaitable[T], *, max_ms: int = 60_000, what: str = 
     whenever the loop has nothing else to do: a call that waits on a timer (an acks=all produce for its followers'
     next fetch, a Fetch long poll, a retry backoff, a timeout) completes when the fake time reaches it, without real
     time."""
-    clock = rm if isinstance(rm, ManualClock) else rm.time
+    clock = getattr(rm, "time", rm)
     task = asyncio.ensure_future(aw)
     if not isinstance(clock, ManualClock):
         return await task
@@ -345,14 +345,8 @@ class FakeCluster:
 
     async def run(self, aw: Awaitable[T], what: str = "the call") -> T:
         """Await ``aw`` while moving the clock: a call that waits on a timer (a Fetch long poll, an acks=all produce
-        timing out) completes when the fake time reaches it."""
-        task = asyncio.ensure_future(aw)
-        try:
-            await self.wait_until(task.done, what=what)
-        finally:
-            if not task.done():
-                task.cancel()
-        return task.result()
+        timing out) completes when the fake time reaches it (:func:`drive` on this cluster's clock)."""
+        return await drive(self.clock, aw, what=what)
 
     def node(self, broker_id: int) -> BrokerNode:
         return BrokerNode(broker_id, "broker%d" % broker_id, 9092)

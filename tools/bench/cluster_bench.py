@@ -59,7 +59,8 @@ class Cluster:
             if kind == "ours":
                 self.brokers.append(BrokerProcess(workdir / kind, self.zk, broker_id=i, port=port, overrides=COMMON))
             else:
-                self.brokers.append(RealKafkaBroker(workdir / kind, self.zk, broker_id=i, port=port, overrides=COMMON))
+                self.brokers.append(RealKafkaBroker(workdir / kind, self.zk, broker_id=i, port=port, overrides=COMMON,
+                                                    full_jit=True))
 
     @property
     def bootstrap(self) -> str:

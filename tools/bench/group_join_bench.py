@@ -104,7 +104,7 @@ class Broker:
                  "num.partitions": "1"}
         if kind == "kafka":
             from tests.harness.kafka import RealKafkaBroker
-            self.b: Any = RealKafkaBroker(workdir, "", 0, overrides=props, heap="1g")
+            self.b: Any = RealKafkaBroker(workdir, "", 0, overrides=props, heap="1g", full_jit=True)
         else:
             self.b = BrokerProcess(workdir, "", overrides=props)
 

@@ -547,7 +547,7 @@ class BenchCluster:
             if kafka:
                 from tests.harness.kafka import RealKafkaBroker
                 # kafka-server-start.sh's default heap: a million committed offsets do not fit the tests' 512m
-                self.brokers.append(RealKafkaBroker(workdir, "", i, overrides=props, heap="1g"))
+                self.brokers.append(RealKafkaBroker(workdir, "", i, overrides=props, heap="1g", full_jit=True))
             else:
                 from tools.cluster import BrokerProcess
                 self.brokers.append(BrokerProcess(workdir, "", broker_id=i, overrides=props))

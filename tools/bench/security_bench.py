@@ -59,7 +59,7 @@ class Subject:
                                              overrides=ov)
         else:
             self.broker = RealKafkaBroker(workdir / kind, self.zk, broker_id=0, port=self.ports["PLAINTEXT"],
-                                          overrides=ov)
+                                          overrides=ov, full_jit=True)
 
     def start(self) -> None:
         add_scram_user(self.zk, ALICE, ALICE_PW, "SCRAM-SHA-512")

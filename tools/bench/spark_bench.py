@@ -151,7 +151,7 @@ def start_broker(kind: str, work: Path, zk: str) -> Any:
         b: Any = BrokerProcess(work / kind, chroot, broker_id=0, port=free_port(), overrides=COMMON)
         b.start(timeout=120)
     else:
-        b = RealKafkaBroker(work / kind, chroot, broker_id=0, port=free_port(), overrides=COMMON)
+        b = RealKafkaBroker(work / kind, chroot, broker_id=0, port=free_port(), overrides=COMMON, full_jit=True)
         b.start(timeout=120)
     wait(lambda: AdminClient({"bootstrap.servers": b.bootstrap}).list_topics(timeout=5).brokers, 60, f"{kind} up")
     return b

@@ -53,7 +53,7 @@ class Subject:
         self.kind = kind
         chroot = f"{zk}/{kind}-{uuid.uuid4().hex[:6]}"
         self.broker: Any = (BrokerProcess(workdir / kind, chroot, overrides=SINGLE_BROKER) if kind == "ours"
-                            else RealKafkaBroker(workdir / kind, chroot, 0, overrides=SINGLE_BROKER))
+                            else RealKafkaBroker(workdir / kind, chroot, 0, overrides=SINGLE_BROKER, full_jit=True))
 
     @property
     def bootstrap(self) -> str:

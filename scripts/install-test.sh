@@ -19,6 +19,8 @@ if [ ! -x .venv/bin/python ]; then
   say "no .venv: run bash scripts/install.sh first"
   exit 1
 fi
+# shellcheck source=scripts/compiler-cache.sh
+. scripts/compiler-cache.sh
 
 # 1. test and tool packages (re-run pip only when a requirements file changed)
 REQ_SUM="$(cat requirements.txt requirements-test.txt | sha256sum | cut -d' ' -f1)"

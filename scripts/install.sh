@@ -29,6 +29,15 @@ if ! command -v java > /dev/null; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq default-jre-headless > /dev/null
 fi
 
+# 1b. ccache: a fresh clone rebuilds the extensions from the compiler cache (scripts/compiler-cache.sh)
+if ! command -v ccache > /dev/null; then
+  say "installing ccache (apt-get)"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq ccache > /dev/null
+fi
+# shellcheck source=scripts/compiler-cache.sh
+. scripts/compiler-cache.sh
+
 # 2. virtualenv + requirements (re-run pip only when requirements.txt changed)
 if [ ! -x .venv/bin/python ]; then
   say "creating .venv"

@@ -8,6 +8,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash scripts/install.sh || { echo "test.sh: install failed" >&2; exit 1; }
 bash scripts/install-test.sh || { echo "test.sh: install of the test requirements failed" >&2; exit 1; }
+# the packaging tests build the extensions again, in copies: through the compiler cache too
+# shellcheck source=scripts/compiler-cache.sh
+. scripts/compiler-cache.sh
 
 # The unit tests need little but CPU, and the process tests (real brokers, ZooKeeper, clients) mostly wait on
 # them: the unit tests run in a lane of their own alongside, first with the native extensions required, then on

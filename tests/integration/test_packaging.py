@@ -35,6 +35,9 @@ SOURCES = ("broker", "pyx", "tools", "kafka_broker_py", "config", "bin", "setup.
 #: the builds' compiler flags where the extensions' speed does not matter: the generated codecs' (setup.py) and,
 #: appended after Python's own -O3 -g, every other extension's
 UNOPTIMIZED = {"BROKER_CODEC_CFLAGS": "-O0 -g0", "CFLAGS": "-O0 -g0"}
+#: CCACHE_BASEDIR (passed by each build below): when scripts/test.sh puts ccache on PATH (scripts/compiler-cache.sh),
+#: the copy's absolute paths are hashed relative to its directory, so this run's second build and the next runs'
+#: builds come from the compiler cache
 #: variables that would make the installed package run from the checkout or log into it
 CHECKOUT_VARIABLES = ("PYTHONPATH", "LOG_DIR", "BROKER_LOG_DIR", "BROKER_LOG_CONFIG", "VIRTUAL_ENV",
                       "BROKER_NO_EXTENSIONS")
@@ -79,7 +82,7 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Path:
     # its console scripts and broker run, not about the extensions' speed, and the optimizer's CPU (the generated
     # codecs' -O1: 100 s; record_batch's -O3 -g: 12 s; more on a loaded machine) buys nothing here; the shipped
     # flags are compiled by every scripts/install.sh, the CI's first step included
-    pip_install(venv, str(src), **UNOPTIMIZED)
+    pip_install(venv, str(src), CCACHE_BASEDIR=str(base), **UNOPTIMIZED)
     shutil.rmtree(src)  # the installed package must not need its sources
     return venv
 
@@ -214,7 +217,7 @@ def test_editable_install_builds_the_extensions_in_place(tmp_path: Path) -> None
     venv = make_venv(tmp_path / "venv")
     # unoptimized extensions: this test is about where the extensions are built, and the optimizer's CPU buys
     # nothing here
-    pip_install(venv, "-e", str(src), **UNOPTIMIZED)
+    pip_install(venv, "-e", str(src), CCACHE_BASEDIR=str(tmp_path), **UNOPTIMIZED)
     r = subprocess.run([str(venv / "bin" / "python"), "-c",
                         "import kafka_broker_py; kafka_broker_py.activate(); "
                         "import broker, broker.accel as a; print(broker.__file__); print(a.IMPLEMENTATION)"],

@@ -5,6 +5,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+# Maven's download cache: its default, outside the checkout, so a fresh clone (CI's) copies the jars into .cache/
+# without downloading them again
+MAVEN_REPO="${BROKER_MAVEN_REPO:-$HOME/.m2/repository}"
 say() { echo "install-pipeline: $*" >&2; }
 # Plain text, also when the output is captured through a terminal (a CI log, script(1)): no colour escape codes from
 # pip (its rich output keeps bold even with --no-color; TERM=dumb drops it), apt 3, gcc or librdkafka's configure, and
@@ -46,7 +49,7 @@ if [ ! -f "$SPARK_KAFKA_JARS/.complete" ]; then
   say "resolving org.apache.spark:spark-sql-kafka-0-10_2.13:$SPARK_VERSION from Maven Central into $SPARK_KAFKA_JARS"
   rm -rf "$SPARK_KAFKA_JARS"
   mvn -q -B -Dstyle.color=never -s pipeline/maven/settings.xml -f pipeline/maven/pom.xml \
-      -Dmaven.repo.local="$ROOT/.cache/m2" -Dspark.version="$SPARK_VERSION" \
+      -Dmaven.repo.local="$MAVEN_REPO" -Dspark.version="$SPARK_VERSION" \
       dependency:copy-dependencies -DoutputDirectory="$ROOT/$SPARK_KAFKA_JARS" > /dev/null
   touch "$SPARK_KAFKA_JARS/.complete"
 fi

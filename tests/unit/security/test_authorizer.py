@@ -16,6 +16,10 @@ from broker.security.authorizer import (
     parse_super_users,
 )
 
+#: run once, in the native pass of the unit lane (scripts/test.sh): ACL authorization: no record, codec, CRC, varint
+#: or index code (no twin) is imported
+pytestmark = pytest.mark.twin_independent
+
 RT, PT, OP, PERM = ResourceType, PatternType, AclOperation, AclPermissionType
 LIT, PRE = PT.LITERAL, PT.PREFIXED
 ALLOW, DENY = PERM.ALLOW, PERM.DENY

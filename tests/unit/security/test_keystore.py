@@ -20,6 +20,9 @@ from broker.security.keystore import (
     load_truststore,
 )
 
+#: run once, in the native pass of the unit lane (scripts/test.sh): keystores: no record, codec, CRC, varint or index
+#: code (no twin) is imported
+pytestmark = pytest.mark.twin_independent
 
 
 @pytest.fixture(autouse=True)

@@ -23,6 +23,10 @@ from broker.security.principal import (
     ssl_principal,
 )
 
+#: run once, in the native pass of the unit lane (scripts/test.sh): principal mapping: no record, codec, CRC, varint
+#: or index code (no twin) is imported
+pytestmark = pytest.mark.twin_independent
+
 JVM_FAST = ["-J-XX:TieredStopAtLevel=1", "-J-XX:+UseSerialGC"]
 
 

@@ -22,6 +22,9 @@ from broker.security.ssl_factory import (
     openssl_cipher_names,
 )
 
+#: run once, in the native pass of the unit lane (scripts/test.sh): keystores and TLS contexts: no record, codec,
+#: CRC, varint or index code (no twin) is imported
+pytestmark = pytest.mark.twin_independent
 
 
 @pytest.fixture(autouse=True)

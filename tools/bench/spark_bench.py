@@ -188,7 +188,10 @@ def main(argv: Optional[List[str]] = None) -> int:
             load(brokers[k].bootstrap, topic, a.records, a.size)
         from pipeline.connector import spark_session
 
-        spark = spark_session("spark-bench", conf={"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"})
+        conf = {"spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"}
+        if a.quick:  # a check that the script works: the JVM's C1 compiler only, as the Spark tests run it
+            conf["spark.driver.extraJavaOptions"] = "-XX:TieredStopAtLevel=1"
+        spark = spark_session("spark-bench", conf=conf)
         for k in kinds:  # warm-up: JIT, consumer pools
             read_once(spark, brokers[k].bootstrap, topic, a.records)
         rates: Dict[str, List[float]] = {k: [] for k in kinds}

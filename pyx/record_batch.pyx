@@ -287,6 +287,36 @@ def null_key_records(records_bytes, record_count):
         PyBuffer_Release(&view)
 
 
+def timestamp_deltas(records_bytes, record_count):
+    """(first, max) timestampDelta of ``record_count`` records that ``validate_records`` accepted (see the pure
+    twin): a recompression keeps their bytes when the first delta is 0."""
+    cdef Py_buffer view
+    cdef int64_t count = record_count, i, length = 0, delta = 0, first = 0, top = 0
+    cdef Py_ssize_t pos = 0, rend, end
+    cdef const uint8_t* p
+    if count <= 0:
+        return (0, 0)
+    PyObject_GetBuffer(records_bytes, &view, PyBUF_SIMPLE)
+    try:
+        p = <const uint8_t*>view.buf
+        end = view.len
+        for i in range(count):
+            if read_varint(p, &pos, end, &length) != 0 or length < 1 or length > end - pos:
+                raise CorruptRecordError("malformed record: bad record length (record count %d)" % count)
+            rend = pos + <Py_ssize_t>length
+            pos += 1
+            if read_varint(p, &pos, rend, &delta) != 0:
+                raise CorruptRecordError("malformed record: bad varint (record count %d)" % count)
+            if i == 0:
+                first = top = delta
+            elif delta > top:
+                top = delta
+            pos = rend
+        return (first, top)
+    finally:
+        PyBuffer_Release(&view)
+
+
 # ---- compressed batches: LZ4, snappy and zstd into reused buffers (see the module docstring) ---------------
 
 ctypedef int (*lz4_decompress_safe_t)(const char* src, char* dst, int src_size, int dst_capacity) noexcept nogil

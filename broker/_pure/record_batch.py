@@ -140,6 +140,29 @@ def null_key_records(records_bytes: Any, record_count: int) -> list[int]:
     return null_keys
 
 
+def timestamp_deltas(records_bytes: Any, record_count: int) -> tuple[int, int]:
+    """(first, max) timestampDelta of ``record_count`` records that ``validate_records`` accepted: a recompression
+    keeps the records' bytes when the first delta is 0 (its rebuilt batch's base timestamp is the first record's,
+    so every delta stays), and the rebuilt batch's max timestamp is the base plus the max delta."""
+    if record_count <= 0:
+        return (0, 0)
+    end = len(records_bytes)
+    pos = 0
+    first = top = 0
+    for i in range(record_count):
+        length, pos = _varint(records_bytes, pos, end)
+        if length < 1 or length > end - pos:
+            raise CorruptRecordError("malformed record: bad record length (record count %d)" % record_count)
+        rend = pos + length
+        delta, _ = _varint(records_bytes, pos + 1, rend)
+        if i == 0:
+            first = top = delta
+        elif delta > top:
+            top = delta
+        pos = rend
+    return (first, top)
+
+
 #: whether LZ4 frames, snappy data and zstd frames are decoded natively (never in the pure twin:
 #: ``compression.decompress`` decodes them), and where the native twin found libzstd
 LZ4_NATIVE = False

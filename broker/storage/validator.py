@@ -14,7 +14,7 @@ from typing import NamedTuple, NoReturn, Optional
 from broker.accel import record_batch
 from broker.protocol.records import errors as record_errors
 from broker.protocol.records.batch_info import (COMPRESSION_MASK, CONTROL_MASK, RECORD_BATCH_OVERHEAD,
-                                                TIMESTAMP_TYPE_MASK, BatchInfo)
+                                                TIMESTAMP_TYPE_MASK, TRANSACTIONAL_MASK, BatchInfo)
 
 from .config import LogConfig
 from .errors import (CorruptRecordError, InvalidRecordError, InvalidTimestampError, RecordBatchTooLargeError,
@@ -198,13 +198,56 @@ def recompress_if_needed(buf: "bytearray | memoryview", batches: list[BatchInfo]
         if info.compression == codec or info.is_control:
             out += raw
             continue
+        rebuilt.append(len(out))
+        same_records = _recompressed_payload(buf, info, codec, keys_required)
+        if same_records is not None:
+            out += same_records
+            continue
         recs = _batch_records(buf, info)
         if keys_required:
             missing = [i for i, r in enumerate(recs) if r.key is None]
             if missing:
                 _refuse_null_keys(missing)
-        rebuilt.append(len(out))
         out += build_batch([(r.key, r.value, r.headers, r.timestamp) for r in recs], compression=codec,
                            producer_id=info.producer_id, producer_epoch=info.producer_epoch,
                            base_sequence=info.base_sequence, is_transactional=info.is_transactional)
     return Recompressed(out, frozenset(rebuilt))
+
+
+def _recompressed_payload(buf: "bytearray | memoryview", info: BatchInfo, codec: int,
+                          keys_required: bool) -> Optional[bytes]:
+    """The batch rebuilt with ``codec`` from its records' bytes, without a record object: what rebuilding it record by
+    record gives (``build_batch``: offset deltas 0..n-1, the first record's timestamp as the base, CreateTime, the
+    producer fields kept) whenever its first record's timestamp delta is 0, as producers write it; otherwise None and
+    the caller rebuilds it record by record. The records section is decompressed once, and that one walk checks the
+    records (a compacted topic's null keys refused) as ``_check_records`` would."""
+    from broker.protocol.records.builder import encode_batch
+    from broker.protocol.records.compression import compress
+
+    if info.magic != 2:
+        return None
+    data = memoryview(buf)[info.position + RECORD_BATCH_OVERHEAD:info.position + info.size]
+    missing: list[int] = []
+    try:
+        payload = record_batch.decompress_records(info.compression, data) if info.compression else bytes(data)
+        if keys_required:
+            missing = record_batch.null_key_records(payload, info.record_count)
+        else:
+            record_batch.validate_records(payload, info.record_count)
+        first_delta, max_delta = record_batch.timestamp_deltas(payload, info.record_count)
+    except record_errors.CorruptRecordError as e:
+        raise CorruptRecordError(e.message) from None
+    except record_errors.InvalidRecordError as e:
+        raise InvalidRecordError(e.message) from None
+    except Exception as e:  # a broken compressed stream
+        raise CorruptRecordError("cannot decompress batch: %s" % e) from None
+    if missing:
+        _refuse_null_keys(missing)
+    if first_delta != 0:
+        return None
+    attributes = codec | (TRANSACTIONAL_MASK if info.is_transactional else 0)
+    return encode_batch(compress(codec, payload), record_count=info.record_count,
+                        last_offset_delta=info.record_count - 1, attributes=attributes,
+                        base_timestamp=info.base_timestamp, max_timestamp=info.base_timestamp + max_delta,
+                        producer_id=info.producer_id, producer_epoch=info.producer_epoch,
+                        base_sequence=info.base_sequence)

@@ -282,7 +282,8 @@ class BrokerServer:
                                           DescriptorBudget(lambda: int(self.config.current.get("broker.fd.reserve")),
                                                            clock=self.clock),
                                           listen_backlog=int(cfg.get("socket.listen.backlog.size")),
-                                          connections_max_idle_ms=int(cfg.get("connections.max.idle.ms")))
+                                          connections_max_idle_ms=int(cfg.get("connections.max.idle.ms")),
+                                          clock=self.clock)
         # Ports are bound now (the registration advertises them); requests are processed only once registered,
         # as Kafka's enableRequestProcessing: a restarted broker waiting for its stale registration to expire
         # must not answer clients (UNKNOWN_TOPIC_OR_PARTITION for partitions whose logs it holds) meanwhile.

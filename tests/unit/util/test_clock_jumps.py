@@ -4,8 +4,9 @@ idle connections) neither ends early nor late; what Kafka times on the wall cloc
 with stored timestamps (group state and commit timestamps, offset expiry, transaction timeouts) follows the jump,
 as in Kafka. See broker/util/clock.py.
 
-``wall`` moves ``time.time`` only; asyncio's timers and ``time.monotonic`` are untouched (or, in the synchronous
-tests, stepped by hand).
+Components that take a Clock run on a ManualClock whose wall reading jumps (``jump_wall``) while its monotonic
+reading and timers move only by ``advance``. For the others (and SYSTEM_CLOCK itself), ``wall`` moves ``time.time``
+only; asyncio's timers and ``time.monotonic`` are untouched (or, in the synchronous tests, stepped by hand).
 """
 from __future__ import annotations
 
@@ -29,7 +30,8 @@ from broker.replica.replication_quota import ReplicationQuotaManager
 from broker.util import clock
 from tests.unit.coordinator import test_group_apis as group_apis
 from tests.unit.coordinator.transaction import test_service as txn_service
-from broker.util.clock import SYSTEM_CLOCK
+from broker.util.clock import SYSTEM_CLOCK, ManualClock
+from tests.unit.network.test_socket_server import advance
 from tests.unit.replica.harness import TP, FakeCluster, _FakeMetadata, _FakeRequestContext, records, state
 
 HOUR_S = 3600.0
@@ -257,49 +259,33 @@ class _Echo:
         return [struct.pack(">i", len(frame)) + bytes(frame)]
 
 
-class _CountingConnections(dict):  # type: ignore[type-arg]
-    """A SocketServer's connection table that counts how often it is walked: once per idle-reaper pass."""
-
-    passes = 0
-
-    def __iter__(self) -> Any:
-        self.passes += 1
-        return super().__iter__()
-
-
-def test_an_idle_connection_is_not_reaped_early_nor_kept_late(wall: List[float]) -> None:
+def test_an_idle_connection_is_not_reaped_early_nor_kept_late() -> None:
     """connections.max.idle.ms is measured as Kafka's Selector does (nanoTime): a jump forward closes nothing, a
-    jump back does not keep an idle connection open."""
-    table = _CountingConnections()
-
-    async def main(idle_ms: int, jump: float, check: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]
-                   ) -> None:
+    jump back does not keep an idle connection open (the server on a ManualClock whose wall reading jumps)."""
+    async def main(idle_ms: int, jump_ms: int, check: Callable[[ManualClock, asyncio.StreamReader,
+                                                                  asyncio.StreamWriter], Any]) -> None:
+        clock = ManualClock()
         server = SocketServer(_Echo(), [ListenerSpec("PLAINTEXT", "127.0.0.1", 0)], 1 << 20,  # type: ignore
-                              connections_max_idle_ms=idle_ms)
-        server._connections = table
+                              connections_max_idle_ms=idle_ms, clock=clock)
         await server.start()
         try:
             r, w = await asyncio.open_connection("127.0.0.1", server.bound_ports["PLAINTEXT"])
             w.write(_frame(b"hi"))
             assert await asyncio.wait_for(r.readexactly(6), 5) == _frame(b"hi")
-            wall[0] = jump
-            await check(r, w)
+            clock.jump_wall(jump_ms)
+            await check(clock, r, w)
             w.close()
         finally:
-            wall[0] = 0.0
             await server.stop()
 
-    async def still_open(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        loop = asyncio.get_running_loop()
-        deadline, target = loop.time() + 10.0, table.passes + 3
-        while table.passes < target:  # three reaper passes (every idle/10 s), far less than the idle time
-            assert loop.time() < deadline, f"the idle reaper made {table.passes - target + 3} of 3 passes in 10 s"
-            await asyncio.sleep(0.05)
+    async def still_open(clock: ManualClock, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await advance(clock, 2000)  # four reaper passes (every idle/10), less than the idle time
         w.write(_frame(b"again"))
         assert await asyncio.wait_for(r.readexactly(9), 5) == _frame(b"again")
 
-    async def closed(r: asyncio.StreamReader, _w: asyncio.StreamWriter) -> None:
-        assert await asyncio.wait_for(r.read(), 10) == b""  # bounded wait: idle is 300 ms, the jump an hour
+    async def closed(clock: ManualClock, r: asyncio.StreamReader, _w: asyncio.StreamWriter) -> None:
+        await advance(clock, 400)  # past the idle time (300 ms) on the monotonic reading, the wall an hour back
+        assert await asyncio.wait_for(r.read(), 5) == b""
 
-    asyncio.run(main(5000, HOUR_S, still_open))
-    asyncio.run(main(300, -HOUR_S, closed))
+    asyncio.run(main(5000, HOUR_MS, still_open))
+    asyncio.run(main(300, -HOUR_MS, closed))

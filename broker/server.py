@@ -200,7 +200,7 @@ class BrokerServer:
         self.listener_security = build_listener_security(start_cfg, self.credential_cache,
                                                          self._token_scram_lookup())
         self.quotas = QuotaManagers(int(start_cfg.get("quota.window.num")),
-                                    int(start_cfg.get("quota.window.size.seconds")))
+                                    int(start_cfg.get("quota.window.size.seconds")), clock=self.clock)
         self.throttler = RequestThrottler(self.quotas)
         self.client_quota_admin = ClientQuotaAdmin(zk, self.zk_calls)
         self.scram_admin = ScramCredentialAdmin(zk, self.zk_calls)

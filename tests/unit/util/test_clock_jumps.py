@@ -6,7 +6,7 @@ as in Kafka. See broker/util/clock.py.
 
 Components that take a Clock run on a ManualClock whose wall reading jumps (``jump_wall``) while its monotonic
 reading and timers move only by ``advance``. For the others (and SYSTEM_CLOCK itself), ``wall`` moves ``time.time``
-only; asyncio's timers and ``time.monotonic`` are untouched (or, in the synchronous tests, stepped by hand).
+only; asyncio's timers and ``time.monotonic`` are untouched.
 """
 from __future__ import annotations
 
@@ -45,14 +45,6 @@ def wall(monkeypatch: pytest.MonkeyPatch) -> List[float]:
     offset = [0.0]
     monkeypatch.setattr(time, "time", lambda: real() + offset[0])
     return offset
-
-
-@pytest.fixture
-def mono(monkeypatch: pytest.MonkeyPatch) -> List[float]:
-    """``time.monotonic`` stepped by hand (synchronous tests only: no event loop runs meanwhile)."""
-    now = [1000.0]
-    monkeypatch.setattr(time, "monotonic", lambda: now[0])
-    return now
 
 
 def test_the_clocks(wall: List[float]) -> None:
@@ -215,35 +207,37 @@ def test_a_fetch_session_is_not_evicted_by_a_jump_forward(tmp_path: Any, wall: L
 
 
 # ---------------------------------------------------------------------------- quotas
-def test_a_client_quota_throttle_is_neither_stretched_nor_cut(wall: List[float], mono: List[float]) -> None:
-    """The throttle time a client earns (and then waits muted, on asyncio's monotonic clock: Kafka's
-    ThrottledChannel uses nanoseconds) is the same with the wall clock jumping between its requests."""
-    def throttles(jumps: List[float]) -> List[int]:
-        m = ClientQuotaManager("producer_byte_rate", 11, 1)
+def test_a_client_quota_throttle_is_neither_stretched_nor_cut() -> None:
+    """The throttle time a client earns (and then waits muted, on the monotonic clock: Kafka's ThrottledChannel
+    uses nanoseconds) is the same with the wall clock jumping between its requests (the manager on a ManualClock)."""
+    def throttles(jumps: List[int]) -> List[int]:
+        clock = ManualClock()
+        m = ClientQuotaManager("producer_byte_rate", 11, 1, clock=clock)
         m.update(QuotaEntity(client_id="app"), 1000.0)
         out = []
         for j in jumps:
-            wall[0] = j
+            clock.jump_wall(j)
             out.append(m.record("ANONYMOUS", "app", 6000))
-            mono[0] += 0.5
+            clock.advance(500)
         return out
-    steady = throttles([0.0] * 6)
+    steady = throttles([0] * 6)
     assert steady[-1] > 0  # the client is throttled
-    assert throttles([0.0, HOUR_S, HOUR_S, -HOUR_S, 0.0, -HOUR_S]) == steady
+    assert throttles([0, HOUR_MS, 0, -2 * HOUR_MS, HOUR_MS, -HOUR_MS]) == steady
 
 
-def test_a_replication_throttle_ends_on_time_after_a_jump_back(wall: List[float], mono: List[float]) -> None:
+def test_a_replication_throttle_ends_on_time_after_a_jump_back() -> None:
     """leader/follower.replication.throttled.rate windows roll on the monotonic clock (Kafka's sensors use the
     wall clock, where a jump back would keep old bytes counted for the length of the jump)."""
-    q = ReplicationQuotaManager("Leader", num_samples=11, window_size_seconds=1, bound=1000.0)
+    clock = ManualClock()
+    q = ReplicationQuotaManager("Leader", num_samples=11, window_size_seconds=1, bound=1000.0, clock=clock.mono_ms)
     q.record(100_000)
     assert q.is_quota_exceeded()
-    wall[0] = -HOUR_S
-    mono[0] += 12.0  # past every window
+    clock.jump_wall(-HOUR_MS)
+    clock.advance(12_000)  # past every window
     assert not q.is_quota_exceeded()
     q.record(100_000)
-    wall[0] = HOUR_S
-    mono[0] += 0.1
+    clock.jump_wall(2 * HOUR_MS)
+    clock.advance(100)
     assert q.is_quota_exceeded()  # a jump forward does not empty the windows either
 
 

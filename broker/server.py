@@ -338,7 +338,7 @@ class BrokerServer:
         cache = AclCache()
         authorizer = AclAuthorizer(cache, parse_super_users(cfg.get("super.users")),
                                    bool(cfg.get("allow.everyone.if.no.acl.found")))
-        self.acl_store = ZkAclStore(self.zk, self.zk_calls, cache)
+        self.acl_store = ZkAclStore(self.zk, self.zk_calls, cache, clock=self.clock)
         await self.acl_store.start()
         self.authz = AclAuthz(authorizer, self.acl_store)
         log.info("Authorizer %s enabled (%d ACLs, super users: %s, allow.everyone.if.no.acl.found=%s)", name,
@@ -462,7 +462,7 @@ class BrokerServer:
             lambda name, n, rf, configs: admin.ensure_internal_topic(name, n, rf, configs),
             request_timeout_ms=int(cfg.get("request.timeout.ms")),
             retry_timeout_ms=int(rlmm_cfg["remote.log.metadata.initialization.retry.max.timeout.ms"]),
-            retry_interval_ms=int(rlmm_cfg["remote.log.metadata.initialization.retry.interval.ms"]))
+            retry_interval_ms=int(rlmm_cfg["remote.log.metadata.initialization.retry.interval.ms"]), clock=self.clock)
         return TieredStorage(
             self.broker_id, load_remote_storage_manager(cfg, self.broker_id), port, rlmm_cfg,
             lambda t, p: lm.tiered_log((t, p)),

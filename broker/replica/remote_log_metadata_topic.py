@@ -104,7 +104,7 @@ class BrokerMetadataTopic:
                     replication_factor)
 
     def append(self, topic: str, partition: int, value: bytes) -> int:
-        batch = bytes(build_batch([(None, value)]))
+        batch = bytes(build_batch([(None, value, [], self._clock.wall_ms())]))
 
         def attempt() -> Tuple[bool, Any]:
             node = self._leader_of(topic, partition)

@@ -356,7 +356,7 @@ class ZkAclStore:
             if not self._stopping:
                 log.warning("Processing ACL change notifications failed (%s: %s); retrying in %.0f s",
                             type(exc).__name__, exc, RETRY_PROCESSING_S)
-                asyncio.get_running_loop().call_later(RETRY_PROCESSING_S, self._kick)
+                self.clock.call_later_ms(RETRY_PROCESSING_S * 1000.0, self._kick)
         finally:
             self._task = None
 

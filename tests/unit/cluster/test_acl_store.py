@@ -307,3 +307,31 @@ def test_filter_to_resources(pattern_type: PatternType) -> None:
     assert len(filter_to_resources(ResourcePatternFilter(RT.TOPIC, "x", PatternType.ANY))) == 2
     assert filter_to_resources(ResourcePatternFilter(RT.TOPIC, "x", PatternType.MATCH)) == set()
     assert filter_to_resources(ResourcePatternFilter(RT.ANY, "x", pattern_type)) == set()
+
+
+def test_failed_notification_processing_is_retried_a_second_later_on_the_clock() -> None:
+    async def main() -> None:
+        zk = FakeZooKeeper()
+        s, cache, c = store(zk)
+        writer = client(zk)
+        await s.start()
+        real = c.get_children
+        failures: List[str] = []
+
+        def failing(path: str, *args: Any, **kw: Any) -> Any:
+            if not failures:
+                failures.append(path)
+                raise RuntimeError("ZooKeeper hiccup")
+            return real(path, *args, **kw)
+        c.get_children = failing  # type: ignore[method-assign]
+        kafka_write(writer, ORDERS, [ALICE_READ])
+        await settle()
+        assert failures and cache.acls(ORDERS) == frozenset()
+        s.clock.advance(999)
+        await settle()
+        assert cache.acls(ORDERS) == frozenset()  # RETRY_PROCESSING_S has not passed on the store's clock
+        s.clock.advance(1)
+        await settle()
+        assert cache.acls(ORDERS) == {ALICE_READ}
+        await s.stop()
+    run(main)

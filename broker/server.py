@@ -71,7 +71,7 @@ from broker.storage.config import LogConfig
 from broker.storage.log_dir_check import unusable_log_dirs
 from broker.storage.log_manager import LogManager
 from broker.util.broker_channel import BrokerChannel, BrokerNode
-from broker.util.clock import SYSTEM_CLOCK
+from broker.util.clock import SYSTEM_CLOCK, Clock
 from broker.util import runtime_tuning
 from broker.util.executor import NamedExecutor
 from broker.util.fd_budget import (
@@ -94,6 +94,8 @@ class BrokerServer:
     def __init__(self, config: KafkaConfig) -> None:
         self.config = DynamicBrokerConfig(config)
         self.broker_id: int = config.broker_id
+        #: the broker's one clock (Kafka's Time), given to every component that reads the time or waits on it
+        self.clock: Clock = SYSTEM_CLOCK
         self.ibp = InterBrokerProtocolVersion.parse(config.get("inter.broker.protocol.version"))
         self.zk: Optional[KafkaZkClient] = None
         #: blocking ZooKeeper calls run here, never on the disk I/O workers
@@ -198,7 +200,7 @@ class BrokerServer:
         self.listener_security = build_listener_security(start_cfg, self.credential_cache,
                                                          self._token_scram_lookup())
         self.quotas = QuotaManagers(int(start_cfg.get("quota.window.num")),
-                                    int(start_cfg.get("quota.window.size.seconds")))
+                                    int(start_cfg.get("quota.window.size.seconds")), clock=self.clock)
         self.throttler = RequestThrottler(self.quotas)
         self.client_quota_admin = ClientQuotaAdmin(zk, self.zk_calls)
         self.scram_admin = ScramCredentialAdmin(zk, self.zk_calls)
@@ -216,7 +218,7 @@ class BrokerServer:
         replica_config = ReplicaConfig.from_props(cfg.get)
         self.to_controller = BrokerToControllerChannel(self._channel("to-controller"), self._controller_node)
         self.replica_manager = rm = ReplicaManager(
-            self.broker_id, self.log_manager, io_threads=min(4, int(cfg.get("num.io.threads"))),
+            self.broker_id, self.log_manager, io_threads=min(4, int(cfg.get("num.io.threads"))), clock=self.clock,
             config=replica_config,
             alter_partition_manager=self._alter_partition_manager(),
             channel_factory=self._channel, broker_epoch=self._broker_epoch,
@@ -250,8 +252,8 @@ class BrokerServer:
         self.group_coordinator = GroupCoordinator(
             self.config, OffsetsTopicIO(rm, self.coordinator_loader,
                                         required_acks=cfg.get("offsets.commit.required.acks"),
-                                        commit_timeout_ms=cfg.get("offsets.commit.timeout.ms")), self.admin,
-            verifier=_WhenEnabled(self.txn_verifier, verifying))
+                                        commit_timeout_ms=cfg.get("offsets.commit.timeout.ms"), clock=self.clock),
+            self.admin, verifier=_WhenEnabled(self.txn_verifier, verifying), clock=self.clock)
         self.group_coordinator.start()
         rm.add_leadership_listener(self.group_coordinator)
         # markers on __consumer_offsets settle the group coordinator's pending transactional offsets
@@ -260,9 +262,9 @@ class BrokerServer:
         self.txn_coordinator.start()
         rm.add_leadership_listener(self.txn_coordinator)
         self.controller = KafkaController(ControllerConfig.from_kafka_config(cfg, self.broker_id), zk,
-                                          self._channel, loop, clock=SYSTEM_CLOCK)
+                                          self._channel, loop, clock=self.clock)
         self.token_manager = DelegationTokenManager(TokenConfig.from_config(cfg.get), zk, self.zk_calls,
-                                                    self.token_cache, self.controller, clock=SYSTEM_CLOCK)
+                                                    self.token_cache, self.controller, clock=self.clock)
         self.dispatcher = RequestDispatcher(self._build_registry(), self.throttler,
                                             self.metrics_endpoint.requests if self.metrics_endpoint else None)
         self.dynamic_config.add_topic_overrides_listener(self._on_topic_overrides)
@@ -278,9 +280,10 @@ class BrokerServer:
                                           cfg.get("socket.send.buffer.bytes"), cfg.get("socket.receive.buffer.bytes"),
                                           self._connection_limits(),
                                           DescriptorBudget(lambda: int(self.config.current.get("broker.fd.reserve")),
-                                                           clock=SYSTEM_CLOCK),
+                                                           clock=self.clock),
                                           listen_backlog=int(cfg.get("socket.listen.backlog.size")),
-                                          connections_max_idle_ms=int(cfg.get("connections.max.idle.ms")))
+                                          connections_max_idle_ms=int(cfg.get("connections.max.idle.ms")),
+                                          clock=self.clock)
         # Ports are bound now (the registration advertises them); requests are processed only once registered,
         # as Kafka's enableRequestProcessing: a restarted broker waiting for its stale registration to expire
         # must not answer clients (UNKNOWN_TOPIC_OR_PARTITION for partitions whose logs it holds) meanwhile.
@@ -335,7 +338,7 @@ class BrokerServer:
         cache = AclCache()
         authorizer = AclAuthorizer(cache, parse_super_users(cfg.get("super.users")),
                                    bool(cfg.get("allow.everyone.if.no.acl.found")))
-        self.acl_store = ZkAclStore(self.zk, self.zk_calls, cache)
+        self.acl_store = ZkAclStore(self.zk, self.zk_calls, cache, clock=self.clock)
         await self.acl_store.start()
         self.authz = AclAuthz(authorizer, self.acl_store)
         log.info("Authorizer %s enabled (%d ACLs, super users: %s, allow.everyone.if.no.acl.found=%s)", name,
@@ -415,10 +418,11 @@ class BrokerServer:
         markers = TransactionMarkerChannelManager(
             self._channel("txn-marker-sender"), metadata_leader_lookup(self.metadata, self._broker_node),
             request_version=1 if self.ibp.is_at_least("2.8-IV0") else 0,
-            request_timeout_ms=int(cfg.get("request.timeout.ms")))
+            request_timeout_ms=int(cfg.get("request.timeout.ms")), clock=self.clock)
         io = OffsetsTopicIO(rm, self.txn_loader, topic=TRANSACTION_STATE_TOPIC_NAME, required_acks=-1,
-                            commit_timeout_ms=int(cfg.get("request.timeout.ms")))
-        return TransactionCoordinator(self.config, io, self.admin, self.producer_ids, leader_epoch, markers)
+                            commit_timeout_ms=int(cfg.get("request.timeout.ms")), clock=self.clock)
+        return TransactionCoordinator(self.config, io, self.admin, self.producer_ids, leader_epoch, markers,
+                                      clock=self.clock)
 
     def _alter_partition_manager(self) -> Any:
         """How leaders change their ISR: AlterPartition to the controller from IBP 2.7-IV2 (KIP-497), before
@@ -428,7 +432,7 @@ class BrokerServer:
                                          self._controller_node)
         assert self.zk is not None
         return ZkAlterPartitionManager(self.broker_id, self.zk, self.zk_calls,
-                                       lambda: self._replicas().controller_epoch, clock=SYSTEM_CLOCK)
+                                       lambda: self._replicas().controller_epoch, clock=self.clock)
 
     async def _allocate_producer_ids(self) -> Tuple[int, int]:
         """The next producer-id block: from the controller at IBP >= 3.0 (KIP-730), else from ZooKeeper."""
@@ -458,7 +462,7 @@ class BrokerServer:
             lambda name, n, rf, configs: admin.ensure_internal_topic(name, n, rf, configs),
             request_timeout_ms=int(cfg.get("request.timeout.ms")),
             retry_timeout_ms=int(rlmm_cfg["remote.log.metadata.initialization.retry.max.timeout.ms"]),
-            retry_interval_ms=int(rlmm_cfg["remote.log.metadata.initialization.retry.interval.ms"]))
+            retry_interval_ms=int(rlmm_cfg["remote.log.metadata.initialization.retry.interval.ms"]), clock=self.clock)
         return TieredStorage(
             self.broker_id, load_remote_storage_manager(cfg, self.broker_id), port, rlmm_cfg,
             lambda t, p: lm.tiered_log((t, p)),
@@ -476,7 +480,7 @@ class BrokerServer:
     def _make_log_manager(self, default_log_config: LogConfig, cluster_id: str) -> Any:
         cfg = self.config.current
         return LogManager(cfg.log_dirs, default_log_config, broker_id=self.broker_id, cluster_id=cluster_id,
-                          clock=SYSTEM_CLOCK, initial_offline_dirs=self._initial_offline_dirs,
+                          clock=self.clock, initial_offline_dirs=self._initial_offline_dirs,
                           retention_check_interval_ms=cfg.get("log.retention.check.interval.ms"),
                           initial_task_delay_ms=cfg.get("log.initial.task.delay.ms"),
                           flush_check_interval_ms=cfg.get("log.flush.scheduler.interval.ms"),

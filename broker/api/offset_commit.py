@@ -1,7 +1,6 @@
 """OffsetCommit: store a group's consumed positions in ``__consumer_offsets``."""
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any, Dict, Optional, Set, Tuple
 
 from broker.api.authz import Authz
@@ -29,7 +28,7 @@ async def handle(ctx: "RequestContext", request: Any, *,
                                                  "error_code": ErrorCode.GROUP_AUTHORIZATION_FAILED}
                                                 for p in t.partitions]} for t in request.topics]}
         readable = authz.filter_allowed(ctx, AclOperation.READ, ResourceType.TOPIC, [t.name for t in request.topics])
-    now = int(time.time() * 1000)
+    now = coordinator.clock.wall_ms()  # the commit timestamp: the coordinator's wall clock
     retention_ms = getattr(request, "retention_time_ms", -1) if 2 <= version <= 4 else -1
     errors: Dict[Tuple[str, int], int] = {}
     offsets: Dict[Tuple[str, int], OffsetAndMetadata] = {}

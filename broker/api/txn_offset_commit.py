@@ -9,7 +9,6 @@ the COMMIT marker lands (and ``require_stable`` fetches see UNSTABLE_OFFSET_COMM
 """
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Set, Tuple
 
 from broker.api.authz import Authz
@@ -50,7 +49,7 @@ async def handle(ctx: "RequestContext", request: Any, *,
         whole = ErrorCode.INVALID_GROUP_ID  # Kafka's validateGroupStatus for this API: a group id is required
     if whole is not None:
         return _answer(order, {(name, i): whole for name, idxs in order for i in idxs})
-    now = int(time.time() * 1000)
+    now = coordinator.clock.wall_ms()  # the commit timestamp: the coordinator's wall clock
     errors: Dict[Tuple[str, int], int] = {}
     offsets: Dict[Tuple[str, int], OffsetAndMetadata] = {}
     for t in request.topics:

@@ -13,7 +13,8 @@ PREFIXED), and a persistent sequential change notification per update (``/kafka-
   deleted while processing, as Kafka's ZkNodeChangeNotificationListener does (changeExpirationMs).
 - Writes (CreateAcls/DeleteAcls on this broker, Kafka's updateResourceAcls): read the pattern's znode and its
   version, compute the new set, then compare-and-set it (create when absent, delete when the set becomes empty);
-  on a version conflict re-read and retry, up to 10 retries with 100-150 ms back-off. A change is announced with
+  on a version conflict re-read and retry, up to 10 retries with 100-150 ms back-off (waited on the store's Clock on
+  the event loop, not by the ZooKeeper thread). A change is announced with
   a change notification, and this broker's cache is updated before the call returns, so the client's next request
   here already sees it (other brokers follow their watch).
 
@@ -27,7 +28,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import random
-import time
 from typing import TYPE_CHECKING, Any, Callable, Dict, FrozenSet, Iterable, List, Optional, Set, Tuple
 
 from broker.errors import ErrorCode
@@ -37,6 +37,7 @@ from broker.security.acl_zk_format import (CHANGE_SEQUENCE_PREFIX, EXTENDED_CHAN
                                            acl_path, change_notification, decode_acls, encode_acls,
                                            parse_change_notification, resource_type_dir, store_root, store_roots)
 from broker.security.authorizer import AclCache
+from broker.util.clock import SYSTEM_CLOCK, Clock
 
 if TYPE_CHECKING:
     from broker.util.executor import NamedExecutor
@@ -94,15 +95,15 @@ class ZkAclStore:
 
     def __init__(self, zk: "KafkaZkClient", zk_calls: "NamedExecutor", cache: AclCache, *,
                  change_expiration_ms: int = CHANGE_EXPIRATION_MS, write_timeout_s: float = WRITE_TIMEOUT_S,
-                 clock_ms: Callable[[], float] = lambda: time.time() * 1000.0,
-                 sleep: Callable[[float], None] = time.sleep) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.zk = zk
         self.zk_calls = zk_calls
         self.cache = cache
         self.change_expiration_ms = change_expiration_ms
         self.write_timeout_s = write_timeout_s
-        self._clock_ms = clock_ms
-        self._sleep = sleep
+        #: wall_ms: the notification purge against ZooKeeper's ctimes; the write timeout and the backoff between
+        #: compare-and-set retries are its timers on the event loop (no thread sleeps)
+        self.clock = clock
         self._lock = asyncio.Lock()
         self._last_seq: Dict[str, int] = {p: -1 for p in CHANGE_PATHS}
         #: creation time (ms) of each notification seen, per notification path, for the 15-minute purge
@@ -219,32 +220,42 @@ class ZkAclStore:
             self.zk.delete_if_version(f"{parent}/{name}", -1)
 
     # ------------------------------------------------------------------ ZooKeeper writes (zk-call thread)
-    def _update(self, pattern: ResourcePattern, transform: Callable[[_Entries], Iterable[AccessControlEntry]]
-                ) -> Tuple[_Entries, _Entries]:
-        """Kafka's updateResourceAcls: compare-and-set the pattern's znode to transform(current ACLs), retrying on
-        concurrent changes; announce a real change. Returns (ACLs before, ACLs after)."""
+    def _try_update(self, pattern: ResourcePattern, transform: Callable[[_Entries], Iterable[AccessControlEntry]],
+                    last: bool) -> Optional[Tuple[_Entries, _Entries]]:
+        """One attempt of Kafka's updateResourceAcls: compare-and-set the pattern's znode to transform(current ACLs)
+        and announce a real change. Returns (ACLs before, ACLs after), or None after a concurrent change (read again
+        and retry after a backoff; the ``last`` attempt raises instead)."""
         path = acl_path(pattern)
         current, version = self._read_versioned(pattern)
-        for attempt in range(MAX_UPDATE_RETRIES + 1):
-            new = frozenset(transform(current))
-            if new:
-                ok = (self.zk.set_data_if_version(path, encode_acls(new), version) if version is not None
-                      else self.zk.create_if_absent(path, encode_acls(new)))
-            else:
-                ok = self.zk.delete_if_version(path, version) if version is not None else True
-            if ok:
-                break
-            if attempt == MAX_UPDATE_RETRIES:
+        new = frozenset(transform(current))
+        if new:
+            ok = (self.zk.set_data_if_version(path, encode_acls(new), version) if version is not None
+                  else self.zk.create_if_absent(path, encode_acls(new)))
+        else:
+            ok = self.zk.delete_if_version(path, version) if version is not None else True
+        if not ok:
+            if last:
                 raise AclUpdateError(f"Failed to update ACLs for {pattern} after trying a maximum of "
                                      f"{MAX_UPDATE_RETRIES} times")
             log.debug("Failed to update ACLs for %s at version %s; reading them again and retrying", pattern, version)
-            self._sleep((RETRY_BACKOFF_MS + random.randrange(RETRY_BACKOFF_JITTER_MS)) / 1000.0)
-            current, version = self._read_versioned(pattern)
+            return None
         if new != current:
             parent, data = change_notification(pattern)
             self.zk.create_sequential(f"{parent}/{CHANGE_SEQUENCE_PREFIX}", data)
             log.info("Updated ACLs for %s (%d ACLs)", pattern, len(new))
         return current, new
+
+    async def _update(self, pattern: ResourcePattern, transform: Callable[[_Entries], Iterable[AccessControlEntry]]
+                      ) -> Tuple[_Entries, _Entries]:
+        """Kafka's updateResourceAcls: attempts on the zk-call thread, retried on concurrent changes after a backoff
+        on the clock (Kafka's retryBackoffMs plus jitter)."""
+        attempt = 0
+        while True:
+            done = await self.zk_calls.run(self._try_update, pattern, transform, attempt == MAX_UPDATE_RETRIES)
+            if done is not None:
+                return done
+            attempt += 1
+            await self.clock.sleep_ms(RETRY_BACKOFF_MS + random.randrange(RETRY_BACKOFF_JITTER_MS))
 
     # ------------------------------------------------------------------ writes (event loop)
     async def create_acls(self, bindings: List[AclBinding]) -> List[Optional[AclError]]:
@@ -299,8 +310,7 @@ class ZkAclStore:
     async def _write(self, pattern: ResourcePattern, transform: Callable[[_Entries], Iterable[AccessControlEntry]]
                      ) -> Tuple[_Entries, _Entries]:
         """Run one update in ZooKeeper (bounded) and apply its outcome to the cache (caller holds the lock)."""
-        before, after = await asyncio.wait_for(self.zk_calls.run(self._update, pattern, transform),
-                                               self.write_timeout_s)
+        before, after = await self.clock.wait_for_ms(self._update(pattern, transform), self.write_timeout_s * 1000.0)
         self.cache.replace(pattern, after)
         return before, after
 
@@ -346,7 +356,7 @@ class ZkAclStore:
             if not self._stopping:
                 log.warning("Processing ACL change notifications failed (%s: %s); retrying in %.0f s",
                             type(exc).__name__, exc, RETRY_PROCESSING_S)
-                asyncio.get_running_loop().call_later(RETRY_PROCESSING_S, self._kick)
+                self.clock.call_later_ms(RETRY_PROCESSING_S * 1000.0, self._kick)
         finally:
             self._task = None
 
@@ -368,7 +378,7 @@ class ZkAclStore:
 
     async def _purge(self, parent: str) -> None:
         """Delete the notifications of `parent` created more than change_expiration_ms ago (caller holds the lock)."""
-        cutoff = self._clock_ms() - self.change_expiration_ms
+        cutoff = self.clock.wall_ms() - self.change_expiration_ms
         ctimes = self._ctimes[parent]
         old = sorted(name for name, ctime in ctimes.items() if ctime < cutoff)
         if not old:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import gc
 import threading
-import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator, List, NamedTuple, Optional, Sequence, Tuple
 
@@ -32,6 +31,7 @@ from broker.accel import varint as _varint
 from broker.errors import KafkaError, error_for_code
 from broker.protocol.records.batch_info import TRANSACTIONAL_MASK
 from broker.protocol.records.builder import encode_batch
+from broker.util.clock import SYSTEM_CLOCK, Clock
 from broker.util.executor import NamedExecutor
 
 if TYPE_CHECKING:
@@ -83,8 +83,11 @@ class LoadedRecord(NamedTuple):
 
 class OffsetsTopicIO:
     def __init__(self, replica_manager: "ReplicaManager", loader: NamedExecutor,
-                 topic: str = GROUP_METADATA_TOPIC_NAME, required_acks: int = -1, commit_timeout_ms: int = 5000) -> None:
+                 topic: str = GROUP_METADATA_TOPIC_NAME, required_acks: int = -1, commit_timeout_ms: int = 5000,
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.replica_manager = replica_manager
+        #: the batches' timestamps (wall_ms, as Kafka's time.milliseconds() in the coordinator's appends)
+        self.clock = clock
         self.loader = loader
         self.topic = topic
         #: offsets.commit.required.acks / offsets.commit.timeout.ms: a commit is answered once replicated
@@ -100,7 +103,7 @@ class OffsetsTopicIO:
         Raises the KafkaError of the append's error code (e.g. NOT_LEADER_OR_FOLLOWER), which the
         coordinator maps as Kafka does (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE...).
         """
-        batch = coordinator_batch(records, int(time.time() * 1000), base_sequence=base_sequence)
+        batch = coordinator_batch(records, self.clock.wall_ms(), base_sequence=base_sequence)
         tp = (self.topic, partition)
         result = (await self.replica_manager.append_records(self.required_acks, {tp: batch},
                                                             timeout_ms=self.commit_timeout_ms))[tp]
@@ -120,7 +123,7 @@ class OffsetsTopicIO:
         Built at sequence 0 like Kafka's, and appended with the coordinator's origin, which skips the
         client sequence check but keeps the producer epoch check (a fenced producer is refused).
         """
-        batch = coordinator_batch(records, int(time.time() * 1000), producer_id, producer_epoch, 0, True)
+        batch = coordinator_batch(records, self.clock.wall_ms(), producer_id, producer_epoch, 0, True)
         tp = (self.topic, partition)
         result = (await self.replica_manager.append_records(self.required_acks, {tp: batch},
                                                             timeout_ms=self.commit_timeout_ms,

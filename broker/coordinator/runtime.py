@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Dict, Generic, Optional, Protocol, Sequence, Set, Tuple, TypeVar
 
 from broker.errors import ErrorCode, KafkaError
-from broker.util import clock
+from broker.util.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
@@ -124,14 +124,15 @@ class CoordinatorRuntime(Generic[S]):
                  on_loaded: Callable[[int, S, LoadSummary], None], on_unloaded: Callable[[int, Optional[S]], None],
                  leader_epoch: Optional[Callable[[int], int]] = None,
                  load_buffer_bytes: Callable[[], int] = lambda: 5 * 1024 * 1024,
-                 mono_ms: Callable[[], int] = clock.mono_ms) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.name = name
         self.topic = topic
         self.log = log_io
         self._hooks: _Hooks[S] = _Hooks(new_shard, on_loaded, on_unloaded)
         self._leader_epoch = leader_epoch
         self._load_buffer_bytes = load_buffer_bytes
-        self._mono_ms = mono_ms
+        #: the coordinator's clock (the load's elapsed ms in its LoadSummary)
+        self.clock = clock
         self._contexts: Dict[int, _Context[S]] = {}
         #: the active shards by partition (the view the coordinators read)
         self.shards: Dict[int, S] = {}
@@ -166,7 +167,7 @@ class CoordinatorRuntime(Generic[S]):
 
     async def _load(self, ctx: _Context[S]) -> None:
         p = ctx.partition
-        started = self._mono_ms()
+        started = self.clock.mono_ms()
         try:
             in_flight = list(self._appending.get(p, ()))
             if in_flight:
@@ -177,7 +178,7 @@ class CoordinatorRuntime(Generic[S]):
                 return
             ctx.shard = shard
             self.shards[p] = shard
-            self._hooks.on_loaded(p, shard, LoadSummary(records, end, self._mono_ms() - started, ctx.epoch))
+            self._hooks.on_loaded(p, shard, LoadSummary(records, end, self.clock.mono_ms() - started, ctx.epoch))
         except asyncio.CancelledError:
             raise
         except Exception:

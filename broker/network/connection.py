@@ -16,7 +16,7 @@ exists only while the socket pushes back), no closure, and no second descriptor 
 through a dup of the socket's descriptor made for one response and closed after it, so an idle
 consumer does not hold two descriptors).
 
-``connections.max.idle.ms``: :attr:`KafkaConnection.last_active` (monotonic seconds) moves with
+``connections.max.idle.ms``: :attr:`KafkaConnection.last_active` (the clock's mono_ms) moves with
 every read and every written response; the socket server closes connections idle longer.
 
 Loop affinity: everything here runs on the broker's event loop.
@@ -81,7 +81,7 @@ class KafkaConnection(asyncio.Protocol):
         #: set while the transport's buffer is above its high-water mark and someone waits for it to drain
         self._write_ready: Optional[asyncio.Future[None]] = None
         self._paused_writing = False
-        self.last_active = time.monotonic()
+        self.last_active = self._clock.mono_ms()
         #: the IP the socket server counts this connection against (max.connections.per.ip)
         self.client_ip = ""
 
@@ -112,7 +112,7 @@ class KafkaConnection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         if self._closed:
             return
-        self.last_active = time.monotonic()
+        self.last_active = self._clock.mono_ms()
         framer = self._framer
         if framer is None:
             framer = self._framer = RequestFramer(self._max_request_bytes)
@@ -191,7 +191,7 @@ class KafkaConnection(asyncio.Protocol):
                     await self._clock.sleep_ms(throttle_ms)
                 self.context.received_ns = time.monotonic_ns()  # a pipelined request counts as read only now
             self._queue = None
-            self.last_active = time.monotonic()
+            self.last_active = self._clock.mono_ms()
             self._unmute()
         except Exception:  # a bug in a handler must not kill the broker
             log.exception("Unexpected error on connection %s; closing it",

@@ -42,12 +42,12 @@ import functools
 import logging
 import socket
 import ssl
-import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional, Set
 
 from broker.network.bind_check import REUSE_ADDRESS
 from broker.network.connection import KafkaConnection
+from broker.util.clock import SYSTEM_CLOCK, Clock
 from broker.util.fd_budget import REFUSAL_LOG_INTERVAL_S, DescriptorBudget
 
 if TYPE_CHECKING:
@@ -117,12 +117,15 @@ class SocketServer:
     def __init__(self, dispatcher: "RequestDispatcher", listeners: List[ListenerSpec], max_request_bytes: int,
                  send_buffer_bytes: int = 102400, receive_buffer_bytes: int = 102400,
                  limits: Optional[ConnectionLimits] = None, budget: Optional[DescriptorBudget] = None,
-                 listen_backlog: int = 50, connections_max_idle_ms: int = 600000) -> None:
+                 listen_backlog: int = 50, connections_max_idle_ms: int = 600000, clock: Clock = SYSTEM_CLOCK) -> None:
         self._dispatcher = dispatcher
+        #: idle times (connections.max.idle.ms, on mono_ms as Kafka's Selector on nanoTime), creation-rate and
+        #: quota delays, and the connections' throttles
+        self.clock = clock
         #: None: no descriptor reserve (tests of other things)
         self.budget = budget
         self._listen_backlog = max(1, listen_backlog)
-        self._idle_s = connections_max_idle_ms / 1000.0
+        self._idle_ms = int(connections_max_idle_ms)
         self._idle_task: Optional["asyncio.Task[None]"] = None
         self._accept_errors = _AcceptErrorLog(self)
         self._listeners = listeners
@@ -173,7 +176,7 @@ class SocketServer:
             self._servers.append(server)
             log.info("Listening on %s://%s:%d (%s)", spec.name, spec.host or "0.0.0.0", port, spec.security_protocol)
         self._accept_errors.install(loop)
-        if self._idle_s > 0 and self._idle_task is None:
+        if self._idle_ms > 0 and self._idle_task is None:
             self._idle_task = loop.create_task(self._close_idle_connections(), name="connections-max-idle")
 
     async def enable_request_processing(self) -> None:
@@ -190,15 +193,15 @@ class SocketServer:
     async def _close_idle_connections(self) -> None:
         """connections.max.idle.ms, as Kafka's Selector: a connection with nothing read or written for that long,
         and no request in the broker, is closed."""
-        interval = min(30.0, max(0.05, self._idle_s / 10))
+        interval_ms = min(30_000.0, max(50.0, self._idle_ms / 10))
         while True:
-            await asyncio.sleep(interval)
-            cutoff = time.monotonic() - self._idle_s
+            await self.clock.sleep_ms(interval_ms)
+            cutoff = self.clock.mono_ms() - self._idle_ms
             idle = [c for c in self._connections if c.last_active < cutoff and not c.busy]
             for conn in idle:
                 if log.isEnabledFor(logging.DEBUG):
                     log.debug("Closing connection %s: idle for more than %d ms (connections.max.idle.ms)",
-                              conn.context.connection_id if conn.context else "?", int(self._idle_s * 1000))
+                              conn.context.connection_id if conn.context else "?", self._idle_ms)
                 conn.close()
 
     async def stop(self) -> None:
@@ -242,7 +245,7 @@ class SocketServer:
             self._total = max(0, self._total - 1)
 
     def _creation_delay_s(self, spec: ListenerSpec) -> float:
-        return self._gates[spec.name].delay_s(self._limits.max_creation_rate(), asyncio.get_running_loop().time())
+        return self._gates[spec.name].delay_s(self._limits.max_creation_rate(), self.clock.mono_ms() / 1000.0)
 
     def _make_connection(self, spec: ListenerSpec, ip: str) -> KafkaConnection:
         """A Kafka connection counted in its IP's and the broker's connections (and the descriptor budget) until
@@ -250,7 +253,7 @@ class SocketServer:
         four more objects for the garbage collector to walk, ten thousand times over."""
         conn = KafkaConnection(self._dispatcher, spec.name, self._max_request_bytes, on_close=self._on_close,
                                security_protocol=spec.security_protocol,
-                               authenticator_factory=spec.authenticator_factory)
+                               authenticator_factory=spec.authenticator_factory, clock=self.clock)
         conn.client_ip = ip
         self._connections[conn] = spec
         return conn
@@ -318,7 +321,7 @@ class _AcceptErrorLog:
         if context.get("message") == _ACCEPT_OUT_OF_RESOURCES:  # (uvloop: libuv accepts and closes them instead)
             self._count += 1
             self._failed_ever = True
-            now = time.monotonic()
+            now = self._server.clock.mono_ms() / 1000.0
             if now - self._logged_at >= REFUSAL_LOG_INTERVAL_S:
                 port = None
                 sock = context.get("socket")
@@ -422,13 +425,13 @@ class _Acceptor(asyncio.Protocol):
         conn: Optional[KafkaConnection] = None
         try:
             if delay_s > 0:  # max.connection.creation.rate: nothing of this connection is read until then
-                await asyncio.sleep(delay_s)
+                await self.server.clock.sleep_ms(delay_s * 1000.0)
             if ip_delay_ms is None:
                 ip_delay_ms = self.server._limits.ip_creation_delay_ms(self.ip)
             if ip_delay_ms > 0:
                 log.info("Closing connection from %s after %d ms: its IP exceeded its connection_creation_rate "
                          "quota", self.ip, ip_delay_ms)
-                await asyncio.sleep(ip_delay_ms / 1000.0)
+                await self.server.clock.sleep_ms(ip_delay_ms)
                 transport.close()
                 self._release()
                 return

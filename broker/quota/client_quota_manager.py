@@ -21,12 +21,12 @@ observed byte-rate Kafka reports.
 from __future__ import annotations
 
 import logging
-import time
 from typing import Dict, List, Optional, Tuple
 
 from broker.quota.entity import (CLIENT_QUOTA_KEYS, CONTROLLER_MUTATION_RATE, CONSUMER_BYTE_RATE, PRODUCER_BYTE_RATE,
                                  REQUEST_PERCENTAGE, MetricTags, QuotaEntity, QuotaOverrides)
 from broker.quota.connection_quotas import IpConnectionRateQuotas
+from broker.util.clock import SYSTEM_CLOCK, Clock
 from broker.quota.rate import SampledRate, TokenBucket
 
 log = logging.getLogger(__name__)
@@ -34,16 +34,14 @@ log = logging.getLogger(__name__)
 INACTIVE_EXPIRY_MS = 3600 * 1000
 
 
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
-
-
 class ClientQuotaManager:
     """One quota key's enforcement: `record()` returns the throttle time in ms (0 when within quota)."""
 
     def __init__(self, quota_key: str, samples: int, window_seconds: int, *, max_throttle_ms: Optional[int] = None,
-                 ) -> None:
+                 clock: Clock = SYSTEM_CLOCK) -> None:
         self.quota_key = quota_key
+        #: the windows' and buckets' time: mono_ms (the throttle a client earns is waited on the monotonic clock)
+        self.clock = clock
         self.samples = samples
         self.window_ms = window_seconds * 1000
         self.max_throttle_ms = max_throttle_ms
@@ -91,7 +89,7 @@ class ClientQuotaManager:
         bound = self.overrides.limit(tags)
         if bound is None:
             return 0
-        t = now_ms() if now is None else now
+        t = self.clock.mono_ms() if now is None else now
         rate, bucket, _ = self._measures(tags, bound, t)
         rate.record(value, t)
         bucket.record(value, t)
@@ -110,7 +108,7 @@ class ClientQuotaManager:
         bound = self.overrides.limit(tags) if tags is not None else None
         if tags is None or bound is None:
             return
-        t = now_ms() if now is None else now
+        t = self.clock.mono_ms() if now is None else now
         rate, bucket, _ = self._measures(tags, bound, t)
         rate.record(-value, t)
         bucket.record(-value, t)
@@ -122,7 +120,7 @@ class ClientQuotaManager:
 
     def report(self, now: Optional[int] = None) -> List[str]:
         """One line per group of connections measured: who, observed rate, quota, throttle time so far."""
-        t = now_ms() if now is None else now
+        t = self.clock.mono_ms() if now is None else now
         lines = []
         for tags, (rate, _bucket, _last) in sorted(self._rates.items()):
             bound = self.overrides.limit(tags)
@@ -135,7 +133,7 @@ class ClientQuotaManager:
     def observed_rate(self, user: str, client_id: str, now: Optional[int] = None) -> float:
         tags = self.overrides.metric_tags(user, client_id)
         entry = self._rates.get(tags) if tags is not None else None
-        return entry[0].measure(now_ms() if now is None else now) if entry else 0.0
+        return entry[0].measure(self.clock.mono_ms() if now is None else now) if entry else 0.0
 
 
 class ControllerMutationQuotaManager:
@@ -145,8 +143,10 @@ class ControllerMutationQuotaManager:
     the bucket is empty (THROTTLING_QUOTA_EXCEEDED); older versions are permissive: recorded, never refused.
     """
 
-    def __init__(self, samples: int, window_seconds: int) -> None:
+    def __init__(self, samples: int, window_seconds: int, clock: Clock = SYSTEM_CLOCK) -> None:
         self.samples = samples
+        #: the buckets' time (mono_ms)
+        self.clock = clock
         self.window_ms = window_seconds * 1000
         self.overrides = QuotaOverrides()
         self._buckets: Dict[MetricTags, TokenBucket] = {}
@@ -180,14 +180,14 @@ class ControllerMutationQuotaManager:
         """Strict check before a mutation: is the bucket already empty?"""
         if not self.overrides:
             return False
-        t = now_ms() if now is None else now
+        t = self.clock.mono_ms() if now is None else now
         bucket = self._bucket(user, client_id, t)
         return bucket is not None and bucket.tokens(t) < 0
 
     def record(self, user: str, client_id: str, partitions: int, now: Optional[int] = None) -> None:
         if not self.overrides or partitions <= 0:
             return
-        t = now_ms() if now is None else now
+        t = self.clock.mono_ms() if now is None else now
         bucket = self._bucket(user, client_id, t)
         if bucket is not None:
             bucket.record(partitions, t)
@@ -195,7 +195,7 @@ class ControllerMutationQuotaManager:
     def throttle_time_ms(self, user: str, client_id: str, now: Optional[int] = None) -> int:
         if not self.overrides:
             return 0
-        t = now_ms() if now is None else now
+        t = self.clock.mono_ms() if now is None else now
         bucket = self._bucket(user, client_id, t)
         return 0 if bucket is None else bucket.throttle_time_ms(t)
 
@@ -203,14 +203,14 @@ class ControllerMutationQuotaManager:
 class QuotaManagers:
     """Kafka's QuotaFactory: the client quota managers of one broker, updated from /config/users and /clients."""
 
-    def __init__(self, samples: int = 11, window_seconds: int = 1) -> None:
-        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, samples, window_seconds)
-        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, samples, window_seconds)
+    def __init__(self, samples: int = 11, window_seconds: int = 1, clock: Clock = SYSTEM_CLOCK) -> None:
+        self.produce = ClientQuotaManager(PRODUCER_BYTE_RATE, samples, window_seconds, clock=clock)
+        self.fetch = ClientQuotaManager(CONSUMER_BYTE_RATE, samples, window_seconds, clock=clock)
         # request time is capped at one window, as Kafka's ClientRequestQuotaManager does
         self.request = ClientQuotaManager(REQUEST_PERCENTAGE, samples, window_seconds,
-                                          max_throttle_ms=window_seconds * 1000)
-        self.controller_mutation = ControllerMutationQuotaManager(samples, window_seconds)
-        self.ip_connections = IpConnectionRateQuotas(window_seconds)
+                                          max_throttle_ms=window_seconds * 1000, clock=clock)
+        self.controller_mutation = ControllerMutationQuotaManager(samples, window_seconds, clock=clock)
+        self.ip_connections = IpConnectionRateQuotas(window_seconds, clock=clock)
         self._applied: Dict[QuotaEntity, Dict[str, float]] = {}
 
     def apply_ip(self, ip: str, rate: Optional[float]) -> None:

@@ -11,11 +11,11 @@ from __future__ import annotations
 import ipaddress
 import math
 import socket
-import time
 from typing import Dict, Optional
 
 from broker.config.types import ConfigError
 from broker.quota.entity import DEFAULT
+from broker.util.clock import SYSTEM_CLOCK, Clock
 
 
 def parse_ip_overrides(text: Optional[str]) -> Dict[str, int]:
@@ -59,8 +59,10 @@ def valid_ip_entity(name: str) -> bool:
 class IpConnectionRateQuotas:
     """connection_creation_rate per IP (explicit IP first, then <default>)."""
 
-    def __init__(self, window_seconds: int = 1) -> None:
+    def __init__(self, window_seconds: int = 1, clock: Clock = SYSTEM_CLOCK) -> None:
         self.window_s = float(window_seconds)
+        #: the buckets' time (mono_ms; ``delay_ms`` takes seconds)
+        self.clock = clock
         self._rates: Dict[str, float] = {}
         self._buckets: Dict[str, list] = {}  # ip -> [tokens, last time]
 
@@ -87,7 +89,7 @@ class IpConnectionRateQuotas:
         rate = self.quota(ip)
         if rate is None:
             return 0
-        t = time.monotonic() if now is None else now
+        t = self.clock.mono_ms() / 1000.0 if now is None else now
         burst = max(1.0, rate * self.window_s)
         b = self._buckets.get(ip)
         if b is None:

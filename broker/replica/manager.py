@@ -446,7 +446,8 @@ class ReplicaManager:
             if p is None or p.log is None or p.deleted:
                 errors[tp] = int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
             else:
-                entries[tp] = bytearray(end_txn_marker_batch(producer_id, producer_epoch, coordinator_epoch, committed))
+                entries[tp] = bytearray(end_txn_marker_batch(producer_id, producer_epoch, coordinator_epoch, committed,
+                                                             timestamp_ms=self.time.wall_ms()))
         if not entries:
             return errors
         results = await self.append_records(-1, entries, timeout_ms, is_from_client=False)

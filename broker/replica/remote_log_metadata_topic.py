@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from typing import Any, Awaitable, Callable, Dict, List, Mapping, Optional, Sequence, Tuple
 
 from broker.accel import record_batch
@@ -45,8 +44,9 @@ class BrokerMetadataTopic:
     def __init__(self, loop: asyncio.AbstractEventLoop, channel: BrokerChannel, leader_of: LeaderLookup,
                  ensure_topic: EnsureTopic, *, request_timeout_ms: int = 30000, retry_timeout_ms: int = 120000,
                  retry_interval_ms: int = 100, clock: Clock = SYSTEM_CLOCK) -> None:
-        """``clock``: its ``mono_ms()`` bounds the retries (retry_timeout_ms). The interval between two attempts is a
-        blocking sleep of the calling thread (a RemoteLogManager thread: the Clock's timers are the event loop's)."""
+        """``clock``: its ``mono_ms()`` bounds the retries (retry_timeout_ms), and the interval between two attempts is
+        its ``sleep_ms`` on the event loop, which the calling thread (a RemoteLogManager thread) waits for as for any
+        call here: a ManualClock's ``advance`` releases it, no real time passes."""
         self._loop = loop
         self._clock = clock
         self._channel = channel
@@ -87,7 +87,7 @@ class BrokerMetadataTopic:
             last = value
             if clock.mono_ms() >= deadline or self._closed:
                 raise RemoteStorageException(f"{what} did not succeed within {self.retry_timeout_ms} ms: {last}")
-            time.sleep(self.retry_interval_ms / 1000.0)
+            self._run(clock.sleep_ms(self.retry_interval_ms))
 
     # ------------------------------------------------------------------ MetadataTopicPort
     def create_topic(self, name: str, num_partitions: int, replication_factor: int,
@@ -104,7 +104,7 @@ class BrokerMetadataTopic:
                     replication_factor)
 
     def append(self, topic: str, partition: int, value: bytes) -> int:
-        batch = bytes(build_batch([(None, value)]))
+        batch = bytes(build_batch([(None, value, [], self._clock.wall_ms())]))
 
         def attempt() -> Tuple[bool, Any]:
             node = self._leader_of(topic, partition)

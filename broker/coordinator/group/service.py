@@ -13,8 +13,11 @@ into the state on the loader thread (see OffsetsTopicIO.load and GroupCoordinato
 session timers move later lazily instead of being re-armed by every heartbeat and commit (_apply);
 an expiry pass looks at a slice of groups at a time (expire_offsets).
 
-Clocks: deadlines (session, join, sync) run on the monotonic clock (_mono_ms), the timestamps stored in the log
-and the offset expiry compared with them on the wall clock (_wall_ms), as Kafka does (see group/state.py).
+Clocks: one :class:`~broker.util.clock.Clock` (the broker's; a ManualClock in tests). Deadlines (session, join,
+sync) run on its monotonic reading and timers (mono_ms, call_later_ms), as Kafka's DelayedHeartbeat/DelayedJoin
+(SystemTimer on hiResClockMs), so a wall-clock jump neither expires members early nor keeps them late; the
+timestamps stored in ``__consumer_offsets`` and the offset expiry compared with them on its wall reading (wall_ms,
+Kafka's time.milliseconds()), as Kafka does (see group/state.py). The expiry interval is the clock's sleep.
 
 Loop affinity: everything runs on the broker's event loop; log reads and replays of a load run on the
 coordinator's loader thread.
@@ -34,7 +37,7 @@ from broker.coordinator.group.state import (C_OFFSET, GroupConfig, GroupCoordina
 from broker.coordinator.offsets_topic import DEFAULT_LOAD_BUFFER_BYTES, GROUP_METADATA_TOPIC_NAME, OffsetsTopicIO
 from broker.coordinator.runtime import CoordinatorRuntime, LoadSummary
 from broker.errors import ErrorCode
-from broker.util import clock
+from broker.util.clock import SYSTEM_CLOCK, Clock, Timer
 from broker.util.request_time import parked
 
 log = logging.getLogger(__name__)
@@ -45,18 +48,6 @@ _EXPECTED_APPEND_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, Error
                                      ErrorCode.KAFKA_STORAGE_ERROR, ErrorCode.REQUEST_TIMED_OUT})
 #: offsets looked at per slice of an expiry scan (see GroupCoordinator.expire_offsets)
 EXPIRY_SLICE_OFFSETS = 20000
-
-
-def _mono_ms() -> int:
-    """The clock of the session, join and sync deadlines: monotonic, as Kafka's DelayedHeartbeat/DelayedJoin timer
-    (SystemTimer on hiResClockMs), so a wall-clock jump neither expires members early nor keeps them late."""
-    return clock.mono_ms()
-
-
-def _wall_ms() -> int:
-    """The clock of what is stored in ``__consumer_offsets`` (current_state_timestamp) and compared with it (offset
-    expiry against commit timestamps): wall-clock, Kafka's time.milliseconds()."""
-    return clock.wall_ms()
 
 
 class ConfigSource(Protocol):
@@ -77,8 +68,10 @@ class GroupCoordinator:
     """One per broker; registered as a leadership listener of ``__consumer_offsets``."""
 
     def __init__(self, config: ConfigSource, io: OffsetsTopicIO, topics: InternalTopicCreator,
-                 verifier: Optional[PartitionVerifier] = None) -> None:
+                 verifier: Optional[PartitionVerifier] = None, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        #: deadlines and timers on mono_ms, stored timestamps and offset expiry on wall_ms (see the module doc)
+        self.clock = clock
         self.io = io
         self.topics = topics
         #: KIP-890 verification of TxnOffsetCommit's partition with the transaction coordinator (None: off)
@@ -87,11 +80,11 @@ class GroupCoordinator:
         self.runtime: CoordinatorRuntime[GroupCoordinatorState] = CoordinatorRuntime(
             "GroupCoordinator", GROUP_METADATA_TOPIC_NAME, io, self._new_shard, self._on_loaded, self._drop_shard,
             load_buffer_bytes=lambda: int(self._cfg("offsets.load.buffer.size", DEFAULT_LOAD_BUFFER_BYTES)),
-            mono_ms=lambda: _mono_ms())
+            clock=clock)
         #: the active shards by partition (the runtime's)
         self.shards: Dict[int, GroupCoordinatorState] = self.runtime.shards
         #: armed timers: (partition, key) -> (handle, the deadline it was armed for, ms)
-        self._timers: Dict[Tuple[int, TimerKey], Tuple[asyncio.TimerHandle, int]] = {}
+        self._timers: Dict[Tuple[int, TimerKey], Tuple[Timer, int]] = {}
         #: the latest deadline the state asked for per timer (may be later than the armed one; see _apply)
         self._deadlines: Dict[Tuple[int, TimerKey], int] = {}
         self._waiters: Dict[int, "asyncio.Future[Any]"] = {}
@@ -146,7 +139,7 @@ class GroupCoordinator:
 
     def _new_shard(self, partition: int, _epoch: int) -> GroupCoordinatorState:
         """A state to load into: it only notes each key's latest record until the end (see begin_loading)."""
-        state = GroupCoordinatorState(self.group_config(), wall_clock=lambda: _wall_ms())
+        state = GroupCoordinatorState(self.group_config(), wall_clock=self.clock.wall_ms)
         state.begin_loading()
         self._markers_while_loading.setdefault(partition, [])
         return state
@@ -156,7 +149,7 @@ class GroupCoordinator:
         for offset, producer_id, committed in self._markers_while_loading.pop(partition, []):
             if offset < 0 or offset >= load.end_offset:  # -1: offset not known
                 state.complete_txn(producer_id, committed)
-        self._apply(partition, state.finish_loading(_mono_ms()))
+        self._apply(partition, state.finish_loading(self.clock.mono_ms()))
         log.info("[GroupCoordinator] Loaded %d groups from %s-%d (%d records) in %d ms", len(state.groups),
                  GROUP_METADATA_TOPIC_NAME, partition, load.records, load.elapsed_ms)
 
@@ -218,18 +211,18 @@ class GroupCoordinator:
                         continue
                     armed[0].cancel()
                 if now < 0:
-                    now = _mono_ms()
+                    now = self.clock.mono_ms()
                 self._arm(k, deadline, now)
         self._deliver(out)
 
     def _arm(self, k: Tuple[int, TimerKey], deadline: int, now: int) -> None:
-        handle = asyncio.get_running_loop().call_later(max(0, deadline - now) / 1000.0, self._fire, k[0], k[1])
+        handle = self.clock.call_later_ms(max(0, deadline - now), lambda: self._fire(k[0], k[1]))
         self._timers[k] = (handle, deadline)
 
     def _fire(self, partition: int, key: TimerKey) -> None:
         k = (partition, key)
         self._timers.pop(k, None)
-        now = _mono_ms()
+        now = self.clock.mono_ms()
         deadline = self._deadlines.get(k)
         if deadline is not None and deadline > now:  # moved later since it was armed: sleep until then
             self._arm(k, deadline, now)
@@ -265,9 +258,9 @@ class GroupCoordinator:
             log.log(logging.DEBUG if code in _EXPECTED_APPEND_ERRORS else logging.WARNING,
                     "[GroupCoordinator] Appending %d records to %s-%d failed: %s", len(out.records),
                     GROUP_METADATA_TOPIC_NAME, partition, ErrorCode(code).name)
-            after = out.on_write_failed(_mono_ms(), code) if out.on_write_failed else None
+            after = out.on_write_failed(self.clock.mono_ms(), code) if out.on_write_failed else None
         else:
-            after = out.on_written(_mono_ms(), written.base_offset) if out.on_written else None
+            after = out.on_written(self.clock.mono_ms(), written.base_offset) if out.on_written else None
         if after is None:
             return out.response
         if after.records:  # not produced by the current state machine; kept general
@@ -294,7 +287,7 @@ class GroupCoordinator:
         if state is None:
             return join_result(member_id, err)
         token, fut = self._new_waiter()
-        out = state.join_group(_mono_ms(), token, group_id, member_id, group_instance_id, client_id, client_host,
+        out = state.join_group(self.clock.mono_ms(), token, group_id, member_id, group_instance_id, client_id, client_host,
                                rebalance_timeout_ms, session_timeout_ms, protocol_type, protocols,
                                require_known_member_id, support_skip_assignment)
         return await self._parked(p, state, out, token, fut)
@@ -308,7 +301,7 @@ class GroupCoordinator:
             return sync_result(ErrorCode.REBALANCE_IN_PROGRESS if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
                                else err)
         token, fut = self._new_waiter()
-        out = state.sync_group(_mono_ms(), token, group_id, generation_id, member_id, group_instance_id,
+        out = state.sync_group(self.clock.mono_ms(), token, group_id, generation_id, member_id, group_instance_id,
                                protocol_type, protocol_name, assignments)
         return await self._parked(p, state, out, token, fut)
 
@@ -317,7 +310,7 @@ class GroupCoordinator:
         err, p, state = self._route(group_id)
         if state is None:
             return 0 if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS else err
-        return await self._finish(p, state, state.heartbeat(_mono_ms(), group_id, member_id, group_instance_id,
+        return await self._finish(p, state, state.heartbeat(self.clock.mono_ms(), group_id, member_id, group_instance_id,
                                                      generation_id))
 
     async def leave_group(self, group_id: str,
@@ -325,7 +318,7 @@ class GroupCoordinator:
         err, p, state = self._route(group_id)
         if state is None:
             return err, []
-        return await self._finish(p, state, state.leave_group(_mono_ms(), group_id, members))
+        return await self._finish(p, state, state.leave_group(self.clock.mono_ms(), group_id, members))
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: Optional[str],
                              generation_id: int,
@@ -333,7 +326,7 @@ class GroupCoordinator:
         err, p, state = self._route(group_id)
         if state is None:
             return {tp: err for tp in offsets}
-        out = state.commit_offsets(_mono_ms(), group_id, member_id, group_instance_id, generation_id, offsets)
+        out = state.commit_offsets(self.clock.mono_ms(), group_id, member_id, group_instance_id, generation_id, offsets)
         return await self._finish(p, state, out)
 
     async def txn_commit_offsets(self, group_id: str, transactional_id: str, producer_id: int, producer_epoch: int,
@@ -361,7 +354,7 @@ class GroupCoordinator:
             err, p, state = self._route(group_id)  # the verification awaited: leadership may have moved
             if state is None:
                 return {tp: err for tp in offsets}
-        out = state.txn_commit_offsets(_mono_ms(), group_id, producer_id, producer_epoch, member_id,
+        out = state.txn_commit_offsets(self.clock.mono_ms(), group_id, producer_id, producer_epoch, member_id,
                                        group_instance_id, generation_id, offsets)
         out.guard = guard
         return await self._finish(p, state, out)
@@ -451,7 +444,7 @@ class GroupCoordinator:
                     budget += 1 + (len(g.offsets) if g is not None else 0)
                     chunk.append(group_ids[i])
                     i += 1
-                out = state.expire_offsets(_wall_ms(), chunk)
+                out = state.expire_offsets(self.clock.wall_ms(), chunk)
                 if out.records:
                     removed += await self._finish(p, state, out)  # the offsets it removed (0: the write failed)
                 else:
@@ -461,9 +454,9 @@ class GroupCoordinator:
                      (time.monotonic() - started) * 1000)
 
     async def _expiry_loop(self) -> None:
-        interval = max(1, int(self._cfg("offsets.retention.check.interval.ms", 600000))) / 1000.0
+        interval_ms = max(1, int(self._cfg("offsets.retention.check.interval.ms", 600000)))
         while True:
-            await asyncio.sleep(interval)
+            await self.clock.sleep_ms(interval_ms)
             try:
                 await self.expire_offsets()
             except asyncio.CancelledError:

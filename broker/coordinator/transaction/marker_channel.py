@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Dict, List, Optional, Protocol, Set, Tuple
 
@@ -24,6 +23,7 @@ from broker.coordinator.transaction.state import PendingCompleteTxn
 from broker.errors import ErrorCode
 from broker.protocol.api_keys import ApiKey
 from broker.util.broker_channel import BrokerChannel, BrokerChannelError, BrokerNode
+from broker.util.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
@@ -74,18 +74,20 @@ class _Txn:
     pending: PendingCompleteTxn
     waiting: Set[TopicPartition]                      # not yet sent (or to be sent again)
     in_flight: Set[TopicPartition] = field(default_factory=set)
-    not_before: float = 0.0                           # monotonic seconds: retry backoff
+    not_before: int = 0                               # the clock's mono_ms: retry backoff
     cancelled: bool = False
 
 
 class TransactionMarkerChannelManager:
     def __init__(self, channel: BrokerChannel, leader_of: LeaderLookup, request_version: int = 1,
-                 request_timeout_ms: int = 30000, retry_backoff_ms: int = 100) -> None:
+                 request_timeout_ms: int = 30000, retry_backoff_ms: int = 100, clock: Clock = SYSTEM_CLOCK) -> None:
         self.channel = channel
+        #: the backoffs' readings (mono_ms) and the sender's waits
+        self.clock = clock
         self.leader_of = leader_of
         self.request_version = request_version
         self.request_timeout_ms = request_timeout_ms
-        self.retry_backoff_s = retry_backoff_ms / 1000.0
+        self.retry_backoff_ms = int(retry_backoff_ms)
         self._owner: Optional[MarkerOwner] = None
         self._txns: Dict[str, _Txn] = {}
         self._busy: Set[int] = set()                  # brokers with a request in flight
@@ -137,25 +139,28 @@ class TransactionMarkerChannelManager:
     # ------------------------------------------------------------------ the sender
     async def _run(self) -> None:
         assert self._wakeup is not None
-        timeout: Optional[float] = None
+        timeout_ms: Optional[int] = None
         while True:
-            try:
-                await asyncio.wait_for(self._wakeup.wait(), timeout)
-            except asyncio.TimeoutError:
-                pass
+            if timeout_ms is None:
+                await self._wakeup.wait()
+            else:
+                try:
+                    await self.clock.wait_for_ms(self._wakeup.wait(), timeout_ms)
+                except asyncio.TimeoutError:
+                    pass
             self._wakeup.clear()
             try:
-                timeout = self._dispatch()
+                timeout_ms = self._dispatch()
             except Exception:
                 log.exception("[TransactionMarkerChannelManager] Dispatching markers failed")
-                timeout = self.retry_backoff_s
+                timeout_ms = self.retry_backoff_ms
 
-    def _dispatch(self) -> Optional[float]:
-        """Group every sendable marker by its partition's leader and start one request per idle leader; the seconds
+    def _dispatch(self) -> Optional[int]:
+        """Group every sendable marker by its partition's leader and start one request per idle leader; the ms
         until the earliest backed-off marker may go (None: nothing to wait for but a wake-up, which the end of a
         request in flight also gives)."""
         assert self._owner is not None
-        now = time.monotonic()
+        now = self.clock.mono_ms()
         by_broker: Dict[int, Tuple[BrokerNode, Dict[str, Set[TopicPartition]]]] = {}
         for tid, entry in list(self._txns.items()):
             if not entry.waiting or entry.not_before > now:
@@ -179,7 +184,7 @@ class TransactionMarkerChannelManager:
                 else:
                     by_broker.setdefault(node.broker_id, (node, {}))[1].setdefault(tid, set()).add(tp)
             if unknown:
-                entry.not_before = now + self.retry_backoff_s
+                entry.not_before = now + self.retry_backoff_ms
             self._maybe_finish(entry)
         for broker_id, (node, txns) in by_broker.items():
             batch = []
@@ -282,7 +287,7 @@ class TransactionMarkerChannelManager:
             return
         entry.waiting |= tps
         if backoff:
-            entry.not_before = time.monotonic() + self.retry_backoff_s
+            entry.not_before = self.clock.mono_ms() + self.retry_backoff_ms
 
     def _maybe_finish(self, entry: _Txn) -> None:
         if not entry.cancelled and not entry.waiting and not entry.in_flight:

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from typing import Any, Callable, Dict, List, Optional, Protocol, Set, Tuple
 
 from broker.util.java_hash import partition_for
@@ -33,20 +32,14 @@ from broker.coordinator.transaction.state import (Outcome, PendingCompleteTxn, P
                                                   TransactionConfig, TransactionCoordinatorState,
                                                   check_init_producer_id, describe_error, log_error)
 from broker.errors import ErrorCode
+from broker.util.clock import SYSTEM_CLOCK, Clock
 
 log = logging.getLogger(__name__)
 
 TopicPartition = Tuple[str, int]
 InitResult = Tuple[int, int, int]  # (error, producer id, producer epoch)
 #: how long a CompleteCommit/CompleteAbort append waits before it is retried after COORDINATOR_NOT_AVAILABLE
-COMPLETION_RETRY_BACKOFF_S = 0.1
-
-
-def _now_ms() -> int:
-    """Wall-clock ms, as Kafka's TransactionCoordinator (time.milliseconds()): transaction start and update
-    timestamps are stored in ``__transaction_state`` and the timeout and transactional-id expiry compare with them,
-    so a wall-clock jump moves them, in Kafka too. The intervals between checks are asyncio sleeps (monotonic)."""
-    return int(time.time() * 1000)
+COMPLETION_RETRY_BACKOFF_MS = 100
 
 
 class ConfigSource(Protocol):
@@ -67,8 +60,13 @@ class TransactionCoordinator:
 
     def __init__(self, config: ConfigSource, io: CoordinatorLog, topics: InternalTopicCreator,
                  producer_ids: ProducerIdSource, leader_epoch: Callable[[int], int],
-                 markers: TransactionMarkerChannelManager) -> None:
+                 markers: TransactionMarkerChannelManager, clock: Clock = SYSTEM_CLOCK) -> None:
         self.config = config
+        #: ``clock.wall_ms()`` as Kafka's TransactionCoordinator time.milliseconds(): transaction start and update
+        #: timestamps are stored in ``__transaction_state`` and the timeout and transactional-id expiry compare
+        #: with them, so a wall-clock jump moves them, in Kafka too; the intervals between checks and the retry
+        #: backoff are the clock's sleeps (monotonic)
+        self.clock = clock
         self.io = io
         self.topics = topics
         self.producer_ids = producer_ids
@@ -79,7 +77,7 @@ class TransactionCoordinator:
         self.runtime: CoordinatorRuntime[TransactionCoordinatorState] = CoordinatorRuntime(
             "TransactionCoordinator", TRANSACTION_STATE_TOPIC_NAME, io,
             lambda p, epoch: TransactionCoordinatorState(p, epoch, self.txn_config()), self._on_loaded,
-            self._on_unloaded, leader_epoch=leader_epoch)
+            self._on_unloaded, leader_epoch=leader_epoch, clock=clock)
         #: the active shards by partition (the runtime's)
         self.shards: Dict[int, TransactionCoordinatorState] = self.runtime.shards
         self._tasks: Set["asyncio.Task[Any]"] = set()
@@ -149,7 +147,7 @@ class TransactionCoordinator:
 
     def _on_loaded(self, partition: int, state: TransactionCoordinatorState, load: LoadSummary) -> None:
         """Loaded: resume the markers of the transactions found prepared."""
-        resumed = state.finish_loading(_now_ms())
+        resumed = state.finish_loading(self.clock.wall_ms())
         log.log(logging.INFO if load.records else logging.DEBUG,
                 "[TransactionCoordinator] Loaded %d transactional ids from %s-%d (%d records) at coordinator "
                 "epoch %d in %d ms; %d transactions resume sending markers", len(state.transactions),
@@ -190,9 +188,9 @@ class TransactionCoordinator:
             log.info("[TransactionCoordinator] Appending to %s-%d failed with %s; the transition is abandoned",
                      TRANSACTION_STATE_TOPIC_NAME, partition, ErrorCode(code).name)
             assert out.on_write_failed is not None
-            after = out.on_write_failed(_now_ms(), code)
+            after = out.on_write_failed(self.clock.wall_ms(), code)
         elif out.after_write is not None:
-            after = out.after_write(_now_ms())
+            after = out.after_write(self.clock.wall_ms())
         else:
             return out.response
         return await self._finish(partition, state, after)
@@ -231,7 +229,7 @@ class TransactionCoordinator:
                     log.debug("Completed transaction of %s (%s)", pending.transactional_id,
                               "commit" if pending.commit else "abort")
                 return
-            await asyncio.sleep(COMPLETION_RETRY_BACKOFF_S)
+            await self.clock.sleep_ms(COMPLETION_RETRY_BACKOFF_MS)
 
     # ------------------------------------------------------------------ the APIs
     async def init_producer_id(self, tid: str, timeout_ms: int,
@@ -245,7 +243,7 @@ class TransactionCoordinator:
             err, p, state = self._route(tid)
             if state is None:
                 return int(err), -1, -1
-            out = state.init_producer_id(_now_ms(), tid, timeout_ms, expected, new_pid)
+            out = state.init_producer_id(self.clock.wall_ms(), tid, timeout_ms, expected, new_pid)
             if not out.need_producer_id:
                 result = await self._finish(p, state, out)
                 if result[0] == 0:
@@ -265,7 +263,7 @@ class TransactionCoordinator:
         err, p, state = self._route(tid)
         if state is None:
             return int(err)
-        return await self._finish(p, state, state.add_partitions(_now_ms(), tid, pid, epoch,
+        return await self._finish(p, state, state.add_partitions(self.clock.wall_ms(), tid, pid, epoch,
                                                                  set(partitions)))
 
     def verify_partitions(self, tid: str, pid: int, epoch: int,
@@ -283,7 +281,7 @@ class TransactionCoordinator:
         err, p, state = self._route(tid)
         if state is None:
             return int(err)
-        return await self._finish(p, state, state.end_transaction(_now_ms(), tid, pid, epoch,
+        return await self._finish(p, state, state.end_transaction(self.clock.wall_ms(), tid, pid, epoch,
                                                                   commit))
 
     def describe_transaction(self, tid: str) -> dict:
@@ -304,7 +302,7 @@ class TransactionCoordinator:
         if self.loading:
             return int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), [], []
         unknown = [s for s in states if s not in BY_NAME]
-        now = _now_ms()
+        now = self.clock.wall_ms()
         entries: List[dict] = []
         for state in self.shards.values():
             entries.extend(state.list_transactions(now, states, producer_ids, duration_ms))
@@ -312,7 +310,7 @@ class TransactionCoordinator:
 
     # ------------------------------------------------------------------ background work
     async def abort_timed_out_transactions(self) -> None:
-        now = _now_ms()
+        now = self.clock.wall_ms()
         for p, state in list(self.shards.items()):
             for tid, pid, epoch in state.timed_out_transactions(now):
                 if self.shards.get(p) is not state:
@@ -338,14 +336,14 @@ class TransactionCoordinator:
 
     async def expire_transactional_ids(self) -> None:
         for p, state in list(self.shards.items()):
-            for out in state.expire_transactional_ids(_now_ms()):
+            for out in state.expire_transactional_ids(self.clock.wall_ms()):
                 if self.shards.get(p) is not state:
                     break
                 await self._finish(p, state, out)
 
     async def _every(self, interval_ms: int, fn: Any, name: str) -> None:
         while True:
-            await asyncio.sleep(max(1, interval_ms) / 1000.0)
+            await self.clock.sleep_ms(max(1, interval_ms))
             try:
                 await fn()
             except asyncio.CancelledError:

@@ -12,14 +12,17 @@ from typing import Any, Awaitable, Callable, List, Tuple
 
 import pytest
 
-from broker.cluster.acl_store import CHANGE_EXPIRATION_MS, ZkAclStore
+from broker.cluster.acl_store import (CHANGE_EXPIRATION_MS, MAX_UPDATE_RETRIES, RETRY_BACKOFF_JITTER_MS, RETRY_BACKOFF_MS,
+                                      ZkAclStore)
 from broker.security.acl import (AccessControlEntry, AccessControlEntryFilter, AclBinding, AclBindingFilter,
                                  AclOperation as Op, AclPermissionType as Perm, PatternType, ResourcePattern,
                                  ResourcePatternFilter, ResourceType as RT)
 from broker.security.acl_zk_format import acl_path, change_notification, encode_acls
 from broker.security.authorizer import AclCache
+from broker.util.clock import ManualClock
 from broker.util.executor import NamedExecutor
 from broker.zk.client import KafkaZkClient
+from tests.unit.replica.harness import drive
 from tests.unit.zk.fake_kazoo import FakeZooKeeper
 
 ALICE_READ = AccessControlEntry("User:alice", "*", Op.READ, Perm.ALLOW)
@@ -42,11 +45,21 @@ def client(zk: FakeZooKeeper) -> KafkaZkClient:
     return c
 
 
+class EnsembleClock(ManualClock):
+    """The store's ManualClock, whose wall reading is the fake ensemble's (the ctimes the purge compares with)."""
+
+    def __init__(self, zk: FakeZooKeeper) -> None:
+        super().__init__(zk.now_ms)
+        self.zk = zk
+
+    def wall_ms(self) -> int:
+        return self.zk.now_ms
+
+
 def store(zk: FakeZooKeeper, **kw: Any) -> Tuple[ZkAclStore, AclCache, KafkaZkClient]:
     c = client(zk)
     cache = AclCache()
-    s = ZkAclStore(c, InlineCalls(), cache, sleep=lambda _s: None,  # type: ignore[arg-type]
-                   clock_ms=lambda: float(zk.now_ms), **kw)
+    s = ZkAclStore(c, InlineCalls(), cache, clock=EnsembleClock(zk), **kw)  # type: ignore[arg-type]
     return s, cache, c
 
 
@@ -186,7 +199,10 @@ def test_compare_and_set_retries_when_another_broker_wrote_meanwhile() -> None:
                                                                                   Perm.DENY)]))
             return real_set(path, data, version)
         c.set_data_if_version = racing_set  # type: ignore[method-assign]
-        assert await s.create_acls([AclBinding(ORDERS, BOB_WRITE)]) == [None]
+        started = s.clock.mono_ms()
+        # the retry waits its back-off on the store's clock, moved by drive
+        assert await drive(s.clock, s.create_acls([AclBinding(ORDERS, BOB_WRITE)])) == [None]
+        assert RETRY_BACKOFF_MS <= s.clock.mono_ms() - started < RETRY_BACKOFF_MS + RETRY_BACKOFF_JITTER_MS
         assert {e.principal for e in cache.acls(ORDERS)} == {"User:alice", "User:bob", "User:carol"}
         stored = json.loads(zk.dump("/kafka")["/kafka/kafka-acl/Topic/orders"])
         assert len(stored["acls"]) == 3
@@ -201,7 +217,9 @@ def test_write_failure_is_reported_per_binding() -> None:
         await s.start()
         c.create_if_absent = lambda path, data: False  # type: ignore[method-assign]  # always "exists"
         c.get_data_and_stat = lambda path: None  # type: ignore[method-assign]        # ... and never readable
-        assert await s.create_acls([AclBinding(ORDERS, ALICE_READ)]) == [(-1, None)]
+        started = s.clock.mono_ms()
+        assert await drive(s.clock, s.create_acls([AclBinding(ORDERS, ALICE_READ)])) == [(-1, None)]
+        assert s.clock.mono_ms() - started >= MAX_UPDATE_RETRIES * RETRY_BACKOFF_MS  # every retry backed off
         assert len(cache) == 0
     run(main)
 
@@ -289,3 +307,31 @@ def test_filter_to_resources(pattern_type: PatternType) -> None:
     assert len(filter_to_resources(ResourcePatternFilter(RT.TOPIC, "x", PatternType.ANY))) == 2
     assert filter_to_resources(ResourcePatternFilter(RT.TOPIC, "x", PatternType.MATCH)) == set()
     assert filter_to_resources(ResourcePatternFilter(RT.ANY, "x", pattern_type)) == set()
+
+
+def test_failed_notification_processing_is_retried_a_second_later_on_the_clock() -> None:
+    async def main() -> None:
+        zk = FakeZooKeeper()
+        s, cache, c = store(zk)
+        writer = client(zk)
+        await s.start()
+        real = c.get_children
+        failures: List[str] = []
+
+        def failing(path: str, *args: Any, **kw: Any) -> Any:
+            if not failures:
+                failures.append(path)
+                raise RuntimeError("ZooKeeper hiccup")
+            return real(path, *args, **kw)
+        c.get_children = failing  # type: ignore[method-assign]
+        kafka_write(writer, ORDERS, [ALICE_READ])
+        await settle()
+        assert failures and cache.acls(ORDERS) == frozenset()
+        s.clock.advance(999)
+        await settle()
+        assert cache.acls(ORDERS) == frozenset()  # RETRY_PROCESSING_S has not passed on the store's clock
+        s.clock.advance(1)
+        await settle()
+        assert cache.acls(ORDERS) == {ALICE_READ}
+        await s.stop()
+    run(main)

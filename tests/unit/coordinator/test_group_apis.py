@@ -19,6 +19,7 @@ from broker.api import (delete_groups, describe_groups, find_coordinator, heartb
 from broker.coordinator.group import records as rec
 from broker.cluster.metadata_cache import BrokerEndpoint, BrokerMeta, MetadataCache, PartitionMeta, TopicMeta
 from broker.coordinator.group.service import GroupCoordinator
+from broker.util.clock import SYSTEM_CLOCK, Clock
 from broker.coordinator.offsets_topic import LoadedRecord
 from broker.errors import ErrorCode as E
 from broker.protocol import api as proto
@@ -89,7 +90,7 @@ class FakeConfig:
         return self.values[key]
 
 
-def make_broker() -> Any:
+def make_broker(clock: Clock = SYSTEM_CLOCK) -> Any:
     md = MetadataCache(0)
     md.set_brokers({0: BrokerMeta(0, (BrokerEndpoint("PLAINTEXT", "broker0", 9092),))})
     for name, n in (("t", 3), ("__consumer_offsets", 1)):
@@ -99,7 +100,7 @@ def make_broker() -> Any:
         return 0
 
     coordinator = GroupCoordinator(FakeConfig(), FakeOffsetsTopic(),  # type: ignore[arg-type]
-                                   SimpleNamespace(ensure_internal_topic=ensure_internal_topic))
+                                   SimpleNamespace(ensure_internal_topic=ensure_internal_topic), clock=clock)
     return SimpleNamespace(metadata=md, group_coordinator=coordinator)
 
 
@@ -116,9 +117,11 @@ async def call(broker: Any, key: ApiKey, version: int, body: Dict[str, Any]) -> 
     return proto.decode_response(key, version, b"".join(proto.encode_response(key, version, 7, response)))
 
 
-def run(scenario: Any) -> None:
+def run(scenario: Any, clock: Clock = SYSTEM_CLOCK) -> None:
+    """``scenario(broker)`` with a loaded coordinator on ``clock`` (a ManualClock's timers fire only as it moves:
+    drive the calls that wait for one, as the zero-delay rebalance timer of a join)."""
     async def main() -> None:
-        broker = make_broker()
+        broker = make_broker(clock)
         gc = broker.group_coordinator
         gc.start()
         await gc.on_become_leader("__consumer_offsets", 0)

@@ -11,6 +11,7 @@ from broker.coordinator.group import service as group_service
 from broker.coordinator.group.state import (C_OFFSET, COMPLETING_REBALANCE, DEAD, EMPTY, STABLE, GroupConfig,
                                             GroupCoordinatorState, OffsetAndMetadata)
 from broker.protocol.api import data_codec
+from broker.util.clock import ManualClock
 from tests.unit.coordinator.test_group_state import Driver, subscription
 
 RETENTION = 60_000
@@ -181,23 +182,22 @@ def test_service_expires_a_large_shard_in_slices(monkeypatch: Any) -> None:
         values = dict(FakeConfig.values, **{"offsets.retention.minutes": 1})
 
     monkeypatch.setattr(group_service, "EXPIRY_SLICE_OFFSETS", 7)
-    now = [1_000_000]
-    monkeypatch.setattr(group_service, "_wall_ms", lambda: now[0])
+    clock = ManualClock(1_000_000)
 
     async def scenario() -> None:
         io = FakeOffsetsTopic()
-        gc = group_service.GroupCoordinator(Config(), io, topics=None)  # type: ignore[arg-type]
+        gc = group_service.GroupCoordinator(Config(), io, topics=None, clock=clock)  # type: ignore[arg-type]
         gc.start()
         await gc.on_become_leader("__consumer_offsets", 0)
         await gc.wait_loaded()
         for g in range(20):
-            offsets = {("t", p): OffsetAndMetadata(p, commit_timestamp=now[0]) for p in range(3)}
+            offsets = {("t", p): OffsetAndMetadata(p, commit_timestamp=clock.wall_ms()) for p in range(3)}
             await gc.commit_offsets(f"g{g}", "", None, -1, offsets)
         appends = len(io.base_sequences)
-        now[0] += 59_999
+        clock.jump_wall(59_999)  # the wall reading only: the expiry compares it with the commit timestamps
         await gc.expire_offsets()
         assert len(io.base_sequences) == appends and len(gc.shards[0].groups) == 20
-        now[0] += 1
+        clock.jump_wall(1)
         await gc.expire_offsets()
         assert gc.shards[0].groups == {}
         tombstones = [r.key for r in io.records if r.value is None]

@@ -13,12 +13,13 @@ from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple
 import pytest
 
 from broker.coordinator.group import records as rec
-from broker.coordinator.group import service as group_service
+from broker.util.clock import ManualClock
 from broker.coordinator.group.service import GroupCoordinator
 from broker.coordinator.group.state import EMPTY, GroupConfig, GroupCoordinatorState, OffsetAndMetadata
 from broker.coordinator.offsets_topic import LoadedRecord
 from broker.errors import ErrorCode as E, error_for_code
 from tests.unit.coordinator.test_group_apis import FakeConfig, FakeOffsetsTopic
+from tests.unit.replica.harness import drive
 
 TOPIC = "__consumer_offsets"
 RETENTION_MS = 60_000
@@ -82,22 +83,22 @@ def loaded_from(io: FakeOffsetsTopic) -> GroupCoordinatorState:
     return state
 
 
-def run(monkeypatch: pytest.MonkeyPatch, scenario: Callable[[GroupCoordinator, GatedOffsetsTopic, List[int]],
-                                                          Awaitable[None]],
+def run(scenario: Callable[[GroupCoordinator, GatedOffsetsTopic, ManualClock], Awaitable[None]],
         prepare: Optional[Callable[[GatedOffsetsTopic, int], None]] = None) -> None:
-    now = [1_000_000]
-    monkeypatch.setattr(group_service, "_wall_ms", lambda: now[0])
+    """``scenario`` with a coordinator on a ManualClock (it moves the wall reading by ``clock.jump_wall``: the
+    stored timestamps and the expiry compared with them, no timer fires)."""
+    clock = ManualClock(1_000_000)
 
     async def main() -> None:
         io = GatedOffsetsTopic()
         if prepare is not None:
-            prepare(io, now[0])
-        gc = GroupCoordinator(Config(), io, topics=None)  # type: ignore[arg-type]
+            prepare(io, clock.wall_ms())
+        gc = GroupCoordinator(Config(), io, topics=None, clock=clock)  # type: ignore[arg-type]
         gc.start()
         await gc.on_become_leader(TOPIC, 0)
         await gc.wait_loaded()
         try:
-            await scenario(gc, io, now)
+            await scenario(gc, io, clock)
         finally:
             for gate in io.gates:
                 if not gate.done():
@@ -126,7 +127,7 @@ async def join_new_member(gc: GroupCoordinator, group: str) -> int:
 
 
 # ---------------------------------------------------------------------------------------------- DeleteGroups
-def test_delete_groups_removes_a_group_only_once_its_tombstones_are_written(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_delete_groups_removes_a_group_only_once_its_tombstones_are_written() -> None:
     """The offsets' tombstones, then the group's (it had a generation), are appended; until the append succeeds the
     group and its offsets are still there for readers, while the group is Dead to writers as Kafka's group is from
     the start of its deletion: a new member's join gets COORDINATOR_NOT_AVAILABLE (it finds the coordinator again
@@ -135,7 +136,7 @@ def test_delete_groups_removes_a_group_only_once_its_tombstones_are_written(monk
     def prepare(io: GatedOffsetsTopic, now: int) -> None:
         seed(io, "g", 3, {T0: 5, T1: 6}, now)
 
-    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, now: List[int]) -> None:
+    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, clock: ManualClock) -> None:
         state = gc.shards[0]
         before = state.snapshot()
         start = len(io.records)
@@ -161,7 +162,7 @@ def test_delete_groups_removes_a_group_only_once_its_tombstones_are_written(monk
         assert await join_new_member(gc, "g") == E.MEMBER_ID_REQUIRED  # a new group
         assert state.groups["g"].generation_id == 0
 
-    run(monkeypatch, scenario, prepare)
+    run(scenario, prepare)
 
 
 @pytest.mark.parametrize("append_error,answer", [
@@ -172,8 +173,7 @@ def test_delete_groups_removes_a_group_only_once_its_tombstones_are_written(monk
     (E.KAFKA_STORAGE_ERROR, E.NOT_COORDINATOR),
     (E.MESSAGE_TOO_LARGE, E.UNKNOWN_SERVER_ERROR),
 ])
-def test_a_failed_delete_groups_write_leaves_the_groups(monkeypatch: pytest.MonkeyPatch, append_error: int,
-                                                        answer: int) -> None:
+def test_a_failed_delete_groups_write_leaves_the_groups(append_error: int, answer: int) -> None:
     """A failed append applies nothing: the groups keep their offsets and metadata and can be written to again;
     every group of the write's partition is answered the write's error as Kafka 3.9's coordinator maps it
     (GroupCoordinatorService.handleOperationException), the group that was not empty included."""
@@ -181,7 +181,7 @@ def test_a_failed_delete_groups_write_leaves_the_groups(monkeypatch: pytest.Monk
         seed(io, "g", 2, {T0: 5}, now)
         seed(io, "simple", 0, {T1: 7}, now)
 
-    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, now: List[int]) -> None:
+    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, clock: ManualClock) -> None:
         state = gc.shards[0]
         io.hold = True
         assert await join_new_member(gc, "busy") == E.MEMBER_ID_REQUIRED  # a pending member only: nothing written
@@ -194,37 +194,36 @@ def test_a_failed_delete_groups_write_leaves_the_groups(monkeypatch: pytest.Monk
         assert not state.groups["g"].deleting and not state.groups["simple"].deleting
         assert offsets_of(gc, "g") == {T0: 5} and offsets_of(gc, "simple") == {T1: 7}
         io.hold = False
-        await commit(gc, "simple", {T0: 1}, now[0])  # a writer may use it again
+        await commit(gc, "simple", {T0: 1}, clock.wall_ms())  # a writer may use it again
         assert await gc.delete_groups(["g", "simple"]) == {"g": 0, "simple": 0}
         assert "g" not in state.groups and "simple" not in state.groups
 
-    run(monkeypatch, scenario, prepare)
+    run(scenario, prepare)
 
 
-def test_a_group_with_members_is_not_deleted(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_group_with_members_is_not_deleted() -> None:
     """NON_EMPTY_GROUP for a group with members (Kafka: Stable, PreparingRebalance, CompletingRebalance); nothing
     is written for it."""
-    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, now: List[int]) -> None:
-        joined = await gc.join_group("g", "", None, "client", "/10.0.0.1", 30_000, 10_000, "consumer",
-                                     [("range", b"")], False, False)
+    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, clock: ManualClock) -> None:
+        joined = await drive(clock, gc.join_group("g", "", None, "client", "/10.0.0.1", 30_000, 10_000, "consumer",
+                                                   [("range", b"")], False, False))  # the rebalance's timer
         assert joined["error_code"] == 0
         written = len(io.records)
         assert await gc.delete_groups(["g"]) == {"g": E.NON_EMPTY_GROUP}
         assert len(io.records) == written and gc.shards[0].groups["g"].members
 
-    run(monkeypatch, scenario)
+    run(scenario)
 
 
 @pytest.mark.parametrize("append_error", [None, E.NOT_LEADER_OR_FOLLOWER])
-def test_delete_groups_when_the_partition_is_resigned_mid_write(monkeypatch: pytest.MonkeyPatch,
-                                                                append_error: Optional[int]) -> None:
+def test_delete_groups_when_the_partition_is_resigned_mid_write(append_error: Optional[int]) -> None:
     """Resigned while the tombstones are being appended: the write is fenced and answers NOT_COORDINATOR (Kafka's
     runtime fails the writes of an unloaded partition so); the old shard applies nothing. Whether the group is gone
     is what the log says: a new load waits for the append and replays its tombstones if they were written."""
     def prepare(io: GatedOffsetsTopic, now: int) -> None:
         seed(io, "g", 1, {T0: 5}, now)
 
-    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, now: List[int]) -> None:
+    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, clock: ManualClock) -> None:
         old = gc.shards[0]
         group = old.groups["g"]
         io.hold = True
@@ -243,22 +242,22 @@ def test_delete_groups_when_the_partition_is_resigned_mid_write(monkeypatch: pyt
         assert ("g" in reloaded.groups) == (append_error is not None)
         assert reloaded.snapshot() == loaded_from(io).snapshot()
 
-    run(monkeypatch, scenario, prepare)
+    run(scenario, prepare)
 
 
 # ---------------------------------------------------------------------------------------------- expiry
-def test_expiry_removes_one_groups_offsets_once_written(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_expiry_removes_one_groups_offsets_once_written() -> None:
     """Only the expired offsets get tombstones; they stay until the append succeeds; a group used only for offsets
     (no generation, so no metadata tombstone) goes when the replay of its last offset's tombstone leaves it empty;
     another group's fresh offsets are untouched."""
-    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, now: List[int]) -> None:
+    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, clock: ManualClock) -> None:
         state = gc.shards[0]
-        await commit(gc, "old", {T0: 1}, now[0])
-        await commit(gc, "mixed", {T0: 2}, now[0])
-        now[0] += 30_000
-        await commit(gc, "mixed", {T1: 3}, now[0])
-        await commit(gc, "fresh", {T0: 4}, now[0])
-        now[0] += RETENTION_MS - 30_000
+        await commit(gc, "old", {T0: 1}, clock.wall_ms())
+        await commit(gc, "mixed", {T0: 2}, clock.wall_ms())
+        clock.jump_wall(30_000)
+        await commit(gc, "mixed", {T1: 3}, clock.wall_ms())
+        await commit(gc, "fresh", {T0: 4}, clock.wall_ms())
+        clock.jump_wall(RETENTION_MS - 30_000)
         start = len(io.records)
         io.hold = True
         expiring = asyncio.ensure_future(gc.expire_offsets())
@@ -274,19 +273,19 @@ def test_expiry_removes_one_groups_offsets_once_written(monkeypatch: pytest.Monk
         assert offsets_of(gc, "mixed") == {T1: 3} and offsets_of(gc, "fresh") == {T0: 4}
         assert state.snapshot() == loaded_from(io).snapshot()
 
-    run(monkeypatch, scenario)
+    run(scenario)
 
 
-def test_the_group_tombstone_follows_its_last_expired_offset(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_group_tombstone_follows_its_last_expired_offset() -> None:
     """An Empty group that had a generation: once its last offset expires, its offsets' tombstones and then its
     metadata tombstone are written (Kafka's cleanupGroupMetadata), and the group goes when they are replayed; a
     join meanwhile finds it Dead (COORDINATOR_NOT_AVAILABLE)."""
     def prepare(io: GatedOffsetsTopic, now: int) -> None:
         seed(io, "g", 4, {T0: 5, T1: 6}, now)
 
-    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, now: List[int]) -> None:
+    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, clock: ManualClock) -> None:
         state = gc.shards[0]
-        now[0] += RETENTION_MS
+        clock.jump_wall(RETENTION_MS)
         start = len(io.records)
         io.hold = True
         expiring = asyncio.ensure_future(gc.expire_offsets())
@@ -301,17 +300,16 @@ def test_the_group_tombstone_follows_its_last_expired_offset(monkeypatch: pytest
         assert "g" not in state.groups
         assert loaded_from(io).groups == {}
 
-    run(monkeypatch, scenario, prepare)
+    run(scenario, prepare)
 
 
-def test_a_failed_expiry_write_leaves_the_offsets_and_the_next_pass_writes_them(
-        monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_failed_expiry_write_leaves_the_offsets_and_the_next_pass_writes_them() -> None:
     def prepare(io: GatedOffsetsTopic, now: int) -> None:
         seed(io, "g", 2, {T0: 5}, now)
 
-    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, now: List[int]) -> None:
+    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, clock: ManualClock) -> None:
         state = gc.shards[0]
-        now[0] += RETENTION_MS
+        clock.jump_wall(RETENTION_MS)
         before = state.snapshot()
         io.hold = True
         expiring = asyncio.ensure_future(gc.expire_offsets())
@@ -323,10 +321,10 @@ def test_a_failed_expiry_write_leaves_the_offsets_and_the_next_pass_writes_them(
         await gc.expire_offsets()
         assert "g" not in state.groups and loaded_from(io).groups == {}
 
-    run(monkeypatch, scenario, prepare)
+    run(scenario, prepare)
 
 
-def test_loading_the_tombstones_gives_the_state_the_writes_left(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_loading_the_tombstones_gives_the_state_the_writes_left() -> None:
     """Deletions and expiries written, one failed, then the partition reloaded from its log: the same groups and
     offsets as the shard that wrote them."""
     def prepare(io: GatedOffsetsTopic, now: int) -> None:
@@ -336,7 +334,7 @@ def test_loading_the_tombstones_gives_the_state_the_writes_left(monkeypatch: pyt
         seed(io, "half", 0, {T0: 5}, now - RETENTION_MS)
         seed(io, "half", 0, {T1: 6}, now)
 
-    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, now: List[int]) -> None:
+    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, clock: ManualClock) -> None:
         state = gc.shards[0]
         assert await gc.delete_groups(["deleted"]) == {"deleted": 0}
         io.hold = True
@@ -354,7 +352,7 @@ def test_loading_the_tombstones_gives_the_state_the_writes_left(monkeypatch: pyt
         await gc.wait_loaded()
         assert gc.shards[0].snapshot() == live
 
-    run(monkeypatch, scenario, prepare)
+    run(scenario, prepare)
 
 
 # ---------------------------------------------------------------------------------------------- pure state
@@ -392,14 +390,14 @@ def test_deleting_a_group_with_a_pending_transactional_commit_drops_it() -> None
     assert loaded.groups == {}
 
 
-def test_offset_delete_of_an_empty_groups_last_offsets_removes_the_group(monkeypatch: pytest.MonkeyPatch) -> None:
+def test_offset_delete_of_an_empty_groups_last_offsets_removes_the_group() -> None:
     """Kafka's handleDeleteOffsets goes through cleanupGroupMetadata: an Empty group left without offsets goes Dead,
     with a group tombstone after the offsets' when it had a generation; a group with offsets left stays."""
     def prepare(io: GatedOffsetsTopic, now: int) -> None:
         seed(io, "g", 3, {T0: 5, T1: 6}, now)
         seed(io, "simple", 0, {T0: 7}, now)
 
-    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, now: List[int]) -> None:
+    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, clock: ManualClock) -> None:
         state = gc.shards[0]
         assert await gc.delete_offsets("g", [T0]) == (0, {T0: 0})
         assert "g" in state.groups and offsets_of(gc, "g") == {T1: 6}
@@ -412,19 +410,19 @@ def test_offset_delete_of_an_empty_groups_last_offsets_removes_the_group(monkeyp
         assert "simple" not in state.groups and io.records[-1].key == rec.offset_commit_key("simple", "t", 0)
         assert loaded_from(io).snapshot() == state.snapshot()
 
-    run(monkeypatch, scenario, prepare)
+    run(scenario, prepare)
 
 
 @pytest.mark.parametrize("append_error,answer", [(E.NOT_ENOUGH_REPLICAS, E.COORDINATOR_NOT_AVAILABLE),
                                                  (E.NOT_LEADER_OR_FOLLOWER, E.NOT_COORDINATOR)])
-def test_a_failed_offset_delete_write_answers_the_error_and_keeps_the_group(monkeypatch: pytest.MonkeyPatch,
-                                                                            append_error: int, answer: int) -> None:
+def test_a_failed_offset_delete_write_answers_the_error_and_keeps_the_group(append_error: int,
+                                                                            answer: int) -> None:
     """Nothing changes when the tombstones are not written, and the client is not told they were; meanwhile the
     group being removed is Dead to a join (COORDINATOR_NOT_AVAILABLE is the runtime's answer to a Dead group)."""
     def prepare(io: GatedOffsetsTopic, now: int) -> None:
         seed(io, "g", 3, {T0: 5}, now)
 
-    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, now: List[int]) -> None:
+    async def scenario(gc: GroupCoordinator, io: GatedOffsetsTopic, clock: ManualClock) -> None:
         state = gc.shards[0]
         before = state.snapshot()
         io.hold = True
@@ -439,4 +437,4 @@ def test_a_failed_offset_delete_write_answers_the_error_and_keeps_the_group(monk
         assert await gc.delete_offsets("g", [T0]) == (0, {T0: 0})
         assert "g" not in state.groups
 
-    run(monkeypatch, scenario, prepare)
+    run(scenario, prepare)

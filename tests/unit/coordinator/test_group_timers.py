@@ -1,22 +1,29 @@
 """The coordinator's lazy timers: a deadline moved later is only recorded (no new timer per heartbeat or commit);
-the armed timer, firing early, sleeps again until the latest deadline; an earlier deadline re-arms at once."""
+the armed timer, firing early, sleeps again until the latest deadline; an earlier deadline re-arms at once.
+
+The coordinator runs on a ManualClock: its timers are the clock's, and fire when the test moves it."""
 from __future__ import annotations
 
-from typing import Any, List, Tuple
+from typing import Any, Callable, List, Tuple
 
-from broker.coordinator.group import service
+from broker.coordinator.group.service import GroupCoordinator
 from broker.coordinator.group.state import Outcome
+from broker.util.clock import ManualClock, Timer
 from tests.unit.coordinator.test_group_apis import FakeConfig
 
 KEY = ("heartbeat", "g", "m")
 
 
-class FakeHandle:
-    def __init__(self) -> None:
-        self.cancelled = False
+class ArmingClock(ManualClock):
+    """A ManualClock that notes the deadline of every timer set on it."""
 
-    def cancel(self) -> None:
-        self.cancelled = True
+    def __init__(self) -> None:
+        super().__init__(1_000)
+        self.armed: List[int] = []
+
+    def call_later_ms(self, ms: float, callback: Callable[[], Any]) -> Timer:
+        self.armed.append(int(self.mono_ms() + ms))
+        return super().call_later_ms(ms, callback)
 
 
 class FakeState:
@@ -28,53 +35,44 @@ class FakeState:
         return Outcome()
 
 
-def coordinator(monkeypatch: Any) -> Tuple[Any, List[Tuple[Any, int]], List[int], FakeState]:
-    now = [1_000]
-    monkeypatch.setattr(service, "_mono_ms", lambda: now[0])
-    gc = service.GroupCoordinator(FakeConfig(), io=None, topics=None)  # type: ignore[arg-type]
-    armed: List[Tuple[Any, int]] = []
-
-    def arm(k: Any, deadline: int, _now: int) -> None:
-        armed.append((k, deadline))
-        gc._timers[k] = (FakeHandle(), deadline)
-
-    monkeypatch.setattr(gc, "_arm", arm)
+def coordinator() -> Tuple[GroupCoordinator, ArmingClock, FakeState]:
+    clock = ArmingClock()
+    gc = GroupCoordinator(FakeConfig(), io=None, topics=None, clock=clock)  # type: ignore[arg-type]
     state = FakeState()
-    gc.shards[0] = state
-    return gc, armed, now, state
+    gc.shards[0] = state  # type: ignore[assignment]
+    return gc, clock, state
 
 
-def test_later_deadlines_are_recorded_not_rearmed(monkeypatch: Any) -> None:
-    gc, armed, now, state = coordinator(monkeypatch)
+def test_later_deadlines_are_recorded_not_rearmed() -> None:
+    gc, clock, state = coordinator()
     gc._apply(0, Outcome(timers=[(KEY, 46_000)]))
     for deadline in range(47_000, 60_000, 1_000):  # a heartbeat a second moves the session deadline
         gc._apply(0, Outcome(timers=[(KEY, deadline)]))
-    assert armed == [((0, KEY), 46_000)]
-    now[0] = 46_000
-    gc._fire(0, KEY)  # early: sleeps again until the latest deadline, the state hears nothing
-    assert armed[-1] == ((0, KEY), 59_000) and state.fired == []
-    now[0] = 59_000
-    gc._fire(0, KEY)
+    assert clock.armed == [46_000]
+    clock.advance(46_000 - clock.mono_ms())  # early: sleeps again until the latest deadline, the state hears nothing
+    assert clock.armed == [46_000, 59_000] and state.fired == []
+    clock.advance(59_000 - clock.mono_ms())
     assert state.fired == [(59_000, KEY)] and (0, KEY) not in gc._timers and (0, KEY) not in gc._deadlines
+    assert clock.next_deadline_ms() is None
 
 
-def test_an_earlier_deadline_rearms_at_once(monkeypatch: Any) -> None:
-    gc, armed, now, state = coordinator(monkeypatch)
+def test_an_earlier_deadline_rearms_at_once() -> None:
+    gc, clock, state = coordinator()
     gc._apply(0, Outcome(timers=[(KEY, 300_000)]))  # a new member's join timeout
-    first = gc._timers[(0, KEY)][0]
     gc._apply(0, Outcome(timers=[(KEY, 46_000)]))  # joined: the session timeout, sooner
-    assert first.cancelled and armed == [((0, KEY), 300_000), ((0, KEY), 46_000)]
-    now[0] = 46_000
-    gc._fire(0, KEY)
+    assert clock.armed == [300_000, 46_000]
+    clock.advance(46_000 - clock.mono_ms())
     assert state.fired == [(46_000, KEY)]
+    clock.advance(300_000 - clock.mono_ms())  # the first timer was cancelled
+    assert state.fired == [(46_000, KEY)] and clock.next_deadline_ms() is None
 
 
-def test_resigning_drops_timers_and_deadlines(monkeypatch: Any) -> None:
-    gc, _armed, _now, _state = coordinator(monkeypatch)
+def test_resigning_drops_timers_and_deadlines() -> None:
+    gc, clock, _state = coordinator()
     gc._apply(0, Outcome(timers=[(KEY, 46_000), (("join", "g"), 2_000)]))
-    handles = [h for h, _d in gc._timers.values()]
+    assert clock.next_deadline_ms() == 2_000
     state = gc.shards.pop(0)
     state.shutdown = lambda: Outcome()  # type: ignore[attr-defined]
     state.groups = {}  # type: ignore[attr-defined]
     gc._drop_shard(0, state)
-    assert gc._timers == {} and gc._deadlines == {} and all(h.cancelled for h in handles)
+    assert gc._timers == {} and gc._deadlines == {} and clock.next_deadline_ms() is None

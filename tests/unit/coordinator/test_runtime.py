@@ -99,7 +99,7 @@ class Env:
         self.unloaded: List[Tuple[int, Optional[KvShard]]] = []
         self.rt: CoordinatorRuntime[KvShard] = CoordinatorRuntime(
             "Toy", "__toy", self.log, KvShard, lambda p, s, summary: self.loaded.append((p, summary)),
-            lambda p, s: self.unloaded.append((p, s)), leader_epoch=lambda p: self.epochs[p], mono_ms=self.clock.mono_ms)
+            lambda p, s: self.unloaded.append((p, s)), leader_epoch=lambda p: self.epochs[p], clock=self.clock)
 
     async def lead(self) -> KvShard:
         self.rt.schedule_load(P)

@@ -18,7 +18,7 @@ import pytest
 
 from broker.network.socket_server import ConnectionLimits, ListenerSpec, SocketServer
 from broker.util import fd_budget
-from broker.util.clock import ManualClock
+from broker.util.clock import SYSTEM_CLOCK, Clock, ManualClock
 from broker.util.fd_budget import DescriptorBudget, count_open_descriptors
 
 LOOPS = ["asyncio"]
@@ -53,10 +53,10 @@ def frame(payload: bytes) -> bytes:
 
 
 async def start(limits: Optional[ConnectionLimits] = None, budget: Optional[DescriptorBudget] = None,
-                idle_ms: int = 600000) -> tuple:
+                idle_ms: int = 600000, clock: Clock = SYSTEM_CLOCK) -> tuple:
     d = EchoDispatcher()
     server = SocketServer(d, [ListenerSpec("PLAINTEXT", "127.0.0.1", 0)], 1 << 20, limits=limits, budget=budget,
-                          connections_max_idle_ms=idle_ms)  # type: ignore[arg-type]
+                          connections_max_idle_ms=idle_ms, clock=clock)  # type: ignore[arg-type]
     await server.start()
     return d, server, server.bound_ports["PLAINTEXT"]
 
@@ -104,9 +104,9 @@ def test_bytes_read_while_the_connection_waits_for_its_creation_rate_are_replaye
 
 
 async def _until(cond: Callable[[], bool]) -> None:
-    """Poll ``cond`` on the loop (bound it with asyncio.wait_for)."""
+    """Loop turns until ``cond`` holds (a socket event the loop has to read; bound it with asyncio.wait_for)."""
     while not cond():
-        await asyncio.sleep(0.005)
+        await asyncio.sleep(0)
 
 
 def test_the_budget_refuses_with_one_line_then_admits_again(caplog: pytest.LogCaptureFixture) -> None:
@@ -244,23 +244,35 @@ def _raise_other() -> None:
     raise RuntimeError("not an accept retry")
 
 
+async def advance(clock: ManualClock, ms: int, step: int = 10) -> None:
+    """Move ``clock`` by ``ms`` a step at a time, letting the loop run the tasks each step wakes (the idle reaper
+    sets its next timer only once it has run)."""
+    for _ in range(ms // step):
+        clock.advance(step)
+        for _ in range(5):
+            await asyncio.sleep(0)
+
+
 @pytest.mark.parametrize("loop_name", LOOPS)
 def test_connections_idle_longer_than_connections_max_idle_ms_are_closed(loop_name: str) -> None:
+    """On the server's ManualClock: a connection silent for connections.max.idle.ms (300) is closed at the next
+    reaper pass after it, one that talked meanwhile is not."""
+    clock = ManualClock()
+
     async def main() -> None:
-        d, server, port = await start(idle_ms=300)
+        d, server, port = await start(idle_ms=300, clock=clock)
         try:
             idle_r, idle_w = await asyncio.open_connection("127.0.0.1", port)
             busy_r, busy_w = await asyncio.open_connection("127.0.0.1", port)
             idle_closed = asyncio.ensure_future(idle_r.read())
-            pings = 0
-            deadline = asyncio.get_running_loop().time() + 10
-            while not idle_closed.done():  # the busy one talks until the idle one has been closed
-                assert asyncio.get_running_loop().time() < deadline, "the idle connection was not closed"
-                busy_w.write(frame(b"ping"))
-                assert await asyncio.wait_for(busy_r.readexactly(8), 5) == frame(b"ping")
-                pings += 1
-            assert idle_closed.result() == b""  # closed by the broker
-            assert pings > 0
+            busy_w.write(frame(b"ping"))
+            assert await asyncio.wait_for(busy_r.readexactly(8), 5) == frame(b"ping")
+            await advance(clock, 250)
+            assert not idle_closed.done() and len(server._connections) == 2  # not idle for 300 ms yet
+            busy_w.write(frame(b"ping"))
+            assert await asyncio.wait_for(busy_r.readexactly(8), 5) == frame(b"ping")
+            await advance(clock, 150)  # the idle one 400 ms, the busy one 150 ms
+            assert await asyncio.wait_for(idle_closed, 5) == b""  # closed by the broker
             busy_w.write(frame(b"still"))
             assert await asyncio.wait_for(busy_r.readexactly(9), 5) == frame(b"still")
             busy_w.close()

@@ -66,7 +66,7 @@ class Wired:
 
         self.port = BrokerMetadataTopic(loop, cluster.channel_factory(1)("rlmm"),
                                         lambda t, p: cluster.node(1) if self.rm.get_partition((t, p)) else None,
-                                        ensure, retry_timeout_ms=5000, retry_interval_ms=10)
+                                        ensure, retry_timeout_ms=5000, retry_interval_ms=10, clock=cluster.clock)
         self.rsm = LocalTieredStorage()
         self.rsm.configure({"broker.id": 1, "dir": str(tmp / "remote")})
         lm = self.broker.log_manager
@@ -225,7 +225,7 @@ async def _follower_rebuilds(w: Wired) -> None:
     rsm2.configure({"broker.id": 2, "dir": str(Path(w.rsm.storage_directory).parent)})
     port2 = BrokerMetadataTopic(asyncio.get_running_loop(), cluster.channel_factory(2)("rlmm"),
                                 lambda t, p: cluster.node(1), w.port._ensure_topic, retry_timeout_ms=5000,
-                                retry_interval_ms=10)
+                                retry_interval_ms=10, clock=cluster.clock)
     lm2 = b2.log_manager
     t2 = TieredStorage(2, rsm2, port2, {"remote.log.metadata.topic.num.partitions": 2,
                                         "remote.log.metadata.topic.replication.factor": 1},

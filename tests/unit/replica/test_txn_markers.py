@@ -4,6 +4,7 @@ markers and the transaction index."""
 from __future__ import annotations
 
 import asyncio
+import struct
 from typing import Any, List, Tuple
 
 from broker.errors import ErrorCode
@@ -41,8 +42,11 @@ def test_markers_are_appended_as_leader_and_the_listener_hears_of_them(tmp_path)
             rm.add_txn_marker_listener(async_listener)
             assert (await drive(rm, rm.append_records(-1, {TP: txn_records(0, b"a", b"b")})))[TP].error_code == 0
             assert b.log.last_stable_offset == 0
+            before = c.clock.wall_ms()
             errors = await drive(rm, rm.append_txn_markers(PID, 0, 3, False, [TP, (TOPIC, 7)], 5000))
             assert errors == {TP: 0, (TOPIC, 7): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+            marker = bytes(b.log.read(2, 1 << 20).records.read())
+            assert before <= struct.unpack_from(">q", marker, 35)[0] <= c.clock.wall_ms()  # max timestamp: the clock's
             assert heard == [(TOPIC, 0, PID, False)]
             assert b.log.last_stable_offset == b.log.log_end_offset == 3
             assert b.log_manager.owners.call(TP, b.log.active_producers)[0].coordinator_epoch == 3

@@ -4,8 +4,9 @@ idle connections) neither ends early nor late; what Kafka times on the wall cloc
 with stored timestamps (group state and commit timestamps, offset expiry, transaction timeouts) follows the jump,
 as in Kafka. See broker/util/clock.py.
 
-``wall`` moves ``time.time`` only; asyncio's timers and ``time.monotonic`` are untouched (or, in the synchronous
-tests, stepped by hand).
+Components that take a Clock run on a ManualClock whose wall reading jumps (``jump_wall``) while its monotonic
+reading and timers move only by ``advance``. For the others (and SYSTEM_CLOCK itself), ``wall`` moves ``time.time``
+only; asyncio's timers and ``time.monotonic`` are untouched.
 """
 from __future__ import annotations
 
@@ -29,8 +30,10 @@ from broker.replica.replication_quota import ReplicationQuotaManager
 from broker.util import clock
 from tests.unit.coordinator import test_group_apis as group_apis
 from tests.unit.coordinator.transaction import test_service as txn_service
-from broker.util.clock import SYSTEM_CLOCK
-from tests.unit.replica.harness import TP, FakeCluster, _FakeMetadata, _FakeRequestContext, records, state
+from broker.util.clock import SYSTEM_CLOCK, ManualClock
+from tests.unit.network.test_socket_server import advance
+from tests.unit.replica.harness import (TP, FakeCluster, _FakeMetadata, _FakeRequestContext, drive, records, state,
+                                       wait_until)
 
 HOUR_S = 3600.0
 HOUR_MS = 3_600_000
@@ -43,14 +46,6 @@ def wall(monkeypatch: pytest.MonkeyPatch) -> List[float]:
     offset = [0.0]
     monkeypatch.setattr(time, "time", lambda: real() + offset[0])
     return offset
-
-
-@pytest.fixture
-def mono(monkeypatch: pytest.MonkeyPatch) -> List[float]:
-    """``time.monotonic`` stepped by hand (synchronous tests only: no event loop runs meanwhile)."""
-    now = [1000.0]
-    monkeypatch.setattr(time, "monotonic", lambda: now[0])
-    return now
 
 
 def test_the_clocks(wall: List[float]) -> None:
@@ -78,28 +73,28 @@ def test_a_member_session_does_not_expire_early_when_the_wall_clock_jumps_forwar
     group_apis.run(scenario)
 
 
-def test_a_member_session_expires_on_time_when_the_wall_clock_jumps_back(wall: List[float],
-                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """A jump back must not keep a silent member in the group for an extra hour."""
+def test_a_member_session_expires_on_time_when_the_wall_clock_jumps_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A jump back must not keep a silent member in the group for an extra hour (the coordinator on a ManualClock
+    whose wall reading jumps back an hour)."""
     monkeypatch.setattr(group_apis.FakeConfig, "values",
                         dict(group_apis.FakeConfig.values, **{"group.min.session.timeout.ms": 100}))
+    clock = ManualClock()
 
     async def scenario(broker: Any) -> None:
         gc = broker.group_coordinator
         body = dict(group_apis.JOIN, session_timeout_ms=300, member_id="")
-        r = await group_apis.call(broker, ApiKey.JOIN_GROUP, 3, body)  # v3: no MEMBER_ID_REQUIRED round
+        r = await drive(clock, group_apis.call(broker, ApiKey.JOIN_GROUP, 3, body))  # v3: no MEMBER_ID_REQUIRED
         assert r.error_code == 0
         s = await group_apis.call(broker, ApiKey.SYNC_GROUP, 3, {
             "group_id": "g", "generation_id": r.generation_id, "member_id": r.member_id, "group_instance_id": None,
             "assignments": [{"member_id": r.member_id, "assignment": b"A"}]})
         assert s.error_code == 0
-        wall[0] = -HOUR_S
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + 10.0  # bounded wait: the session is 300 ms, the jump an hour
-        while r.member_id in gc.shards[0].groups["g"].members:
-            assert loop.time() < deadline, "the session outlived its timeout by the wall-clock jump"
-            await asyncio.sleep(0.02)
-    group_apis.run(scenario)
+        synced = clock.mono_ms()
+        clock.jump_wall(-HOUR_MS)
+        await wait_until(lambda: r.member_id not in gc.shards[0].groups["g"].members, clock, max_ms=1_000,
+                         what="the session (300 ms) expired despite the wall-clock jump")
+        assert 300 <= clock.mono_ms() - synced < 1_000
+    group_apis.run(scenario, clock)
 
 
 def test_group_state_timestamps_and_offset_expiry_stay_on_the_wall_clock(wall: List[float],
@@ -126,18 +121,19 @@ def test_group_state_timestamps_and_offset_expiry_stay_on_the_wall_clock(wall: L
 
 
 # ---------------------------------------------------------------------------- transactions (wall-clock, as Kafka)
-def test_transaction_timeouts_follow_the_wall_clock_as_in_kafka(wall: List[float]) -> None:
+def test_transaction_timeouts_follow_the_wall_clock_as_in_kafka() -> None:
     """Kafka compares time.milliseconds() with txnStartTimestamp, which is stored in __transaction_state: a jump
-    forward past transaction.timeout.ms aborts an open transaction, one back delays the abort. Same here."""
+    forward past transaction.timeout.ms aborts an open transaction, one back delays the abort. Same here (the
+    coordinator's ManualClock jumps its wall reading only, as an NTP step)."""
     async def scenario(env: Any) -> None:
         await env.lead()
         pid, epoch = await env.start_txn(("a", 0))  # transaction.timeout.ms 60 s
         await env.tc.abort_timed_out_transactions()
         assert env.log.states()[-1] == (txn_service.TID, 1)  # still Ongoing
-        wall[0] = -HOUR_S
+        env.clock.jump_wall(-HOUR_MS)
         await env.tc.abort_timed_out_transactions()
         assert env.log.states()[-1] == (txn_service.TID, 1)
-        wall[0] = HOUR_S
+        env.clock.jump_wall(2 * HOUR_MS)  # an hour ahead of the start
         await env.tc.abort_timed_out_transactions()
         await env.completed(5)  # CompleteAbort
         assert await env.tc.end_transaction(txn_service.TID, pid, epoch, False) == ErrorCode.PRODUCER_FENCED
@@ -212,35 +208,37 @@ def test_a_fetch_session_is_not_evicted_by_a_jump_forward(tmp_path: Any, wall: L
 
 
 # ---------------------------------------------------------------------------- quotas
-def test_a_client_quota_throttle_is_neither_stretched_nor_cut(wall: List[float], mono: List[float]) -> None:
-    """The throttle time a client earns (and then waits muted, on asyncio's monotonic clock: Kafka's
-    ThrottledChannel uses nanoseconds) is the same with the wall clock jumping between its requests."""
-    def throttles(jumps: List[float]) -> List[int]:
-        m = ClientQuotaManager("producer_byte_rate", 11, 1)
+def test_a_client_quota_throttle_is_neither_stretched_nor_cut() -> None:
+    """The throttle time a client earns (and then waits muted, on the monotonic clock: Kafka's ThrottledChannel
+    uses nanoseconds) is the same with the wall clock jumping between its requests (the manager on a ManualClock)."""
+    def throttles(jumps: List[int]) -> List[int]:
+        clock = ManualClock()
+        m = ClientQuotaManager("producer_byte_rate", 11, 1, clock=clock)
         m.update(QuotaEntity(client_id="app"), 1000.0)
         out = []
         for j in jumps:
-            wall[0] = j
+            clock.jump_wall(j)
             out.append(m.record("ANONYMOUS", "app", 6000))
-            mono[0] += 0.5
+            clock.advance(500)
         return out
-    steady = throttles([0.0] * 6)
+    steady = throttles([0] * 6)
     assert steady[-1] > 0  # the client is throttled
-    assert throttles([0.0, HOUR_S, HOUR_S, -HOUR_S, 0.0, -HOUR_S]) == steady
+    assert throttles([0, HOUR_MS, 0, -2 * HOUR_MS, HOUR_MS, -HOUR_MS]) == steady
 
 
-def test_a_replication_throttle_ends_on_time_after_a_jump_back(wall: List[float], mono: List[float]) -> None:
+def test_a_replication_throttle_ends_on_time_after_a_jump_back() -> None:
     """leader/follower.replication.throttled.rate windows roll on the monotonic clock (Kafka's sensors use the
     wall clock, where a jump back would keep old bytes counted for the length of the jump)."""
-    q = ReplicationQuotaManager("Leader", num_samples=11, window_size_seconds=1, bound=1000.0)
+    clock = ManualClock()
+    q = ReplicationQuotaManager("Leader", num_samples=11, window_size_seconds=1, bound=1000.0, clock=clock.mono_ms)
     q.record(100_000)
     assert q.is_quota_exceeded()
-    wall[0] = -HOUR_S
-    mono[0] += 12.0  # past every window
+    clock.jump_wall(-HOUR_MS)
+    clock.advance(12_000)  # past every window
     assert not q.is_quota_exceeded()
     q.record(100_000)
-    wall[0] = HOUR_S
-    mono[0] += 0.1
+    clock.jump_wall(2 * HOUR_MS)
+    clock.advance(100)
     assert q.is_quota_exceeded()  # a jump forward does not empty the windows either
 
 
@@ -256,49 +254,33 @@ class _Echo:
         return [struct.pack(">i", len(frame)) + bytes(frame)]
 
 
-class _CountingConnections(dict):  # type: ignore[type-arg]
-    """A SocketServer's connection table that counts how often it is walked: once per idle-reaper pass."""
-
-    passes = 0
-
-    def __iter__(self) -> Any:
-        self.passes += 1
-        return super().__iter__()
-
-
-def test_an_idle_connection_is_not_reaped_early_nor_kept_late(wall: List[float]) -> None:
+def test_an_idle_connection_is_not_reaped_early_nor_kept_late() -> None:
     """connections.max.idle.ms is measured as Kafka's Selector does (nanoTime): a jump forward closes nothing, a
-    jump back does not keep an idle connection open."""
-    table = _CountingConnections()
-
-    async def main(idle_ms: int, jump: float, check: Callable[[asyncio.StreamReader, asyncio.StreamWriter], Any]
-                   ) -> None:
+    jump back does not keep an idle connection open (the server on a ManualClock whose wall reading jumps)."""
+    async def main(idle_ms: int, jump_ms: int, check: Callable[[ManualClock, asyncio.StreamReader,
+                                                                  asyncio.StreamWriter], Any]) -> None:
+        clock = ManualClock()
         server = SocketServer(_Echo(), [ListenerSpec("PLAINTEXT", "127.0.0.1", 0)], 1 << 20,  # type: ignore
-                              connections_max_idle_ms=idle_ms)
-        server._connections = table
+                              connections_max_idle_ms=idle_ms, clock=clock)
         await server.start()
         try:
             r, w = await asyncio.open_connection("127.0.0.1", server.bound_ports["PLAINTEXT"])
             w.write(_frame(b"hi"))
             assert await asyncio.wait_for(r.readexactly(6), 5) == _frame(b"hi")
-            wall[0] = jump
-            await check(r, w)
+            clock.jump_wall(jump_ms)
+            await check(clock, r, w)
             w.close()
         finally:
-            wall[0] = 0.0
             await server.stop()
 
-    async def still_open(r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
-        loop = asyncio.get_running_loop()
-        deadline, target = loop.time() + 10.0, table.passes + 3
-        while table.passes < target:  # three reaper passes (every idle/10 s), far less than the idle time
-            assert loop.time() < deadline, f"the idle reaper made {table.passes - target + 3} of 3 passes in 10 s"
-            await asyncio.sleep(0.05)
+    async def still_open(clock: ManualClock, r: asyncio.StreamReader, w: asyncio.StreamWriter) -> None:
+        await advance(clock, 2000)  # four reaper passes (every idle/10), less than the idle time
         w.write(_frame(b"again"))
         assert await asyncio.wait_for(r.readexactly(9), 5) == _frame(b"again")
 
-    async def closed(r: asyncio.StreamReader, _w: asyncio.StreamWriter) -> None:
-        assert await asyncio.wait_for(r.read(), 10) == b""  # bounded wait: idle is 300 ms, the jump an hour
+    async def closed(clock: ManualClock, r: asyncio.StreamReader, _w: asyncio.StreamWriter) -> None:
+        await advance(clock, 400)  # past the idle time (300 ms) on the monotonic reading, the wall an hour back
+        assert await asyncio.wait_for(r.read(), 5) == b""
 
-    asyncio.run(main(5000, HOUR_S, still_open))
-    asyncio.run(main(300, -HOUR_S, closed))
+    asyncio.run(main(5000, HOUR_MS, still_open))
+    asyncio.run(main(300, -HOUR_MS, closed))

@@ -3,6 +3,7 @@ in flight per leader, retries (retriable errors, lost connections, unknown leade
 cancellation by fencing errors, by the owner (coordinator epoch changed) and by emigration.
 
 Requests and responses go through the real WriteTxnMarkers codec, so what is sent is what a leader would parse.
+The manager runs on a ManualClock: its retry backoffs pass when a test moves the clock, never in real time.
 """
 from __future__ import annotations
 
@@ -16,6 +17,8 @@ from broker.errors import ErrorCode as E
 from broker.protocol import api as proto
 from broker.protocol.api import ApiKey
 from broker.util.broker_channel import BrokerChannelError, BrokerNode
+from broker.util.clock import ManualClock
+from tests.unit.replica.harness import wait_until
 
 TopicPartition = Tuple[str, int]
 B1, B2 = BrokerNode(1, "h1", 9092), BrokerNode(2, "h2", 9092)
@@ -83,7 +86,7 @@ def run(scenario: Callable[..., Any], leaders: Dict[TopicPartition, Tuple[bool, 
     async def main() -> None:
         channel, owner = FakeChannel(), Owner()
         mgr = TransactionMarkerChannelManager(channel, lambda t, p: leaders.get((t, p), (False, None)),
-                                              request_version=1, retry_backoff_ms=10)
+                                              request_version=1, retry_backoff_ms=10, clock=ManualClock())
         mgr.start(owner)
         try:
             await scenario(mgr, channel, owner)
@@ -92,16 +95,16 @@ def run(scenario: Callable[..., Any], leaders: Dict[TopicPartition, Tuple[bool, 
     asyncio.run(main())
 
 
-async def until(cond: Callable[[], bool], timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not cond():
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.005)
+async def until(mgr: TransactionMarkerChannelManager, cond: Callable[[], bool]) -> None:
+    """Wait for ``cond`` on loop turns, moving the manager's ManualClock to its next backoff when nothing else
+    can happen (fails when ``cond`` never holds)."""
+    assert isinstance(mgr.clock, ManualClock)
+    await wait_until(cond, mgr.clock, max_ms=5_000)
 
 
 async def settled(mgr: TransactionMarkerChannelManager) -> None:
     """Nothing queued and no request in flight: nothing more can be sent or completed."""
-    await until(lambda: mgr.pending_count() == 0 and not mgr._sends)
+    await until(mgr, lambda: mgr.pending_count() == 0 and not mgr._sends)
 
 
 def sent_partitions(request: Any) -> Dict[int, List[TopicPartition]]:
@@ -113,7 +116,7 @@ def test_markers_go_to_each_partition_leader_then_the_owner_completes() -> None:
 
     async def scenario(mgr: Any, channel: FakeChannel, owner: Owner) -> None:
         mgr.add_markers(pending("tx", ("a", 0), ("a", 1), ("b", 0)))
-        await until(lambda: owner.completed == ["tx"])
+        await until(mgr, lambda: owner.completed == ["tx"])
         by_broker = {b: r for b, _, r in channel.requests}
         assert set(by_broker) == {1, 2} and len(channel.requests) == 2
         assert sent_partitions(by_broker[1]) == {100: [("a", 0), ("b", 0)]}
@@ -132,7 +135,7 @@ def test_transactions_for_one_leader_share_a_request_and_one_request_is_in_fligh
     async def scenario(mgr: Any, channel: FakeChannel, owner: Owner) -> None:
         channel.gate = asyncio.Event()
         mgr.add_markers(pending("t1", ("a", 0), pid=1))
-        await until(lambda: len(channel.requests) == 1)
+        await until(mgr, lambda: len(channel.requests) == 1)
         dispatches: List[Optional[float]] = []
         real = mgr._dispatch
 
@@ -142,13 +145,14 @@ def test_transactions_for_one_leader_share_a_request_and_one_request_is_in_fligh
         mgr._dispatch = counted
         mgr.add_markers(pending("t2", ("a", 0), pid=2, commit=False))
         mgr.add_markers(pending("t3", ("a", 1), pid=3))
-        await until(lambda: len(dispatches) == 1)    # the sender saw them
+        await until(mgr, lambda: len(dispatches) == 1)    # the sender saw them
         for _ in range(50):                          # let every ready callback of the loop run, many times over
             await asyncio.sleep(0)
         assert len(channel.requests) == 1            # broker 1 is busy
         assert dispatches == [None]                  # and the sender waits for it without a timer: no spinning
+        assert mgr.clock.next_deadline_ms() is None
         channel.gate.set()
-        await until(lambda: sorted(owner.completed) == ["t1", "t2", "t3"])
+        await until(mgr, lambda: sorted(owner.completed) == ["t1", "t2", "t3"])
         assert len(channel.requests) == 2
         second = channel.requests[1][2]
         assert sent_partitions(second) == {2: [("a", 0)], 3: [("a", 1)]}
@@ -167,7 +171,7 @@ def test_retriable_errors_are_sent_again_to_the_new_leader() -> None:
             return 0
         channel.errors = errors
         mgr.add_markers(pending("tx", ("a", 0)))
-        await until(lambda: owner.completed == ["tx"])
+        await until(mgr, lambda: owner.completed == ["tx"])
         assert [b for b, _, _ in channel.requests] == [1, 2]
     run(scenario, leaders)
 
@@ -176,6 +180,7 @@ def test_unknown_leader_waits_for_metadata_and_deleted_topics_need_no_marker() -
     leaders: Dict[TopicPartition, Tuple[bool, Optional[BrokerNode]]] = {("a", 0): (True, None)}
 
     async def scenario(mgr: Any, channel: FakeChannel, owner: Owner) -> None:
+        started = mgr.clock.mono_ms()
         mgr.add_markers(pending("tx", ("a", 0), ("gone", 0)))
         dispatches: List[Optional[float]] = []
         real = mgr._dispatch
@@ -184,11 +189,12 @@ def test_unknown_leader_waits_for_metadata_and_deleted_topics_need_no_marker() -
             dispatches.append(real())
             return dispatches[-1]
         mgr._dispatch = counted
-        await until(lambda: ("tx", ("gone", 0)) in owner.written)   # deleted: no longer waits for a marker
-        await until(lambda: len(dispatches) >= 3)    # the unknown leader looked up again after each backoff
+        await until(mgr, lambda: ("tx", ("gone", 0)) in owner.written)   # deleted: no longer waits for a marker
+        await until(mgr, lambda: len(dispatches) >= 3)    # the unknown leader looked up again after each backoff
+        assert mgr.clock.mono_ms() - started >= 2 * 10     # of retry_backoff_ms, on the clock
         assert channel.requests == [] and owner.completed == []
         leaders[("a", 0)] = (True, B1)
-        await until(lambda: owner.completed == ["tx"])
+        await until(mgr, lambda: owner.completed == ["tx"])
         assert sent_partitions(channel.requests[0][2]) == {100: [("a", 0)]}
     run(scenario, leaders)
 
@@ -204,7 +210,7 @@ def test_a_lost_connection_is_retried() -> None:
             return len(attempts) < 3
         channel.fail = fail
         mgr.add_markers(pending("tx", ("a", 0)))
-        await until(lambda: owner.completed == ["tx"])
+        await until(mgr, lambda: owner.completed == ["tx"])
         assert len(channel.requests) == 3
     run(scenario, leaders)
 
@@ -237,7 +243,7 @@ def test_old_message_format_partitions_are_skipped() -> None:
     async def scenario(mgr: Any, channel: FakeChannel, owner: Owner) -> None:
         channel.errors = lambda b, tp: E.UNSUPPORTED_FOR_MESSAGE_FORMAT
         mgr.add_markers(pending("tx", ("a", 0)))
-        await until(lambda: owner.completed == ["tx"])
+        await until(mgr, lambda: owner.completed == ["tx"])
     run(scenario, leaders)
 
 
@@ -247,13 +253,13 @@ def test_markers_the_owner_no_longer_wants_are_dropped() -> None:
     async def scenario(mgr: Any, channel: FakeChannel, owner: Owner) -> None:
         owner.current = False
         mgr.add_markers(pending("tx", ("a", 0)))
-        await until(lambda: mgr.pending_count() == 0)
+        await until(mgr, lambda: mgr.pending_count() == 0)
         assert channel.requests == [] and owner.completed == []
         # and when the answer arrives after the coordinator epoch changed
         owner.current = True
         channel.gate = asyncio.Event()
         mgr.add_markers(pending("t2", ("a", 0)))
-        await until(lambda: len(channel.requests) == 1)
+        await until(mgr, lambda: len(channel.requests) == 1)
         owner.current = False
         channel.gate.set()
         await settled(mgr)
@@ -270,7 +276,7 @@ def test_emigration_drops_the_partitions_markers() -> None:
         mgr.remove_markers_for_txn_partition(1)
         assert mgr.pending_count() == 1
         leaders[("a", 0)] = (True, B1)
-        await until(lambda: owner.completed == ["t2"])
+        await until(mgr, lambda: owner.completed == ["t2"])
         assert [sorted(sent_partitions(r)) for _, _, r in channel.requests] == [[100]]
     run(scenario, leaders)
 

@@ -9,17 +9,16 @@ import asyncio
 from types import SimpleNamespace
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
-import pytest
 
 from broker.util.java_hash import partition_for
 from broker.coordinator.transaction import records as rec
 from broker.coordinator.transaction.marker_channel import TransactionMarkerChannelManager
-from broker.coordinator.transaction import service
 from broker.coordinator.transaction.service import TransactionCoordinator
 from broker.coordinator.transaction.state import TransactionConfig, TransactionCoordinatorState
 from broker.errors import ErrorCode as E, error_for_code
 from broker.util.broker_channel import BrokerNode
-from tests.unit.coordinator.transaction.test_marker_channel import FakeChannel, until
+from tests.unit.coordinator.transaction.test_marker_channel import FakeChannel
+from tests.unit.replica.harness import wait_until
 from broker.util.clock import ManualClock
 
 NUM_PARTITIONS = 3
@@ -80,9 +79,10 @@ async def logged_and_applied(tc: TransactionCoordinator, log: "FakeLog", partiti
                              status: int) -> None:
     """Wait until the log holds ``status`` for ``tid`` and the coordinator has applied it: the coordinator
     applies a write when the append's answer reaches it, a moment after the log has it."""
-    await until(lambda: log.states(partition)[-1] == (tid, status))
+    assert isinstance(tc.clock, ManualClock)
+    await wait_until(lambda: log.states(partition)[-1] == (tid, status), tc.clock, max_ms=5_000)
     txn = tc.shards[partition].transactions[tid]
-    await until(lambda: not txn.pending_transition_in_progress)
+    await wait_until(lambda: not txn.pending_transition_in_progress, tc.clock, max_ms=5_000)
 
 
 class Config:
@@ -116,9 +116,15 @@ class Topics:
 
 class Env:
     def __init__(self, coordinator: TransactionCoordinator, log: FakeLog, channel: FakeChannel,
-                 epochs: Dict[int, int], ids: Ids, topics: Topics) -> None:
+                 epochs: Dict[int, int], ids: Ids, topics: Topics, clock: ManualClock) -> None:
         self.tc, self.log, self.channel, self.epochs, self.ids, self.topics = \
             coordinator, log, channel, epochs, ids, topics
+        #: the coordinator's and the marker sender's clock: timeouts, intervals and backoffs pass when it moves
+        self.clock = clock
+
+    async def until(self, cond: Callable[[], bool]) -> None:
+        """Wait for ``cond`` on loop turns, moving the clock to its next timer when nothing else can happen."""
+        await wait_until(cond, self.clock, max_ms=5_000)
 
     async def lead(self, partition: int = P, epoch: int = 5) -> None:
         self.epochs[partition] = epoch
@@ -137,12 +143,13 @@ class Env:
 
 def run(scenario: Callable[[Env], Any], **config: Any) -> None:
     async def main() -> None:
-        log, channel, epochs, ids, topics = FakeLog(), FakeChannel(), {}, Ids(), Topics()
-        markers = TransactionMarkerChannelManager(channel, lambda t, p: (True, B0), retry_backoff_ms=10)
-        tc = TransactionCoordinator(Config(**config), log, topics, ids, lambda p: epochs.get(p, -1), markers)
+        log, channel, epochs, ids, topics, clock = FakeLog(), FakeChannel(), {}, Ids(), Topics(), ManualClock()
+        markers = TransactionMarkerChannelManager(channel, lambda t, p: (True, B0), retry_backoff_ms=10, clock=clock)
+        tc = TransactionCoordinator(Config(**config), log, topics, ids, lambda p: epochs.get(p, -1), markers,
+                                    clock=clock)
         tc.start()
         try:
-            await scenario(Env(tc, log, channel, epochs, ids, topics))
+            await scenario(Env(tc, log, channel, epochs, ids, topics, clock))
         finally:
             await tc.stop()
     asyncio.run(main())
@@ -225,7 +232,7 @@ def test_load_resumes_markers_of_a_prepared_transaction() -> None:
         records += out.records
         env.log.partitions[P] = [(i, k, v) for i, (k, v) in enumerate(records)]
         await env.lead(epoch=9)
-        await until(lambda: env.log.states()[-1] == (TID, 5))          # CompleteAbort
+        await env.until(lambda: env.log.states()[-1] == (TID, 5))          # CompleteAbort
         m = env.channel.requests[0][2].markers[0]
         assert (m.producer_id, m.transaction_result, m.coordinator_epoch) == (77, False, 9)
     run(scenario)
@@ -237,7 +244,7 @@ def test_a_write_that_ends_after_emigration_is_not_coordinator() -> None:
         pid, epoch = await env.start_txn(("a", 0))
         env.log.append_gate = asyncio.Event()
         end = asyncio.ensure_future(env.tc.end_transaction(TID, pid, epoch, True))
-        await until(lambda: env.log.parked == 1)                       # the PrepareCommit is being appended
+        await env.until(lambda: env.log.parked == 1)                       # the PrepareCommit is being appended
         await env.tc.on_resign(rec.TRANSACTION_STATE_TOPIC_NAME, P)
         env.log.append_gate.set()
         assert await end == E.NOT_COORDINATOR
@@ -252,14 +259,14 @@ def test_a_write_that_ends_after_a_reload_is_not_coordinator_and_the_reload_send
         pid, epoch = await env.start_txn(("a", 0))
         env.log.append_gate = asyncio.Event()
         end = asyncio.ensure_future(env.tc.end_transaction(TID, pid, epoch, True))
-        await until(lambda: env.log.parked == 1)                       # the PrepareCommit is being appended
+        await env.until(lambda: env.log.parked == 1)                       # the PrepareCommit is being appended
         env.epochs[P] = 6
         await env.tc.on_become_leader(rec.TRANSACTION_STATE_TOPIC_NAME, P)   # reload at a new epoch
         env.log.append_gate.set()
         assert await end in (E.NOT_COORDINATOR, E.COORDINATOR_LOAD_IN_PROGRESS)
         await env.tc.wait_loaded()
         # the PrepareCommit did reach the log: the new coordinator completes it with its own epoch
-        await until(lambda: env.log.states()[-1] == (TID, 4))
+        await env.until(lambda: env.log.states()[-1] == (TID, 4))
         assert [r.markers[0].coordinator_epoch for _, _, r in env.channel.requests] == [6]
     run(scenario)
 
@@ -278,11 +285,9 @@ def test_completion_is_retried_while_the_log_is_unavailable() -> None:
     run(scenario)
 
 
-def test_timed_out_transactions_are_aborted_by_the_service(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = ManualClock()
-    monkeypatch.setattr(service, "_now_ms", clock.mono_ms)
-
+def test_timed_out_transactions_are_aborted_by_the_service() -> None:
     async def scenario(env: Env) -> None:
+        clock = env.clock
         await env.lead()
         err, pid, epoch = await env.tc.init_producer_id(TID, 1, None)
         await env.tc.add_partitions(TID, pid, epoch, {("a", 0)})
@@ -296,11 +301,9 @@ def test_timed_out_transactions_are_aborted_by_the_service(monkeypatch: pytest.M
     run(scenario)
 
 
-def test_idle_transactional_ids_expire(monkeypatch: pytest.MonkeyPatch) -> None:
-    clock = ManualClock()
-    monkeypatch.setattr(service, "_now_ms", clock.mono_ms)
-
+def test_idle_transactional_ids_expire() -> None:
     async def scenario(env: Env) -> None:
+        clock = env.clock
         await env.lead()
         await env.tc.init_producer_id(TID, 1000, None)
         await env.tc.expire_transactional_ids()
@@ -317,7 +320,7 @@ def test_periodic_abort_runs_on_its_interval() -> None:
         await env.lead()
         err, pid, epoch = await env.tc.init_producer_id(TID, 1, None)
         await env.tc.add_partitions(TID, pid, epoch, {("a", 0)})
-        await until(lambda: env.log.states()[-1] == (TID, 5))
+        await env.until(lambda: env.log.states()[-1] == (TID, 5))
     run(scenario, **{"transaction.abort.timed.out.transaction.cleanup.interval.ms": 20})
 
 

@@ -23,7 +23,9 @@ from broker.protocol import api as proto
 from broker.protocol.api import ApiKey
 from broker.security.acl import AclOperation as Op, ResourceType as RT
 from broker.util.broker_channel import BrokerNode
-from tests.unit.coordinator.transaction.test_marker_channel import FakeChannel, until
+from broker.util.clock import ManualClock
+from tests.unit.coordinator.transaction.test_marker_channel import FakeChannel
+from tests.unit.replica.harness import wait_until
 from tests.unit.coordinator.transaction.test_service import Config, FakeLog, Ids, Topics, logged_and_applied
 
 MODULES = {ApiKey.INIT_PRODUCER_ID: init_producer_id, ApiKey.ADD_PARTITIONS_TO_TXN: add_partitions_to_txn,
@@ -66,12 +68,12 @@ class Broker:
         for name, n in (("t", 3), ("__consumer_offsets", 1), ("__transaction_state", NUM_TXN_PARTITIONS)):
             self.metadata.put_topic(TopicMeta(name, uuid.uuid4(),
                                               {p: PartitionMeta(p, 0, 4, (0,), (0,)) for p in range(n)}))
-        self.log, self.channel = FakeLog(), FakeChannel()
+        self.log, self.channel, self.clock = FakeLog(), FakeChannel(), ManualClock()
         markers = TransactionMarkerChannelManager(self.channel, lambda t, p: (True, BrokerNode(0, "broker0", 9092)),
-                                                  retry_backoff_ms=10)
+                                                  retry_backoff_ms=10, clock=self.clock)
         self.tc = TransactionCoordinator(Config(**{"transaction.state.log.num.partitions": NUM_TXN_PARTITIONS,
                                                    "transaction.max.timeout.ms": 900000}),
-                                         self.log, Topics(), Ids(), lambda p: 4, markers)
+                                         self.log, Topics(), Ids(), lambda p: 4, markers, clock=self.clock)
         self.group = SimpleNamespace(partition_for=lambda g: 0)
 
     async def call(self, key: ApiKey, version: int, body: Dict[str, Any], authz: Authz = Authz()) -> Any:
@@ -263,7 +265,7 @@ def test_end_txn(version: int) -> None:
         assert await b.end("tx", pid, 1, True, version) == (E.INVALID_PRODUCER_EPOCH if version < 2
                                                               else E.PRODUCER_FENCED)
         assert await b.end("tx", pid, 0, True, version) == 0
-        await until(lambda: b.tc.describe_transaction("tx")["transaction_state"] == "CompleteCommit")
+        await wait_until(lambda: b.tc.describe_transaction("tx")["transaction_state"] == "CompleteCommit", b.clock)
         assert await b.end("tx", pid, 0, True, version) == 0
         assert await b.end("tx", pid, 0, False, version) == E.INVALID_TXN_STATE
         r = await b.call(ApiKey.END_TXN, version, {"transactional_id": "tx", "producer_id": pid,

@@ -12,7 +12,7 @@ Called by the ReplicaManager's fetch on the remote reader pool (broker/replica/t
 from __future__ import annotations
 
 import struct
-from typing import BinaryIO, List, NamedTuple, Optional, Tuple
+from typing import List, NamedTuple, Optional, Tuple
 
 from broker.metrics.stats import RemoteStorageStats
 from broker.remote_log.metadata_manager import RemoteLogMetadataManager
@@ -55,8 +55,9 @@ _TS_HEADER = 43
 #: offset may start after that entry, when one entry covers several batches appended together); more is fetched
 #: in a second range only when needed
 _WINDOW_SLACK = 16 * 1024
-#: the ranges a timestamp scan fetches at a time
-_SCAN_CHUNK = 1 << 20
+#: the ranges a timestamp scan fetches at a time (it starts at the time index entry below the timestamp: the record
+#: sought is usually within one index interval)
+_SCAN_CHUNK = 64 * 1024
 #: the least a range after the first asks for (within the reader's ``limit``): a batch header read across the end of
 #: a range then costs one more range, not one for the header and one for the rest of its batch
 _MIN_RANGE = 64 * 1024
@@ -64,10 +65,10 @@ _MIN_RANGE = 64 * 1024
 
 class RangedSegmentReader:
     """Sequential reads of one remote segment from ``start``, through ranged fetches of the RemoteStorageManager
-    (``fetch_log_segment(metadata, start, end)``: a seek in a local file, an HTTP Range GET in S3): the first range
-    ends at ``first_end`` (exclusive); a read past the fetched range fetches what it needs, at least ``chunk`` bytes
-    but not past ``limit`` (the caller's bound on what it may still read, the segment's end until it sets one) from
-    there. Nothing past the segment's size is asked for."""
+    (``fetch_log_segment(metadata, start, end)``: a seek in a local file, an HTTP Range GET in S3), each range read
+    whole into memory at once: the first range ends at ``first_end`` (exclusive); a read past the fetched range
+    fetches what it needs, at least ``chunk`` bytes but not past ``limit`` (the caller's bound on what it may still
+    read, the segment's end until it sets one) from there. Nothing past the segment's size is asked for."""
 
     def __init__(self, rsm: RemoteStorageManager, md: RemoteLogSegmentMetadata, start: int, first_end: int,
                  chunk: int = _MIN_RANGE) -> None:
@@ -79,56 +80,63 @@ class RangedSegmentReader:
         self._chunk = chunk
         #: no range reaches past this (exclusive) unless a read needs it
         self.limit = self.size
-        self._stream: Optional[BinaryIO] = None
-        self._stream_end = start
+        #: the last range fetched: its bytes and where they start in the segment
+        self._buf = b""
+        self._buf_start = start
         #: ranged fetches made, and the bytes they asked for
         self.requests = 0
         self.requested_bytes = 0
 
     def read(self, n: int) -> bytes:
         """Up to ``n`` bytes from the current position (fewer only at the segment's end)."""
-        out = bytearray()
-        while len(out) < n and self.pos < self.size:
-            if self._stream is None or self.pos >= self._stream_end:
-                self._open(n - len(out))
-            assert self._stream is not None
-            chunk = self._stream.read(min(n - len(out), self._stream_end - self.pos))
-            if not chunk:
-                raise RemoteStorageException(f"Remote segment {self.md.remote_log_segment_id.id} ended at "
-                                             f"{self.pos}, before its size {self.size}")
-            out += chunk
-            self.pos += len(chunk)
-        return bytes(out)
+        out: Optional[bytearray] = None
+        while n > 0 and self.pos < self.size:
+            off = self.pos - self._buf_start
+            if off < 0 or off >= len(self._buf):
+                self._fetch(n)
+                off = 0
+            take = min(n, len(self._buf) - off)
+            chunk = self._buf[off:off + take]
+            self.pos += take
+            n -= take
+            if out is None:
+                if n == 0:
+                    return chunk
+                out = bytearray(chunk)
+            else:
+                out += chunk
+        return bytes(out) if out is not None else b""
 
     def skip(self, n: int) -> None:
-        """Move ``n`` bytes on; within the fetched range the bytes are read and dropped, past it nothing is fetched
-        for them."""
-        target = min(self.pos + n, self.size)
-        if self._stream is not None and target <= self._stream_end:
-            self.read(target - self.pos)
-        else:
-            self._close_stream()
-            self.pos = target
+        """Move ``n`` bytes on (past the fetched range nothing is fetched for them)."""
+        self.pos = min(self.pos + n, self.size)
 
-    def _open(self, need: int) -> None:
-        self._close_stream()
+    def _fetch(self, need: int) -> None:
         if self.requests == 0:
             end = max(self._first_end, self.pos + need)
         else:
             end = max(min(self.pos + max(need, self._chunk), self.limit), self.pos + need)
         end = min(end, self.size)
-        self._stream = self.rsm.fetch_log_segment(self.md, self.pos, end - 1)
-        self._stream_end = end
+        length = end - self.pos
+        with self.rsm.fetch_log_segment(self.md, self.pos, end - 1) as stream:
+            parts = []
+            got = 0
+            while got < length:
+                chunk = stream.read(length - got)
+                if not chunk:
+                    break
+                parts.append(chunk)
+                got += len(chunk)
+        if got < length:
+            raise RemoteStorageException(f"Remote segment {self.md.remote_log_segment_id.id}: {got} bytes read of "
+                                         f"the range {self.pos}-{end - 1} of its {self.size}")
+        self._buf = parts[0] if len(parts) == 1 else b"".join(parts)
+        self._buf_start = self.pos
         self.requests += 1
-        self.requested_bytes += end - self.pos
-
-    def _close_stream(self) -> None:
-        if self._stream is not None:
-            self._stream.close()
-            self._stream = None
+        self.requested_bytes += length
 
     def close(self) -> None:
-        self._close_stream()
+        self._buf = b""
 
     def __enter__(self) -> "RangedSegmentReader":
         return self

@@ -154,9 +154,11 @@ class TieredStorage:
         self.remote_fetch_max_wait_ms = remote_fetch_max_wait_ms
 
     def resize_index_cache(self, max_bytes: int) -> None:
-        """remote.log.index.file.cache.total.size.bytes changed (dynamic, as Kafka's resizeCacheSize)."""
-        if max_bytes != self.index_cache.max_size_bytes:
-            self.index_cache.resize(max_bytes)
+        """remote.log.index.file.cache.total.size.bytes changed (dynamic, as Kafka's resizeCacheSize): applied on
+        the RemoteLogManager's thread, since a shrink deletes the evicted entries' files (the caller may be the
+        event loop)."""
+        if max_bytes != self.index_cache.max_size_bytes and not self._closed:
+            self.scheduler.schedule("remote-index-cache-resize", lambda: self.index_cache.resize(max_bytes), 0.0)
 
     # ------------------------------------------------------------------ leadership (from the ReplicaManager)
     def on_leadership_change(self, leaders: Iterable[Tuple[str, int, "uuid.UUID", int]],

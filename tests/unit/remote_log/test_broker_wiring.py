@@ -137,6 +137,14 @@ async def _copies_and_deletes(w: Wired) -> None:
         got += vals
         offset = vals[-1][0] + 1
     assert got == [(i, b"v%019d" % i) for i in range(7)]
+    # the remote indexes were cached in the log dir given; the dynamic size change applies off the loop
+    cache = w.tiered.index_cache
+    assert len(cache) == 3 and cache.cache_dir.name == "remote-log-index-cache"
+    assert len(list(cache.cache_dir.iterdir())) == 9
+    w.tiered.resize_index_cache(1)
+    await w.cluster.wait_mixed(lambda: len(cache) == 0 and not list(cache.cache_dir.iterdir()),
+                               what="the cache shrunk")
+    w.tiered.resize_index_cache(1 << 30)
     # a follower below the local log start is told to rebuild from remote storage (TierStateMachine)
     res = (await w.rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20))], 1 << 20, 1, 0, replica_id=2))[TP]
     assert res.error_code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE

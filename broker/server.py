@@ -240,6 +240,8 @@ class BrokerServer:
                 int(new.get("remote.log.manager.copy.max.bytes.per.second")),
                 int(new.get("remote.log.manager.fetch.max.bytes.per.second")),
                 int(new.get("remote.fetch.max.wait.ms"))))
+            self.config.add_listener(lambda _old, new: tiered.resize_index_cache(
+                int(new.get("remote.log.index.file.cache.total.size.bytes"))))
         await self._start_authorizer()
         # Group coordinator: loads __consumer_offsets partitions as this broker becomes their leader.
         # KIP-890 part 1: transactional appends (produce, TxnOffsetCommit) verified with the coordinator first
@@ -475,7 +477,9 @@ class BrokerServer:
             fetch_quota_window_size_seconds=int(cfg.get("remote.log.manager.fetch.quota.window.size.seconds")),
             reader_threads=int(cfg.get("remote.log.reader.threads")),
             reader_max_pending=int(cfg.get("remote.log.reader.max.pending.tasks")),
-            remote_fetch_max_wait_ms=int(cfg.get("remote.fetch.max.wait.ms")))
+            remote_fetch_max_wait_ms=int(cfg.get("remote.fetch.max.wait.ms")),
+            log_dir=cfg.log_dirs[0],  # as Kafka's KafkaServer: config.logDirs.head
+            index_cache_bytes=int(cfg.get("remote.log.index.file.cache.total.size.bytes")))
 
     def _make_log_manager(self, default_log_config: LogConfig, cluster_id: str) -> Any:
         cfg = self.config.current

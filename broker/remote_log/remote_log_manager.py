@@ -33,6 +33,7 @@ from broker.storage.tiered_log import (CopyableSegment, copyable_segments, leade
                                        segment_leader_epochs)
 
 if TYPE_CHECKING:
+    from broker.remote_log.remote_index_cache import RemoteIndexCache
     from broker.storage.log import Log
     from broker.storage.scheduler import Scheduler
 
@@ -235,6 +236,8 @@ class RemoteLogManager:
         self.stats = stats if stats is not None else RemoteStorageStats()
         self.copy_quota = RLMQuotaManager(copy_max_bytes_per_second, clock.mono_ms, copy_quota_window_num,
                                           copy_quota_window_size_seconds * 1000)
+        #: the RemoteIndexCache of the reads (TieredStorage sets it): a deleted segment's cached indexes go with it
+        self.index_cache: Optional["RemoteIndexCache"] = None
         self._closed = False
 
     def now_ms(self) -> int:
@@ -310,6 +313,8 @@ class RemoteLogManager:
         except RemoteStorageException:
             self.stats.record_delete_error(topic)
             raise
+        if self.index_cache is not None:
+            self.index_cache.remove(sid.id)
         self.rlmm.update_remote_log_segment_metadata(RemoteLogSegmentMetadataUpdate(
             sid, self.now_ms(), m.custom_metadata, S.DELETE_SEGMENT_FINISHED, self.broker_id))
         logger.info("Deleted remote log segment %s (offsets %d..%d)", sid.id, m.start_offset, m.end_offset)

@@ -54,6 +54,7 @@ from broker.replica.partition import (EPOCH_DURING_DELETE, NO_EPOCH, SENTINEL_GU
                                       LeaderAndIsrPartitionState, LeaderAppend, Partition)
 from broker.replica.partition_changes import PartitionChanges
 from broker.replica.purgatory import (DelayedDeleteRecords, DelayedElectLeader, DelayedFetch, DelayedOperationPurgatory,
+                                      DelayedRemoteFetch,
                                       DelayedProduce, DeleteRecordsStatus, ProduceStatus)
 from broker.replica.replication_quota import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, ReplicationQuotas
 from broker.replica.results import ProduceResult, ReadResult
@@ -235,6 +236,9 @@ class ReplicaManager:
             DelayedOperationPurgatory("DeleteRecords", clock)
         self.delayed_elect_leader_purgatory: DelayedOperationPurgatory[DelayedElectLeader] = \
             DelayedOperationPurgatory("ElectLeader", clock)
+        #: KIP-405's fifth: consumers' fetches waiting for a remote read
+        self.delayed_remote_fetch_purgatory: DelayedOperationPurgatory[DelayedRemoteFetch] = \
+            DelayedOperationPurgatory("RemoteFetch", clock)
         self.controller_epoch = 0
         self.leadership_listeners: List[Any] = []
         #: transaction.partition.verification.enable (a dynamic broker config; the server sets the reader): while
@@ -529,6 +533,7 @@ class ReplicaManager:
         self.changes.note(tp, wake=True)
         self.delayed_produce_purgatory.check_and_complete(tp)
         self.delayed_fetch_purgatory.check_and_complete(tp)
+        self.delayed_remote_fetch_purgatory.check_and_complete(tp)
         self.delayed_delete_records_purgatory.check_and_complete(tp)
 
     def on_follower_high_watermark_advanced(self, tp: TopicPartition) -> None:
@@ -1316,18 +1321,25 @@ class ReplicaManager:
         if tip is None or epochs is None:
             return False
         task = asyncio.ensure_future(tiered.read(tip, epochs, offset, max_bytes, min_one, read_committed))
-        try:
-            with parked():  # remote.fetch.max.wait.ms on the replica manager's clock; the read itself is not cut
-                await self.time.wait_for_ms(asyncio.shield(task), tiered.remote_fetch_max_wait_ms)
-        except asyncio.CancelledError:
+        # DelayedRemoteFetch: done when the read is, when a partition of the fetch is no longer hosted here, or at
+        # remote.fetch.max.wait.ms (on the replica manager's clock; the read itself is not cut)
+        purgatory = self.delayed_remote_fetch_purgatory
+        op = DelayedRemoteFetch(tiered.remote_fetch_max_wait_ms, task,
+                                [tp for tp, r in ordered.items() if r.error_code == 0], self.partitions.__contains__)
+        task.add_done_callback(lambda _t: purgatory.check_and_complete(first))
+        if not purgatory.try_complete_else_watch(op, [first]):
+            try:
+                with parked():
+                    await op.future
+            except asyncio.CancelledError:
+                op.cancel()
+                task.cancel()
+                raise
+        if not task.done() or task.cancelled():
+            # expired (DelayedRemoteFetch.onExpiration: the read is abandoned) or a partition left this broker: the
+            # partition answers the local read's result, no records (Kafka's onComplete)
             task.cancel()
-            raise
-        except Exception:  # noqa: BLE001 - timed out, or the read failed: told apart by the task below
-            pass
-        if not task.done():  # DelayedRemoteFetch.onExpiration: the read is abandoned, the partition answers no records
-            task.cancel()
-            log.debug("Remote fetch of %s-%d at %d did not finish within %d ms", *first, offset,
-                      tiered.remote_fetch_max_wait_ms)
+            log.debug("Remote fetch of %s-%d at %d answered without its read (%s)", *first, offset, op.outcome)
             return True
         try:
             fetched = task.result()

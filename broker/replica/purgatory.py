@@ -7,6 +7,9 @@ One implementation, one instance per kind of operation, as Kafka's ReplicaManage
 - :class:`DelayedFetch` (``delayed_fetch_purgatory``): a long-poll Fetch that found fewer than ``min_bytes``
   waits until a partition it reads has news (new records for a follower, a moved high watermark for a
   consumer, a leadership change);
+- :class:`DelayedRemoteFetch` (``delayed_remote_fetch_purgatory``): a consumer's Fetch whose one partition is being
+  read from remote storage (KIP-405) waits for that read, up to ``remote.fetch.max.wait.ms``, or until a partition
+  of the fetch is no longer hosted here;
 - :class:`DelayedDeleteRecords` (``delayed_delete_records_purgatory``): DeleteRecords waits until the low
   watermark (the smallest log start offset of the live replicas) passes the requested offset;
 - :class:`DelayedElectLeader` (``delayed_elect_leader_purgatory``): ElectLeaders waits until this broker's
@@ -316,6 +319,42 @@ class DelayedFetch(DelayedOperation):
 
 
 _UNWATCHED: Any = object()
+
+
+# --------------------------------------------------------------------------------------------- remote fetch
+class DelayedRemoteFetch(DelayedOperation):
+    """Kafka's DelayedRemoteFetch (KIP-405): a consumer's Fetch waiting for its remote read (``task``), watched by
+    the partition read remotely (whose read completing calls ``check_and_complete`` with it). Done, as Kafka's
+    ``tryComplete``, when a partition of the fetch (``partitions``: those whose local read had no error) is no
+    longer hosted here (``hosted`` false: deleted or stopped, unknown, or its log dir offline; Kafka's
+    getPartitionOrException throwing NotLeaderOrFollower, UnknownTopicOrPartition or KafkaStorage) or when the read
+    is done (succeeded or failed); else at ``delay_ms`` (remote.fetch.max.wait.ms), when the read is abandoned
+    (``onExpiration`` cancels it). What the fetch then answers is the caller's: the read's outcome when it is done,
+    else the local read's (no records) as Kafka's ``onComplete``."""
+
+    def __init__(self, delay_ms: float, task: "asyncio.Future[Any]", partitions: Iterable[Hashable],
+                 hosted: Callable[[Any], bool]) -> None:
+        super().__init__(delay_ms)
+        self.task = task
+        self._partitions = list(partitions)
+        self._hosted = hosted
+        #: why it completed: "read" (the remote read is done), "partition" (one is no longer hosted), "expired"
+        self.outcome = ""
+
+    def try_complete(self) -> bool:
+        hosted = self._hosted
+        for tp in self._partitions:
+            if not hosted(tp):
+                self.outcome = "partition"
+                return self.force_complete()
+        if self.task.done():
+            self.outcome = "read"
+            return self.force_complete()
+        return False
+
+    def on_expiration(self) -> None:
+        self.outcome = "expired"
+        self.task.cancel()
 
 
 # --------------------------------------------------------------------------------------------- delete records

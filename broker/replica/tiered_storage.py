@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, 
 from broker.config import tiered_storage as tiered_config
 from broker.remote_log.metadata_manager import MetadataTopicPort, TopicBasedRemoteLogMetadataManager
 from broker.remote_log.quota import LONG_MAX, RLMQuotaManager
+from broker.remote_log.remote_index_cache import RemoteIndexCache
 from broker.remote_log.remote_log_manager import LogLookup, RemoteLogManager
 from broker.remote_log.remote_log_reader import RemoteFetchResult, RemoteLogReader
 from broker.storage.remote.metadata import TopicIdPartition
@@ -59,7 +60,10 @@ class TieredStorage:
                  copy_quota_window_num: int = 11, copy_quota_window_size_seconds: int = 1,
                  fetch_max_bytes_per_second: int = LONG_MAX, fetch_quota_window_num: int = 11,
                  fetch_quota_window_size_seconds: int = 1, reader_threads: int = 10, reader_max_pending: int = 100,
-                 remote_fetch_max_wait_ms: int = 500, scheduler: Optional[Scheduler] = None) -> None:
+                 remote_fetch_max_wait_ms: int = 500, scheduler: Optional[Scheduler] = None,
+                 log_dir: str, index_cache_bytes: int = 1073741824) -> None:
+        """``log_dir``: where the RemoteIndexCache keeps its ``remote-log-index-cache`` directory (Kafka: the first
+        log dir); ``index_cache_bytes``: remote.log.index.file.cache.total.size.bytes."""
         self.broker_id = broker_id
         self._port = port
         self.rlmm = TopicBasedRemoteLogMetadataManager(port)
@@ -68,7 +72,9 @@ class TieredStorage:
                                     copy_max_bytes_per_second=copy_max_bytes_per_second,
                                     copy_quota_window_num=copy_quota_window_num,
                                     copy_quota_window_size_seconds=copy_quota_window_size_seconds)
-        self.reader = RemoteLogReader(rsm, self.rlmm, self.rlm.stats)
+        self.index_cache = RemoteIndexCache(index_cache_bytes, rsm, log_dir)
+        self.rlm.index_cache = self.index_cache
+        self.reader = RemoteLogReader(rsm, self.rlmm, self.index_cache, self.rlm.stats)
         self.fetch_quota = RLMQuotaManager(fetch_max_bytes_per_second, self.rlm.now_ms, fetch_quota_window_num,
                                            fetch_quota_window_size_seconds * 1000)
         self.remote_fetch_max_wait_ms = remote_fetch_max_wait_ms
@@ -135,6 +141,7 @@ class TieredStorage:
         if close_port is not None:
             close_port()
         self.rlm.close()
+        self.index_cache.close()
         self.scheduler.shutdown()
         self._readers.shutdown(wait=False, cancel_futures=True)
 
@@ -145,6 +152,13 @@ class TieredStorage:
         self.rlm.copy_quota.bytes_per_second = copy_bytes_per_second
         self.fetch_quota.bytes_per_second = fetch_bytes_per_second
         self.remote_fetch_max_wait_ms = remote_fetch_max_wait_ms
+
+    def resize_index_cache(self, max_bytes: int) -> None:
+        """remote.log.index.file.cache.total.size.bytes changed (dynamic, as Kafka's resizeCacheSize): applied on
+        the RemoteLogManager's thread, since a shrink deletes the evicted entries' files (the caller may be the
+        event loop)."""
+        if max_bytes != self.index_cache.max_size_bytes and not self._closed:
+            self.scheduler.schedule("remote-index-cache-resize", lambda: self.index_cache.resize(max_bytes), 0.0)
 
     # ------------------------------------------------------------------ leadership (from the ReplicaManager)
     def on_leadership_change(self, leaders: Iterable[Tuple[str, int, "uuid.UUID", int]],

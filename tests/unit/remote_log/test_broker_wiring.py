@@ -72,7 +72,8 @@ class Wired:
         lm = self.broker.log_manager
         self.tiered = TieredStorage(1, self.rsm, self.port, {"remote.log.metadata.topic.num.partitions": 2,
                                                              "remote.log.metadata.topic.replication.factor": 1},
-                                    lambda t, p: lm.tiered_log((t, p)), task_interval_ms=20)
+                                    lambda t, p: lm.tiered_log((t, p)), task_interval_ms=20,
+                                    log_dir=str(tmp / "logs-1"))
         self.rm.tiered = self.tiered
 
     async def _cfg(self, topic: str) -> LogConfig:
@@ -136,6 +137,14 @@ async def _copies_and_deletes(w: Wired) -> None:
         got += vals
         offset = vals[-1][0] + 1
     assert got == [(i, b"v%019d" % i) for i in range(7)]
+    # the remote indexes were cached in the log dir given; the dynamic size change applies off the loop
+    cache = w.tiered.index_cache
+    assert len(cache) == 3 and cache.cache_dir.name == "remote-log-index-cache"
+    assert len(list(cache.cache_dir.iterdir())) == 9
+    w.tiered.resize_index_cache(1)
+    await w.cluster.wait_mixed(lambda: len(cache) == 0 and not list(cache.cache_dir.iterdir()),
+                               what="the cache shrunk")
+    w.tiered.resize_index_cache(1 << 30)
     # a follower below the local log start is told to rebuild from remote storage (TierStateMachine)
     res = (await w.rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20))], 1 << 20, 1, 0, replica_id=2))[TP]
     assert res.error_code == ErrorCode.OFFSET_MOVED_TO_TIERED_STORAGE
@@ -229,7 +238,8 @@ async def _follower_rebuilds(w: Wired) -> None:
     lm2 = b2.log_manager
     t2 = TieredStorage(2, rsm2, port2, {"remote.log.metadata.topic.num.partitions": 2,
                                         "remote.log.metadata.topic.replication.factor": 1},
-                       lambda t, p: lm2.tiered_log((t, p)), task_interval_ms=20)
+                       lambda t, p: lm2.tiered_log((t, p)), task_interval_ms=20,
+                       log_dir=str(Path(w.rsm.storage_directory).parent.parent / "logs-2"))
     b2.rm.tiered = t2
     t2.start()
     await b2.rm.become_leader_or_follower(0, 1, [state(1, 1, [1], [1, 2])], {TOPIC: TOPIC_ID},
@@ -243,3 +253,45 @@ async def _follower_rebuilds(w: Wired) -> None:
     assert [v for _, v in _values(info.records.read())] == [b"v%019d" % 6]
     with pytest.raises(Exception):
         flog.read(5, 1 << 20)
+
+
+def test_parked_remote_fetch_ends_when_the_partition_leaves_this_broker(tmp_path: Path) -> None:
+    with_wired(tmp_path, _parked_remote_fetch_partition_gone)
+
+
+async def _parked_remote_fetch_partition_gone(w: Wired) -> None:
+    """Kafka's DelayedRemoteFetch.tryComplete: a parked remote fetch completes as soon as a partition of the fetch is
+    no longer hosted here (StopReplica with deletion), not at remote.fetch.max.wait.ms; the partition answers what
+    the local read found (no records, no error: Kafka's onComplete when the read is not done), and the next fetch
+    gets the error. Becoming a follower does not end it (the partition is still hosted, as Kafka's check)."""
+    await w.lead()
+    plog = w.rm.get_partition(TP).log
+    await w.produce(5)
+    await w.cluster.wait_mixed(lambda: plog.highest_offset_in_remote_storage == 3, what="copied")
+    await w.rm.run_io(lambda: plog.delete_old_segments(), key=TP)
+    assert plog.offsets.local_log_start_offset == 4
+    slow, release = w.tiered.reader.read, threading.Event()
+    w.tiered.reader.read = lambda *a, **k: (release.wait(10), slow(*a, **k))[1]  # type: ignore[method-assign]
+    w.tiered.remote_fetch_max_wait_ms = 60_000
+    purgatory = w.rm.delayed_remote_fetch_purgatory
+    clock = w.cluster.clock
+    try:
+        # a leadership change that keeps the partition here (now a follower of broker 2) leaves the fetch parked
+        fetch = asyncio.ensure_future(w.rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20))], 1 << 20, 1, 100))
+        await w.cluster.wait_mixed(lambda: len(purgatory) == 1, what="the remote fetch parked", fake_ms_per_step=0)
+        fake_start = clock.mono_ms()
+        w.cluster.start(2)
+        await w.rm.become_leader_or_follower(0, 1, [state(2, 2, [1, 2], [1, 2])], {TOPIC: TOPIC_ID},
+                                             {1: w.cluster.node(1), 2: w.cluster.node(2)}, w._cfg)
+        for _ in range(20):
+            await asyncio.sleep(0)
+        assert not fetch.done() and len(purgatory) == 1
+        # StopReplica with deletion: no longer hosted, the fetch answers at once
+        await w.rm.stop_replicas(0, 1, {TP: (-2, True)})
+        res = (await asyncio.wait_for(fetch, 10))[TP]
+        assert clock.mono_ms() - fake_start < 60_000 and len(purgatory) == 0
+        assert (res.error_code, res.size) == (0, 0)
+        again = (await w.rm.fetch_messages([(TP, FetchPartitionInfo(0, 1 << 20))], 1 << 20, 1, 0))[TP]
+        assert again.error_code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    finally:
+        release.set()

@@ -6,7 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from broker.remote_log.remote_log_reader import RemoteLogReader, lookup_position, read_batches
+from broker.remote_log.remote_index_cache import RemoteIndexCache
+from broker.remote_log.remote_log_reader import RemoteLogReader
 from broker.storage.config import LogConfig
 from broker.storage.errors import OffsetMovedToTieredStorageError
 
@@ -25,7 +26,7 @@ def test_reads_remote_batches_after_local_deletion(tmp_path: Path) -> None:
         assert e.log.delete_old_segments() == 2
         with pytest.raises(OffsetMovedToTieredStorageError):
             e.log.read(1, 1 << 20)
-        reader = RemoteLogReader(e.rsm, rlm.rlmm)
+        reader = RemoteLogReader(e.rsm, rlm.rlmm, RemoteIndexCache(1 << 20, e.rsm, str(tmp_path / "logs")))
         epochs = e.log.leader_epoch_cache
         assert reader.read(TIP, epochs, 0, 1 << 20).records == local[:2 * ONE]  # one segment per read
         assert reader.read(TIP, epochs, 1, ONE).records == local[ONE:2 * ONE]
@@ -35,13 +36,6 @@ def test_reads_remote_batches_after_local_deletion(tmp_path: Path) -> None:
         assert reader.read(TIP, epochs, 4, 1 << 20).segment is None  # local, not remote
     finally:
         e.log.close()
-
-
-def test_lookup_position_and_read_batches() -> None:
-    index = bytes.fromhex("00000000 00000000 00000005 00000100 0000000a 00000200 00000000 00000000")
-    assert [lookup_position(index, 100, o) for o in (100, 104, 105, 109, 110, 500)] == [0, 0, 0x100, 0x100, 0x200,
-                                                                                        0x200]
-    assert read_batches(b"", 0, 100, True) == b""
 
 
 def test_read_committed_gets_the_aborted_transactions_from_remote_transaction_indexes(tmp_path: Path) -> None:
@@ -65,7 +59,7 @@ def test_read_committed_gets_the_aborted_transactions_from_remote_transaction_in
         rlm.on_leadership_change({TIP: 3}, set())
         rlm.run_once()
         assert e.log.highest_offset_in_remote_storage >= 1
-        reader = RemoteLogReader(e.rsm, rlm.rlmm)
+        reader = RemoteLogReader(e.rsm, rlm.rlmm, RemoteIndexCache(1 << 20, e.rsm, str(tmp_path / "logs")))
         res = reader.read(TIP, e.log.leader_epoch_cache, 0, 1 << 20, read_committed=True)
         assert res.segment is not None and res.segment.start_offset == 0
         # the abort marker is in the next remote segment: its index completes the search

@@ -10,6 +10,7 @@ from typing import Dict, Tuple
 import pytest
 
 from broker.metrics.stats import REMOTE_GAUGES, REMOTE_METERS, RemoteStorageStats
+from broker.remote_log.remote_index_cache import RemoteIndexCache
 from broker.remote_log.remote_log_reader import RemoteLogReader
 from broker.storage.config import LogConfig
 from broker.storage.remote.storage_manager import RemoteStorageException
@@ -123,7 +124,7 @@ def test_remote_fetches_count_requests_bytes_and_errors(tmp_path: Path, monkeypa
         rlm = e.rlm()
         rlm.on_leadership_change({TIP: 3}, set())
         rlm.run_once()
-        reader = RemoteLogReader(e.rsm, rlm.rlmm, rlm.stats)
+        reader = RemoteLogReader(e.rsm, rlm.rlmm, RemoteIndexCache(1 << 20, e.rsm, str(tmp_path / "logs")), rlm.stats)
         epochs = e.log.leader_epoch_cache
         got = reader.read(TIP, epochs, 0, 1 << 20).records
         assert len(got) == 2 * ONE

@@ -42,3 +42,33 @@ def test_missing_boto3_is_one_line(monkeypatch: pytest.MonkeyPatch) -> None:
     with pytest.raises(RemoteStorageException) as e:
         S3RemoteStorageManager().configure({"s3.bucket.name": "b"})
     assert "needs boto3" in str(e.value) and "\n" not in str(e.value)
+
+
+def test_s3_segment_fetch_is_one_ranged_get() -> None:
+    """fetch_log_segment(start, end) is one GetObject with ``Range: bytes=start-end`` (what the remote reader asks
+    for: from the offset index's position up to the fetch's max bytes), its body bounded to that length."""
+    import io
+    import uuid
+
+    from broker.storage.remote.metadata import (RemoteLogSegmentId, RemoteLogSegmentMetadata,
+                                                TopicIdPartition)
+
+    calls = []
+
+    class Client:
+        def get_object(self, **kw: object) -> dict:
+            calls.append(kw)
+            lo, hi = (int(x) for x in str(kw["Range"]).split("=")[1].split("-"))
+            return {"ContentLength": hi - lo + 1, "Body": io.BytesIO(bytes(range(256)) * 40)}
+
+    rsm = S3RemoteStorageManager()
+    rsm.config = S3Config.parse({"s3.bucket.name": "b"})
+    rsm._client = Client()
+    tip = TopicIdPartition(uuid.UUID(int=1), "t", 0)
+    md = RemoteLogSegmentMetadata(RemoteLogSegmentId(tip, uuid.UUID(int=2)), 0, 9, 0, 0, 0, 10_000, {0: 0})
+    with rsm.fetch_log_segment(md, 4096, 4096 + 999) as f:
+        assert len(f.read()) == 1000
+    assert calls[-1]["Range"] == "bytes=4096-5095" and calls[-1]["Bucket"] == "b"
+    with rsm.fetch_log_segment(md, 9000) as f:  # no end: to the segment's last byte
+        assert len(f.read()) == 1000
+    assert calls[-1]["Range"] == "bytes=9000-9999"

@@ -233,11 +233,12 @@ class BrokerServer:
         self.admin = AdminManager(self.config, self.metadata, zk, self.zk_calls, self.dynamic_config)
         if cfg.get(tiered_config.SYSTEM_ENABLE):
             rm.tiered = tiered = await loop.run_in_executor(None, self._tiered_storage, loop)
-            # the copy/fetch quotas and remote.fetch.max.wait.ms are dynamic, as Kafka's
+            # the copy/fetch quotas, remote.fetch.max.wait.ms and the index cache's size are dynamic, as Kafka's
             self.config.add_listener(lambda _old, new: tiered.update_dynamic(
                 int(new.get("remote.log.manager.copy.max.bytes.per.second")),
                 int(new.get("remote.log.manager.fetch.max.bytes.per.second")),
-                int(new.get("remote.fetch.max.wait.ms"))))
+                int(new.get("remote.fetch.max.wait.ms")),
+                int(new.get("remote.log.index.file.cache.total.size.bytes"))))
         await self._start_authorizer()
         # Group coordinator: loads __consumer_offsets partitions as this broker becomes their leader.
         # KIP-890 part 1: transactional appends (produce, TxnOffsetCommit) verified with the coordinator first
@@ -471,7 +472,8 @@ class BrokerServer:
             fetch_quota_window_size_seconds=int(cfg.get("remote.log.manager.fetch.quota.window.size.seconds")),
             reader_threads=int(cfg.get("remote.log.reader.threads")),
             reader_max_pending=int(cfg.get("remote.log.reader.max.pending.tasks")),
-            remote_fetch_max_wait_ms=int(cfg.get("remote.fetch.max.wait.ms")))
+            remote_fetch_max_wait_ms=int(cfg.get("remote.fetch.max.wait.ms")),
+            index_cache_total_size_bytes=int(cfg.get("remote.log.index.file.cache.total.size.bytes")))
 
     def _make_log_manager(self, default_log_config: LogConfig, cluster_id: str) -> Any:
         cfg = self.config.current

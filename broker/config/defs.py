@@ -378,7 +378,7 @@ _DEFS: list[ConfigDef] = [
               "Largest custom metadata a RemoteStorageManager may return for a copied segment.", at_least(0),
               ignored=True),
     ConfigDef("remote.log.index.file.cache.total.size.bytes", T.LONG, 1073741824, L,
-              "Disk space of the cache of indexes fetched from remote storage.", at_least(1), CW, ignored=True),
+              "Size of the cache of indexes fetched from remote storage (kept in memory here).", at_least(1), CW),
     ConfigDef("remote.log.manager.thread.pool.size", T.INT, 10, M,
               "Deprecated: the copier and expiration pools' size when those are -1.", at_least(1), ignored=True),
     ConfigDef("remote.log.manager.copier.thread.pool.size", T.INT, -1, M,

@@ -9,13 +9,14 @@ Called by the ReplicaManager's fetch on the remote reader pool (broker/replica/t
 from __future__ import annotations
 
 import struct
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Iterator, List, NamedTuple, Optional, Tuple
 
 from broker.metrics.stats import RemoteStorageStats
 from broker.remote_log.metadata_manager import RemoteLogMetadataManager
+from broker.remote_log.remote_index_cache import RemoteIndexCache
 from broker.storage.leader_epoch_file import LeaderEpochFileCache
 from broker.storage.remote.metadata import RemoteLogSegmentMetadata, RemoteLogSegmentState, TopicIdPartition
-from broker.storage.remote.storage_manager import IndexType, RemoteResourceNotFoundException, RemoteStorageManager
+from broker.storage.remote.storage_manager import IndexType, RemoteStorageManager
 from broker.storage.txn_index import decode_entries, overlapping
 
 #: a batch's header up to and including lastOffsetDelta: baseOffset(8) length(4) partitionLeaderEpoch(4) magic(1)
@@ -88,9 +89,11 @@ class RemoteLogReader:
     """Reads one partition's remote batches for a fetch."""
 
     def __init__(self, rsm: RemoteStorageManager, rlmm: RemoteLogMetadataManager,
-                 stats: Optional[RemoteStorageStats] = None) -> None:
+                 stats: Optional[RemoteStorageStats] = None, index_cache: Optional[RemoteIndexCache] = None) -> None:
         self.rsm = rsm
         self.rlmm = rlmm
+        #: the offset and transaction indexes fetched (Kafka's RemoteIndexCache)
+        self.index_cache = index_cache if index_cache is not None else RemoteIndexCache(rsm)
         #: RemoteFetchRequestsPerSec / RemoteFetchBytesPerSec / RemoteFetchErrorsPerSec (Kafka's RemoteLogReader)
         self.stats = stats
 
@@ -117,8 +120,7 @@ class RemoteLogReader:
             return RemoteFetchResult(b"", None)
         md = self.rlmm.remote_log_segment_metadata(tip, epoch, offset)
         while md is not None:
-            with self.rsm.fetch_index(md, IndexType.OFFSET) as f:
-                position = lookup_position(f.read(), md.start_offset, offset)
+            position = lookup_position(self.index_cache.get(md, IndexType.OFFSET), md.start_offset, offset)
             with self.rsm.fetch_log_segment(md, position) as f:
                 data = f.read()
             records = read_batches(data, offset, max_bytes, min_one_message)
@@ -161,21 +163,33 @@ class RemoteLogReader:
                              ) -> Tuple[List[Tuple[int, int]], bool]:
         """Kafka's RemoteLogManager.collectAbortedTransactions, remote part: the transaction indexes of the remote
         segments from ``md`` on, until one says the search is complete (an entry's last stable offset reaches
-        ``upper``); (aborted transactions, complete). Not complete: the local log's indexes hold the rest."""
+        ``upper``); (aborted transactions, complete). Not complete: the local log's indexes hold the rest. The
+        indexes come from the index cache (a segment without one has an empty one), so a search that walks every
+        following segment, as one with no transaction does, asks the remote store once per segment, not per fetch."""
         out: List[Tuple[int, int]] = []
-        seg: Optional[RemoteLogSegmentMetadata] = md
-        while seg is not None:
-            try:
-                with self.rsm.fetch_index(seg, IndexType.TRANSACTION) as f:
-                    entries = decode_entries(f.read())
-            except RemoteResourceNotFoundException:
-                entries = []
-            found, complete = overlapping(entries, start, upper)
+        for seg in self._chain_from(tip, md):
+            found, complete = overlapping(decode_entries(self.index_cache.get(seg, IndexType.TRANSACTION)), start, upper)
             out += [(t.producer_id, t.first_offset) for t in found]
             if complete:
                 return out, True
-            seg = self._next_segment(tip, seg)
         return out, False
+
+    def _chain_from(self, tip: TopicIdPartition, md: RemoteLogSegmentMetadata) -> Iterator[RemoteLogSegmentMetadata]:
+        """``md``, then each finished segment holding the offset after the last one's end (Kafka's
+        findNextSegmentMetadata: after a leader change that is the new leader's copy overlapping the old one's),
+        until none holds it (the rest is local)."""
+        yield md
+        following = sorted((m for m in self.rlmm.list_remote_log_segments(tip)
+                            if m.end_offset > md.end_offset and m.state == RemoteLogSegmentState.COPY_SEGMENT_FINISHED),
+                           key=lambda m: (m.start_offset, m.end_offset))
+        end = md.end_offset
+        for seg in following:
+            if seg.end_offset <= end:
+                continue
+            if seg.start_offset > end + 1:
+                return
+            yield seg
+            end = seg.end_offset
 
     def _next_segment(self, tip: TopicIdPartition, md: RemoteLogSegmentMetadata) -> Optional[RemoteLogSegmentMetadata]:
         for m in self.rlmm.list_remote_log_segments(tip):

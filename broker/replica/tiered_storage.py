@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, Mapping, 
 from broker.config import tiered_storage as tiered_config
 from broker.remote_log.metadata_manager import MetadataTopicPort, TopicBasedRemoteLogMetadataManager
 from broker.remote_log.quota import LONG_MAX, RLMQuotaManager
+from broker.remote_log.remote_index_cache import DEFAULT_TOTAL_SIZE_BYTES, RemoteIndexCache
 from broker.remote_log.remote_log_manager import LogLookup, RemoteLogManager
 from broker.remote_log.remote_log_reader import RemoteFetchResult, RemoteLogReader
 from broker.storage.remote.metadata import TopicIdPartition
@@ -59,7 +60,8 @@ class TieredStorage:
                  copy_quota_window_num: int = 11, copy_quota_window_size_seconds: int = 1,
                  fetch_max_bytes_per_second: int = LONG_MAX, fetch_quota_window_num: int = 11,
                  fetch_quota_window_size_seconds: int = 1, reader_threads: int = 10, reader_max_pending: int = 100,
-                 remote_fetch_max_wait_ms: int = 500, scheduler: Optional[Scheduler] = None) -> None:
+                 remote_fetch_max_wait_ms: int = 500, scheduler: Optional[Scheduler] = None,
+                 index_cache_total_size_bytes: int = DEFAULT_TOTAL_SIZE_BYTES) -> None:
         self.broker_id = broker_id
         self._port = port
         self.rlmm = TopicBasedRemoteLogMetadataManager(port)
@@ -68,7 +70,8 @@ class TieredStorage:
                                     copy_max_bytes_per_second=copy_max_bytes_per_second,
                                     copy_quota_window_num=copy_quota_window_num,
                                     copy_quota_window_size_seconds=copy_quota_window_size_seconds)
-        self.reader = RemoteLogReader(rsm, self.rlmm, self.rlm.stats)
+        self.reader = RemoteLogReader(rsm, self.rlmm, self.rlm.stats,
+                                      RemoteIndexCache(rsm, index_cache_total_size_bytes))
         self.fetch_quota = RLMQuotaManager(fetch_max_bytes_per_second, self.rlm.now_ms, fetch_quota_window_num,
                                            fetch_quota_window_size_seconds * 1000)
         self.remote_fetch_max_wait_ms = remote_fetch_max_wait_ms
@@ -139,12 +142,16 @@ class TieredStorage:
         self._readers.shutdown(wait=False, cancel_futures=True)
 
     def update_dynamic(self, copy_bytes_per_second: int, fetch_bytes_per_second: int,
-                       remote_fetch_max_wait_ms: int) -> None:
-        """remote.log.manager.copy/fetch.max.bytes.per.second and remote.fetch.max.wait.ms changed (dynamic
-        broker configs, as Kafka's RemoteLogManager.updateCopyQuota / updateFetchQuota)."""
+                       remote_fetch_max_wait_ms: int, index_cache_total_size_bytes: Optional[int] = None) -> None:
+        """remote.log.manager.copy/fetch.max.bytes.per.second, remote.fetch.max.wait.ms and
+        remote.log.index.file.cache.total.size.bytes changed (dynamic broker configs, as Kafka's
+        RemoteLogManager.updateCopyQuota / updateFetchQuota / resizeCacheSize)."""
         self.rlm.copy_quota.bytes_per_second = copy_bytes_per_second
         self.fetch_quota.bytes_per_second = fetch_bytes_per_second
         self.remote_fetch_max_wait_ms = remote_fetch_max_wait_ms
+        if index_cache_total_size_bytes is not None and \
+                index_cache_total_size_bytes != self.reader.index_cache.total_size_bytes:
+            self.reader.index_cache.resize(index_cache_total_size_bytes)
 
     # ------------------------------------------------------------------ leadership (from the ReplicaManager)
     def on_leadership_change(self, leaders: Iterable[Tuple[str, int, "uuid.UUID", int]],

@@ -192,8 +192,10 @@ def render() -> str:
         "committed, so local retention waits) and remote reads (the fetch answers that partition "
         "`UNKNOWN_SERVER_ERROR`, which clients retry); producing and reading local data go on. The keys marked "
         "\"accepted, "
-        "not acted on\" have no meaning here (Java class paths, thread-pool sizes: one RemoteLogManager thread, the "
-        "index cache). A topic's `remote.storage.enable=true` is refused as Kafka refuses it on a broker whose switch "
+        "not acted on\" have no meaning here (Java class paths, thread-pool sizes: one RemoteLogManager thread). The "
+        "remote indexes a read fetched (offset and transaction indexes) are kept in memory within "
+        "`remote.log.index.file.cache.total.size.bytes` (Kafka keeps them on disk), so consumers reading remote data "
+        "ask the store for each index once. A topic's `remote.storage.enable=true` is refused as Kafka refuses it on a broker whose switch "
         "is off (`Tiered Storage functionality is disabled in the broker. Topic cannot be configured with remote log "
         "storage.`) or on a compacted topic, and `remote.log.copy.disable`/`remote.log.delete.on.disable` set to true "
         "with Kafka's ZooKeeper-mode message (`It is invalid to set ... under Zookeeper's mode.`), all INVALID_CONFIG.",

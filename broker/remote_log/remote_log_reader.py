@@ -12,7 +12,7 @@ Called by the ReplicaManager's fetch on the remote reader pool (broker/replica/t
 from __future__ import annotations
 
 import struct
-from typing import List, NamedTuple, Optional, Tuple
+from typing import Iterator, List, NamedTuple, Optional, Tuple
 
 from broker.metrics.stats import RemoteStorageStats
 from broker.remote_log.metadata_manager import RemoteLogMetadataManager
@@ -279,21 +279,35 @@ class RemoteLogReader:
         segments from ``md`` on, until one says the search is complete (an entry's last stable offset reaches
         ``upper``); (aborted transactions, complete). Not complete: the local log's indexes hold the rest."""
         out: List[Tuple[int, int]] = []
-        seg: Optional[RemoteLogSegmentMetadata] = md
-        while seg is not None:
-            entries = self.index_cache.aborted_txns(seg)
-            found, complete = overlapping(entries, start, upper)
+        for seg in self._chain_from(tip, md):
+            found, complete = overlapping(self.index_cache.aborted_txns(seg), start, upper)
             out += [(t.producer_id, t.first_offset) for t in found]
             if complete:
                 return out, True
-            seg = self._next_segment(tip, seg)
         return out, False
 
     def _next_segment(self, tip: TopicIdPartition, md: RemoteLogSegmentMetadata) -> Optional[RemoteLogSegmentMetadata]:
-        for m in self.rlmm.list_remote_log_segments(tip):
-            if m.start_offset > md.end_offset and m.state == RemoteLogSegmentState.COPY_SEGMENT_FINISHED:
-                return m
-        return None
+        """The finished segment holding the offset after ``md``'s end (Kafka's findNextSegmentMetadata), or None."""
+        chain = self._chain_from(tip, md)
+        next(chain)
+        return next(chain, None)
+
+    def _chain_from(self, tip: TopicIdPartition, md: RemoteLogSegmentMetadata) -> Iterator[RemoteLogSegmentMetadata]:
+        """``md``, then each finished segment holding the offset after the last one's end (Kafka's
+        findNextSegmentMetadata: after a leader change that is the new leader's copy overlapping the old one's),
+        until none holds it (the rest is local). The metadata is listed and sorted once per walk."""
+        yield md
+        following = sorted((m for m in self.rlmm.list_remote_log_segments(tip)
+                            if m.end_offset > md.end_offset and m.state == RemoteLogSegmentState.COPY_SEGMENT_FINISHED),
+                           key=lambda m: (m.start_offset, m.end_offset))
+        end = md.end_offset
+        for seg in following:
+            if seg.end_offset <= end:
+                continue
+            if seg.start_offset > end + 1:
+                return
+            yield seg
+            end = seg.end_offset
 
 
 __all__ = ["RemoteLogReader", "RemoteFetchResult", "RangedSegmentReader", "read_batches_from"]

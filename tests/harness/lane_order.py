@@ -38,7 +38,8 @@ SECONDS: Dict[str, int] = {
     "tests/integration/broker/test_txn_log.py": 58,
     "tests/integration/cluster/test_groups.py": 52,
     "tests/integration/cluster/test_admin.py": 51,
-    "tests/integration/cluster/test_tiered_storage_s3.py": 50,
+    # 50 s in that run; 103-109 s alone since its outage is a minute long (3 runs, 2026-11-29), scaled for the loaded lane
+    "tests/integration/cluster/test_tiered_storage_s3.py": 130,
     "tests/integration/spark/test_connector_cluster.py": 49,
     "tests/integration/spark/test_connector_streaming.py": 45,
     "tests/integration/security/test_secured_listeners.py": 45,

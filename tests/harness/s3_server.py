@@ -6,11 +6,13 @@ Content-MD5 checks) and stores objects through jclouds' ``filesystem-nio2`` blob
 which outlives a stop so a restarted server serves the same objects. scripts/install-test.sh resolves its jars from
 Maven Central into .cache/s3proxy-2.6.0/libs (tests/harness/s3proxy/pom.xml). The server listens on a free loopback
 port; ``start()`` returns once it answers HTTP, ``stop()`` kills it (SIGKILL: an outage, not a shutdown, which is
-what the tests need), ``start()`` again brings it back on the same port and directory.
+what the tests need), ``start()`` again brings it back on the same port and directory; ``pause()``/``resume()``
+freeze it (SIGSTOP/SIGCONT) to hold a request in flight.
 """
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import tempfile
@@ -136,6 +138,17 @@ class S3Server:
             self.proc.kill()
             self.proc.wait()
         self.proc = None
+
+    def pause(self) -> None:
+        """SIGSTOP: the server stops answering (requests in flight hang, new connections are accepted by the kernel
+        and wait) until :meth:`resume`."""
+        assert self.proc is not None and self.proc.poll() is None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT after :meth:`pause`."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
 
     def stop(self) -> None:
         """Kill the server and remove its directory."""

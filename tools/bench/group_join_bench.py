@@ -28,6 +28,14 @@ is retried on a ~50 ms tick, which lines the clients up. Kafka answers that Find
 every client takes the retry; ours answers in <1 ms, so often one client gets through and joins ~50 ms ahead of
 the rest (then Kafka is as slow: its trials with a client ahead also take ~1 heartbeat interval).
 
+What decided it (2026-11-29): not the clients' FindCoordinator retry (every client waits the same ~50 ms for
+broker 0's connection on both brokers) but generation 1's window. Kafka's 0 ms InitialDelayedJoin completes through
+its timer wheel and executor thread 3-5 ms after the join that armed it (its log: "Preparing to rebalance" .416,
+"Stabilized" .419), long enough for the other members' JoinGroups, 2-5 ms behind, to land in it; ours completed on
+the next loop turn (~1 ms), so the others missed it and waited for the leader's next heartbeat (1 s). The
+coordinator now waits at least 5 ms (GroupConfig.initial_join_min_ms), each arrival extending it. With
+``--timeline`` (debug logging slows the clients and spreads them further apart) both brokers take ~1 s.
+
 Warm (default): one fresh broker of each kind per configuration, ``__consumer_offsets`` created and loaded by a
 throwaway group first, a new topic and group per trial. ``--cold``: a fresh broker per trial and no
 ``__consumer_offsets`` yet (the first group on a new cluster: FindCoordinator creates and loads it).

@@ -73,9 +73,9 @@ class GroupConfig:
     initial_rebalance_delay_ms: int = 3000
     #: the least a new group's first rebalance waits (ms), even with group.initial.rebalance.delay.ms=0: Kafka's
     #: InitialDelayedJoin of 0 ms completes through its purgatory's timer wheel and executor thread, 3-5 ms after
-    #: the join that armed it, so consumers started together (their JoinGroups 2-5 ms apart) form generation 1
-    #: together; completing at once formed it with the first member alone and the others waited for its next
-    #: heartbeat (issue 19: 3 consumers 1.0 s against Kafka's 0.1 s). Members arriving meanwhile extend it as
+    #: the join that armed it, so consumers started together (their JoinGroups 2-5 ms apart) reach it before its
+    #: first member is Stable; completing at once let the first member(s) reach Stable alone and the others
+    #: waited for its next heartbeat (issue 19: 3 consumers 1.0 s against Kafka's 0.1 s). Members arriving meanwhile extend it as
     #: the configured delay does (up to the rebalance timeout). The service sets it; 0 here (the bare rule).
     initial_join_min_ms: int = 0
     max_size: int = 2147483647

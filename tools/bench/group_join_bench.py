@@ -28,6 +28,18 @@ is retried on a ~50 ms tick, which lines the clients up. Kafka answers that Find
 every client takes the retry; ours answers in <1 ms, so often one client gets through and joins ~50 ms ahead of
 the rest (then Kafka is as slow: its trials with a client ahead also take ~1 heartbeat interval).
 
+What decided it (2026-11-29): not the clients' FindCoordinator retry (every client waits the same ~50 ms for
+broker 0's connection on both brokers) but how long the first member stays reachable by a rebalance without a
+heartbeat. Kafka's generation 1 forms 3-5 ms after the join that armed its 0 ms InitialDelayedJoin (timer wheel,
+executor thread), and its first member's SyncGroup comes later still; in Kafka's fast trials (--timeline) generation
+1 still holds one member, but the others, 2-5 ms behind, arrive before that member is Stable, it is answered
+REBALANCE_IN_PROGRESS and generation 2 forms 9-22 ms later. Ours formed generation 1 on the next loop turn (~1 ms)
+and answered the SyncGroup at once, so the first member was Stable before the others arrived and learned of the
+rebalance from its next heartbeat (1 s). The coordinator now waits at least 5 ms for a new group's first generation
+(GroupConfig.initial_join_min_ms), each arrival extending it: without debug logging the 3-member median went from
+1.015 s to 0.076 s (Kafka 0.108 s). With ``--timeline`` the debug logging spreads the clients further apart than
+5 ms: ours was then 1.03 s in 3 of 3 trials (generations 1 with 1-2 members, then 2), Kafka 0.127 s median.
+
 Warm (default): one fresh broker of each kind per configuration, ``__consumer_offsets`` created and loaded by a
 throwaway group first, a new topic and group per trial. ``--cold``: a fresh broker per trial and no
 ``__consumer_offsets`` yet (the first group on a new cluster: FindCoordinator creates and loads it).

@@ -50,6 +50,11 @@ _EXPECTED_APPEND_ERRORS = frozenset({ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, Error
 EXPIRY_SLICE_OFFSETS = 20000
 
 
+#: see GroupConfig.initial_join_min_ms (5 ms: Kafka 3.9.1's first generation forms 3-5 ms after the join that
+#: armed it on this machine; the bench gave 0.085 s for 3 consumers with 5 ms, 1.0 s with 0)
+INITIAL_JOIN_MIN_MS = 5
+
+
 class ConfigSource(Protocol):
     def get(self, name: str) -> Any: ...
 
@@ -106,6 +111,7 @@ class GroupCoordinator:
             min_session_timeout_ms=int(self._cfg("group.min.session.timeout.ms", 6000)),
             max_session_timeout_ms=int(self._cfg("group.max.session.timeout.ms", 1800000)),
             initial_rebalance_delay_ms=int(self._cfg("group.initial.rebalance.delay.ms", 3000)),
+            initial_join_min_ms=INITIAL_JOIN_MIN_MS,
             max_size=int(self._cfg("group.max.size", 2147483647)),
             offset_metadata_max_bytes=int(self._cfg("offset.metadata.max.bytes", 4096)),
             offsets_retention_ms=int(self._cfg("offsets.retention.minutes", 10080)) * 60 * 1000)

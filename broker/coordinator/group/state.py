@@ -71,6 +71,13 @@ class GroupConfig:
     min_session_timeout_ms: int = 6000
     max_session_timeout_ms: int = 1800000
     initial_rebalance_delay_ms: int = 3000
+    #: the least a new group's first rebalance waits (ms), even with group.initial.rebalance.delay.ms=0: Kafka's
+    #: InitialDelayedJoin of 0 ms completes through its purgatory's timer wheel and executor thread, 3-5 ms after
+    #: the join that armed it, so consumers started together (their JoinGroups 2-5 ms apart) reach it before its
+    #: first member is Stable; completing at once let the first member(s) reach Stable alone and the others
+    #: waited for its next heartbeat (issue 19: 3 consumers 1.0 s against Kafka's 0.1 s). Members arriving meanwhile extend it as
+    #: the configured delay does (up to the rebalance timeout). The service sets it; 0 here (the bare rule).
+    initial_join_min_ms: int = 0
     max_size: int = 2147483647
     offset_metadata_max_bytes: int = 4096
     offsets_retention_ms: int = 7 * 24 * 3600 * 1000
@@ -602,7 +609,7 @@ class GroupCoordinatorState:
         group.pending_sync.clear()
         group.sync_deadline = None
         if group.state == EMPTY:
-            delay = self.config.initial_rebalance_delay_ms
+            delay = self._initial_delay_ms()
             group.initial_delay_remaining_ms = max(group.rebalance_timeout_ms() - delay, 0)
             group.join_deadline = now + delay
         else:
@@ -612,6 +619,9 @@ class GroupCoordinatorState:
                  group.group_id, group.state, group.generation_id)
         group.transition(PREPARING_REBALANCE, self._wall(now))
         out.timers.append((("join", group.group_id), group.join_deadline))
+
+    def _initial_delay_ms(self) -> int:
+        return max(self.config.initial_rebalance_delay_ms, self.config.initial_join_min_ms)
 
     def _reset_and_propagate_assignment_error(self, group: Group, error: int, out: Outcome) -> None:
         for m in group.members.values():
@@ -726,8 +736,8 @@ class GroupCoordinatorState:
             remaining = group.initial_delay_remaining_ms
             if remaining is not None and group.new_member_added and remaining != 0:
                 group.new_member_added = False
-                delay = min(self.config.initial_rebalance_delay_ms, remaining)
-                group.initial_delay_remaining_ms = max(remaining - self.config.initial_rebalance_delay_ms, 0)
+                delay = min(self._initial_delay_ms(), remaining)
+                group.initial_delay_remaining_ms = max(remaining - self._initial_delay_ms(), 0)
                 group.join_deadline = now + delay
                 out.timers.append((("join", group.group_id), group.join_deadline))
                 return out

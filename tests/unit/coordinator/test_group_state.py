@@ -315,6 +315,31 @@ def test_initial_rebalance_delay_extends_while_members_arrive() -> None:
     assert d.replies[t1]["generation_id"] == d.replies[t2]["generation_id"] == 1
 
 
+def test_zero_initial_delay_still_gathers_members_that_join_within_the_minimum() -> None:
+    """Consumers started together reach the coordinator a few ms apart: with group.initial.rebalance.delay.ms=0
+    the first generation waits initial_join_min_ms (as Kafka's 0 ms InitialDelayedJoin, completed through its
+    timer wheel, does), each arrival in it extending the wait, so all three form generation 1 (issue 19)."""
+    d = Driver(initial_rebalance_delay_ms=0, initial_join_min_ms=5)
+    t1 = d.join_new("g")
+    d.advance(3)
+    assert t1 not in d.replies
+    t2 = d.join_new("g")
+    d.advance(4)  # past the first member's 5 ms, but a member arrived meanwhile: wait another 5 ms
+    t3 = d.join_new("g")
+    assert t1 not in d.replies
+    d.advance(10)
+    assert d.replies[t1]["generation_id"] == d.replies[t2]["generation_id"] == d.replies[t3]["generation_id"] == 1
+    assert len(d.state.groups["g"].members) == 3
+
+
+def test_zero_initial_delay_without_minimum_completes_at_once() -> None:
+    """The bare rule (initial_join_min_ms=0, the state's default): the first generation forms on the 0 ms timer."""
+    d = Driver(initial_rebalance_delay_ms=0)
+    t1 = d.join_new("g")
+    d.advance(0)
+    assert d.replies[t1]["generation_id"] == 1
+
+
 def test_group_max_size() -> None:
     d = Driver(max_size=2)
     d.stable_group("g", 2)

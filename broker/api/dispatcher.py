@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, List, Optional, Union
 from broker.api import sasl_authenticator as sasl
 from broker.api.registry import CLOSE_CONNECTION, ApiRegistry
 from broker.api.throttling import RequestThrottler
-from broker.metrics.stats import RequestMetrics
+from broker.stats import RequestMetrics
 from broker.protocol import api as proto
 from broker.util import request_time
 from broker.util.file_slice import FileSlice

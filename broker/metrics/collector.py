@@ -1,6 +1,6 @@
 """BrokerCollector: builds every family of :mod:`broker.metrics.names` when Prometheus scrapes.
 
-Counters and histograms come from the hot-path statistics (:mod:`broker.metrics.stats`); gauges (partition
+Counters and histograms come from the hot-path statistics (:mod:`broker.stats`); gauges (partition
 counts, under-replicated partitions, log sizes, controller state, consumer-group lag) are computed here, from
 the broker's own objects, at scrape time only.
 
@@ -16,7 +16,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from broker.metrics import names as n
-from broker.metrics.stats import (
+from broker.stats import (
     LOG_FLUSH_STATS, REMOTE_GAUGES, REMOTE_METERS, BrokerTopicStats, Histogram, RemoteStorageStats, RequestMetrics,
 )
 from broker.protocol.api_keys import ApiKey

@@ -15,7 +15,7 @@ from typing import Any, Optional, Tuple
 from prometheus_client import CollectorRegistry, ProcessCollector, start_http_server
 
 from broker.metrics.collector import BrokerCollector, MetricsSources
-from broker.metrics.stats import BrokerTopicStats, RequestMetrics
+from broker.stats import BrokerTopicStats, RequestMetrics
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ import threading
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Dict, List, Mapping, Optional, Set
 
-from broker.metrics.stats import RemoteStorageStats
+from broker.stats import RemoteStorageStats
 from broker.remote_log.metadata_manager import RemoteLogMetadataManager
 from broker.remote_log.quota import LONG_MAX, RLMQuotaManager
 from broker.storage import files

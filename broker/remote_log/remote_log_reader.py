@@ -14,7 +14,7 @@ from __future__ import annotations
 import struct
 from typing import Iterator, List, NamedTuple, Optional, Tuple
 
-from broker.metrics.stats import RemoteStorageStats
+from broker.stats import RemoteStorageStats
 from broker.remote_log.metadata_manager import RemoteLogMetadataManager
 from broker.remote_log.remote_index_cache import RemoteIndexCache
 from broker.storage.leader_epoch_file import LeaderEpochFileCache

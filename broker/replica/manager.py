@@ -44,7 +44,7 @@ from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, Lis
 
 from broker.accel import record_batch
 from broker.errors import ErrorCode
-from broker.metrics.stats import BrokerTopicStats
+from broker.stats import BrokerTopicStats
 from broker.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from broker.replica.config import ReplicaConfig
 from broker.replica.errors import error_code_for

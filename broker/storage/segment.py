@@ -36,7 +36,7 @@ import time as _time
 from typing import Callable, Iterator, NamedTuple, Optional, Sequence
 
 from broker.accel import record_batch
-from broker.metrics.stats import LOG_FLUSH_STATS
+from broker.stats import LOG_FLUSH_STATS
 from broker.protocol.records import errors as record_errors
 from broker.protocol.records.batch_info import LOG_OVERHEAD, RECORD_BATCH_OVERHEAD, BatchInfo
 from broker.util.file_slice import FileSlice

@@ -11,7 +11,7 @@ import ast
 import subprocess
 import sys
 from pathlib import Path
-from typing import Iterator, Set, Tuple
+from typing import Dict, Iterator, Set, Tuple
 
 import pytest
 
@@ -104,12 +104,12 @@ def test_only_server_imports_the_network_layer() -> None:
 #: The layering contract, lowest first: a module may import broker modules of its own layer or a lower one, never
 #: a higher one (TYPE_CHECKING imports included: a typed collaborator from above is a dependency too). It follows
 #: design.md's `network -> api -> {replica, coordinator, quota, cluster} -> storage -> protocol.records -> accel`,
-#: with every other package placed where its imports put it. broker.metrics.stats (plain counters the hot paths bump)
-#: sits at the bottom; the rest of broker.metrics (the collector and the endpoint, which read everything) near the top.
+#: with every other package placed where its imports put it. broker.stats (plain counters the hot paths bump, read by
+#: broker.metrics) sits at the bottom; broker.metrics (the collector and the endpoint, which read everything) near the top.
 #: The record-batch summary, codecs and errors the native twins return and raise sit below accel; the rest of
 #: broker.protocol.records (builders, walks) above it.
 LAYERS: Tuple[Tuple[str, ...], ...] = (
-    ("broker.errors", "broker.util", "broker.metrics.stats", "broker.log_setup", "broker.pid_files", "broker",
+    ("broker.errors", "broker.util", "broker.stats", "broker.log_setup", "broker.pid_files", "broker",
      "broker.protocol.records.batch_info", "broker.protocol.records.compression", "broker.protocol.records.errors"),
     ("broker.accel", "broker._pure", "broker._native"),
     ("broker.protocol",),
@@ -175,3 +175,43 @@ def test_packages_import_only_lower_layers() -> None:
             if _layer_of(imported) > mine:
                 upward.append(f"{me} -> {imported}")
     assert not upward, "upward imports:\n" + "\n".join(sorted(set(upward)))
+
+
+def _package(module: str) -> str:
+    """``broker.<package>`` of a dotted module (a top-level module is its own package)."""
+    return ".".join(module.split(".")[:2])
+
+
+def test_no_import_circle_between_packages() -> None:
+    """broker/'s packages (replica, storage, metrics, ...) import each other without a circle, TYPE_CHECKING imports
+    included: the layering above is per module, so a package that straddled layers (the metrics counters at the bottom,
+    the collector at the top, until the counters became broker.stats) would still close a loop between packages."""
+    graph: Dict[str, Set[str]] = {}
+    for path in sorted(BROKER.rglob("*.py")):
+        rel = path.relative_to(ROOT).with_suffix("")
+        me = _package(".".join(rel.parts[:-1] if rel.name == "__init__" else rel.parts))
+        graph.setdefault(me, set()).update(p for p in map(_package, _broker_imports(path)) if p not in (me, "broker"))
+    circles = []
+    seen: Set[str] = set()
+    for start in sorted(graph):  # a package that reaches itself is on a circle
+        stack, reached = list(graph[start]), set()
+        while stack:
+            p = stack.pop()
+            if p not in reached:
+                reached.add(p)
+                stack.extend(graph.get(p, ()))
+        if start in reached and start not in seen:
+            circle = sorted(p for p in reached if start in _reach(graph, p))
+            seen.update(circle)
+            circles.append(" <-> ".join(circle))
+    assert not circles, "import circles between packages: " + "; ".join(circles)
+
+
+def _reach(graph: Dict[str, Set[str]], start: str) -> Set[str]:
+    stack, reached = list(graph.get(start, ())), set()
+    while stack:
+        p = stack.pop()
+        if p not in reached:
+            reached.add(p)
+            stack.extend(graph.get(p, ()))
+    return reached

@@ -13,7 +13,7 @@ from prometheus_client.parser import text_string_to_metric_families
 from broker.coordinator.group.state import OffsetAndMetadata
 from broker.metrics import names as n
 from broker.metrics.collector import BrokerCollector
-from broker.metrics.stats import BrokerTopicStats, Histogram, RemoteStorageStats, RequestMetrics
+from broker.stats import BrokerTopicStats, Histogram, RemoteStorageStats, RequestMetrics
 
 DOC = Path(__file__).resolve().parents[3] / "docs" / "metrics.md"
 

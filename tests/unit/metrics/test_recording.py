@@ -14,7 +14,7 @@ from broker.api import dispatcher as dispatcher_module
 from broker.api.dispatcher import ConnectionContext, RequestDispatcher
 from broker.api.registry import ApiRegistry
 from broker.errors import ErrorCode
-from broker.metrics.stats import LOG_FLUSH_STATS, BrokerTopicStats, RequestMetrics
+from broker.stats import LOG_FLUSH_STATS, BrokerTopicStats, RequestMetrics
 from broker.protocol.api import encode_request
 from broker.protocol.api_keys import ApiKey
 from broker.storage.config import LogConfig

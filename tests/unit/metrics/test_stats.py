@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 from types import SimpleNamespace as NS
 
-from broker.metrics.stats import (FETCH_CONSUMER, FETCH_FOLLOWER, PERCENTILES, SAMPLES, BrokerTopicStats, Histogram,
+from broker.stats import (FETCH_CONSUMER, FETCH_FOLLOWER, PERCENTILES, SAMPLES, BrokerTopicStats, Histogram,
                                   LockedHistogram, RequestMetrics, quantile)
 
 

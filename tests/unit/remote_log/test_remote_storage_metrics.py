@@ -9,7 +9,7 @@ from typing import Dict, Tuple
 
 import pytest
 
-from broker.metrics.stats import REMOTE_GAUGES, REMOTE_METERS, RemoteStorageStats
+from broker.stats import REMOTE_GAUGES, REMOTE_METERS, RemoteStorageStats
 from broker.remote_log.remote_index_cache import RemoteIndexCache
 from broker.remote_log.remote_log_reader import RemoteLogReader
 from broker.storage.config import LogConfig

@@ -9,7 +9,7 @@ import time
 from typing import Any, Dict, List, Tuple
 
 from broker.errors import ErrorCode
-from broker.metrics.stats import BrokerTopicStats
+from broker.stats import BrokerTopicStats
 from broker.replica.io_workers import IoWorkers
 from broker.replica.purgatory import DelayedFetch
 

@@ -1,6 +1,6 @@
-"""Pytest plugin for the process-test lanes (scripts/test.sh: ``-p tests.harness.lane_order -n 2 --dist loadfile``).
+"""Pytest plugin for the process-test lanes (scripts/test.sh: ``-p tests.harness.lane_order -n 3 --dist loadfile``).
 
-pytest-xdist hands whole test files to its two workers, one file at a time as each worker gets free, in collection
+pytest-xdist hands whole test files to its workers, one file at a time as each worker gets free, in collection
 order. A long file collected last leaves one worker running alone at the end, so the files known to be long
 (:data:`SECONDS`, measured in a CI run with ``--durations``) are moved to the front, longest first; every other
 file keeps its place after them. The order of the tests inside a file never changes. A stale table costs only

@@ -9,7 +9,8 @@ LogAppendTime topics, the max timestamp rewritten (CRC recomputed).
 """
 from __future__ import annotations
 
-from typing import NamedTuple, NoReturn, Optional
+from contextlib import contextmanager
+from typing import Iterator, NamedTuple, NoReturn, Optional
 
 from broker.accel import record_batch
 from broker.protocol.records import errors as record_errors
@@ -127,7 +128,7 @@ def _check_records(buf: "bytearray | memoryview", info: BatchInfo, codec: int, k
     decompressed once and its framing walked; for a compacted topic that same walk finds the records without a key,
     which it refuses (each one named in the error, as Kafka's). No record object is made. LZ4, snappy and zstd are
     decoded into a reused buffer and walked in one native call (``compressed_records``)."""
-    try:
+    with _walk_errors():
         data = memoryview(buf)[info.position + RECORD_BATCH_OVERHEAD:info.position + info.size]
         if codec:
             missing = record_batch.compressed_records(codec, data, info.record_count, keys_required)
@@ -136,14 +137,21 @@ def _check_records(buf: "bytearray | memoryview", info: BatchInfo, codec: int, k
         else:
             record_batch.validate_records(data, info.record_count)
             return
+    if missing:
+        _refuse_null_keys(missing)
+
+
+@contextmanager
+def _walk_errors() -> Iterator[None]:
+    """The errors of a batch's record walk as storage's: the records package's, or a broken compressed stream's."""
+    try:
+        yield
     except record_errors.CorruptRecordError as e:
         raise CorruptRecordError(e.message) from None
     except record_errors.InvalidRecordError as e:
         raise InvalidRecordError(e.message) from None
     except Exception as e:  # a broken compressed stream
         raise CorruptRecordError("cannot decompress batch: %s" % e) from None
-    if missing:
-        _refuse_null_keys(missing)
 
 
 def _refuse_null_keys(missing: list[int]) -> NoReturn:
@@ -228,19 +236,13 @@ def _recompressed_payload(buf: "bytearray | memoryview", info: BatchInfo, codec:
         return None
     data = memoryview(buf)[info.position + RECORD_BATCH_OVERHEAD:info.position + info.size]
     missing: list[int] = []
-    try:
+    with _walk_errors():
         payload = record_batch.decompress_records(info.compression, data) if info.compression else bytes(data)
         if keys_required:
             missing = record_batch.null_key_records(payload, info.record_count)
         else:
             record_batch.validate_records(payload, info.record_count)
         first_delta, max_delta = record_batch.timestamp_deltas(payload, info.record_count)
-    except record_errors.CorruptRecordError as e:
-        raise CorruptRecordError(e.message) from None
-    except record_errors.InvalidRecordError as e:
-        raise InvalidRecordError(e.message) from None
-    except Exception as e:  # a broken compressed stream
-        raise CorruptRecordError("cannot decompress batch: %s" % e) from None
     if missing:
         _refuse_null_keys(missing)
     if first_delta != 0:

@@ -1,6 +1,7 @@
 """End-to-end broker benchmark: real ZooKeeper, real broker processes, confluent-kafka clients.
 
     .venv/bin/python -m tools.bench.broker_bench [--records 1000000] [--quick] [--peers kafka,tansu]
+        [--only lz4,gzip] [--rounds 2]
 
 Prints, per scenario and target, client-side records/s, MB/s and ack latency, and the broker process's own CPU
 (user+system of its process tree from /proc via psutil) per record. Scenarios: ack latency at 1,000 records/s,
@@ -12,7 +13,9 @@ JVM options, warmed by one unmeasured pass of each scenario just before its meas
 storage engine: it keeps records in RAM, no disk) too, interleaved per scenario (ours, kafka, tansu, then the
 next scenario), a fresh topic per run, the same client settings, and prints ours/peer ratios. A missing peer
 fails at once with the line that installs it. The machine's other load moves absolute figures: compare the
-ratios of one run. Nothing here asserts: it prints figures.
+ratios of one run. ``--only`` keeps the scenarios whose rows name one of the given words (``lz4``, ``10KiB``,
+``latency``); ``--rounds N`` repeats the whole interleaved sequence N times and prints each figure's median over
+the rounds. Nothing here asserts: it prints figures.
 """
 from __future__ import annotations
 
@@ -22,6 +25,7 @@ import math
 import os
 import shutil
 import signal
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -352,7 +356,50 @@ def produce_row(row: str, n: int, size: int, acks: str, codec: str, throughput: 
     """A scenario of one produce row."""
     def scenario(r: Run) -> None:
         r.produce(row, n, size, acks, codec, throughput, props)
+    scenario.rows = (row,)  # type: ignore[attr-defined]
     return scenario
+
+
+def labelled(fn: Scenario, *rows: str) -> Scenario:
+    """``fn`` with the names of the rows it measures, which ``--only`` matches."""
+    fn.rows = rows  # type: ignore[attr-defined]
+    return fn
+
+
+def scenario_rows(sc: Scenario) -> Sequence[str]:
+    rows: Sequence[str] = getattr(sc, "rows", ())
+    return rows
+
+
+def select(scs: List[Scenario], only: Sequence[str]) -> List[Scenario]:
+    """The scenarios one of whose rows contains one of the words of ``only`` (all of them when it is empty)."""
+    if not only:
+        return scs
+    return [sc for sc in scs if any(w in row for row in scenario_rows(sc) for w in only)]
+
+
+def median_rows(rounds: List[Dict[str, Dict[str, Result]]]) -> Dict[str, Dict[str, Result]]:
+    """Per row and target, each numeric figure's median over the rounds that did not fail (a row every round of
+    which failed keeps its first error)."""
+    out: Dict[str, Dict[str, Result]] = {}
+    for results in rounds:
+        for row, per_target in results.items():
+            for t in per_target:
+                out.setdefault(row, {}).setdefault(t, {})
+    for row, per_target in out.items():
+        for t in per_target:
+            runs = [r[row][t] for r in rounds if t in r.get(row, {})]
+            ok = [r for r in runs if "error" not in r]
+            if not ok:
+                per_target[t] = runs[0]
+                continue
+            merged: Result = {}
+            for key in ok[0]:
+                vals = [r[key] for r in ok if isinstance(r.get(key), (int, float))]
+                merged[key] = statistics.median(vals) if len(vals) == len(ok) else ok[0][key]
+            merged["rounds"] = len(ok)
+            per_target[t] = merged
+    return out
 
 
 def scenarios(records: int, large: int, quick: bool) -> List[Scenario]:
@@ -367,12 +414,12 @@ def scenarios(records: int, large: int, quick: bool) -> List[Scenario]:
     def wake(r: Run) -> None:
         r.rows["fetch wake-up (fetch.wait.max.ms=500)"] = fetch_wakeup_latency(
             r.target.bootstrap, r.topic("wake"), 100 if quick else 500)
-    out.append(wake)
+    out.append(labelled(wake, "fetch wake-up (fetch.wait.max.ms=500)"))
 
     def small_none(r: Run) -> None:
         t = r.produce(f"{records}x100B acks=1 none", records, 100, "1", "none")
         r.consume(f"consume {records}x100B", t, records)
-    out.append(small_none)
+    out.append(labelled(small_none, f"{records}x100B acks=1 none", f"consume {records}x100B"))
     out.append(produce_row(f"{records}x100B acks=all none", records, 100, "all", "none"))
     for codec in CODECS:
         for acks in ("1", "all"):
@@ -383,7 +430,7 @@ def scenarios(records: int, large: int, quick: bool) -> List[Scenario]:
     def large_none(r: Run) -> None:
         t = r.produce(f"{large}x10KiB acks=1 none", large, 10240, "1", "none")
         r.consume(f"consume {large}x10KiB", t, large)
-    out.append(large_none)
+    out.append(labelled(large_none, f"{large}x10KiB acks=1 none", f"consume {large}x10KiB"))
     return out
 
 
@@ -403,6 +450,9 @@ def main(argv: List[str] | None = None) -> int:
     ap.add_argument("--quick", action="store_true", help="small counts, to check the script works")
     ap.add_argument("--peers", type=parse_peers, default=[],
                     help="comma-separated peers to run beside ours: kafka, tansu")
+    ap.add_argument("--only", type=lambda text: [w.strip() for w in text.split(",") if w.strip()], default=[],
+                    help="comma-separated words: run only the scenarios whose rows contain one (lz4, 10KiB, ...)")
+    ap.add_argument("--rounds", type=int, default=1, help="repeat the interleaved run; print medians")
     ap.add_argument("--json", action="store_true")
     a = ap.parse_args(argv)
     if a.quick:
@@ -413,6 +463,10 @@ def main(argv: List[str] | None = None) -> int:
         except PeerMissing as e:
             print(f"broker_bench: {e}", file=sys.stderr)
             return 2
+    chosen = select(scenarios(a.records, a.large_records, a.quick), a.only)
+    if not chosen:
+        print(f"broker_bench: no scenario's row contains any of {a.only}", file=sys.stderr)
+        return 2
     work = Path(tempfile.mkdtemp(prefix="broker-bench-"))
     zk = ZooKeeperServer()
     zk.start()
@@ -420,13 +474,16 @@ def main(argv: List[str] | None = None) -> int:
     for p in a.peers:
         targets.append(Kafka(work, zk.connect_string) if p == "kafka" else Tansu(work))
     names = [t.name for t in targets]
-    results: Dict[str, Dict[str, Result]] = {}
+    rounds: List[Dict[str, Dict[str, Result]]] = []
     started: List[Target] = []
     try:
         for t in targets:
             t.start()
             started.append(t)
-        for i, sc in enumerate(scenarios(a.records, a.large_records, a.quick)):
+        for i, sc in ((i, sc) for _ in range(max(1, a.rounds)) for i, sc in enumerate(chosen)):
+            if i == 0:
+                rounds.append({})
+            results = rounds[-1]
             for t in targets:
                 try:
                     if t.warm:
@@ -443,6 +500,7 @@ def main(argv: List[str] | None = None) -> int:
         zk.stop()
         shutil.rmtree(work, ignore_errors=True)
 
+    results = median_rows(rounds) if len(rounds) > 1 else (rounds[0] if rounds else {})
     if a.json:
         print(json.dumps(results, indent=1))
         return 0

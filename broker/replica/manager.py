@@ -1225,13 +1225,13 @@ class ReplicaManager:
                             recorded.add(tp)
             if jobs:
                 read = None
-                if is_follower and all(_reads_hot_tail(job) for job in jobs):
-                    # A follower at the tail reads only the active segment, which was just written (page cache):
-                    # index lookup plus a FileSlice, no data copied. Doing it here instead of on a worker thread
-                    # saves a thread hop per follower on the acks=all path, and lets the followers of one append
-                    # be answered together rather than one worker hop after another. The read takes no lock (the
-                    # Log's published view); only while a truncation, deletion or swap is under way does it go to a
-                    # worker: the loop never waits behind a disk operation.
+                if all(_reads_hot_tail(job) for job in jobs):
+                    # A follower or consumer at the tail reads only the active segment, which was just written (page
+                    # cache): index lookup plus a FileSlice, no data copied. Doing it here instead of on a worker
+                    # thread saves a thread hop per fetch (on the acks=all path, and for every consumer keeping up),
+                    # and lets the followers of one append be answered together rather than one worker hop after
+                    # another. The read takes no lock (the Log's published view); only while a truncation, deletion
+                    # or swap is under way does it go to a worker: the loop never waits behind a disk operation.
                     read = _read_logs_on_loop(jobs, max_bytes, not hard_limit)
                 if read is None:
                     read = await self.run_io(_read_logs, jobs, max_bytes, not hard_limit)

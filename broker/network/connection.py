@@ -133,6 +133,13 @@ class KafkaConnection(asyncio.Protocol):
         if self.context is None:  # connection_made has not run yet (TLS): it starts processing
             return
         self.context.received_ns = time.monotonic_ns()  # request queue time (RequestMetrics) starts here
+        if self._task is None and len(self._queue) == 1:
+            # A lone request: the client waits for its answer, so reading on costs nothing, and not muting saves
+            # the two epoll_ctl calls of pausing and resuming per request (Kafka mutes each time; what its mute
+            # protects, one request in the broker per connection and back-pressure, holds as well below).
+            self._task = asyncio.get_running_loop().create_task(self._process())
+            return
+        # Pipelined requests: stop reading until the queued ones are answered, as Kafka's processor does.
         self._mute()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._process())
@@ -188,6 +195,7 @@ class KafkaConnection(asyncio.Protocol):
                 throttle_ms = self.context.throttle_time_ms
                 if throttle_ms > 0:  # KIP-219: stay muted for the throttle time after answering
                     self.context.throttle_time_ms = 0
+                    self._mute()
                     await self._clock.sleep_ms(throttle_ms)
                 self.context.received_ns = time.monotonic_ns()  # a pipelined request counts as read only now
             self._queue = None

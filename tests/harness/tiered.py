@@ -74,10 +74,11 @@ def consume_numbered(bootstrap: str, topic: str, n: int, timeout_s: float = 90) 
     return seen
 
 
-def list_offset(bootstrap: str, topic: str, timestamp: int) -> Tuple[int, int, int]:
-    """(error code, offset, leader epoch) of one ListOffsets v9 lookup on partition 0 at that broker."""
+def list_offset(bootstrap: str, topic: str, timestamp: int, partition: int = 0) -> Tuple[int, int, int]:
+    """(error code, offset, leader epoch) of one ListOffsets v9 lookup on the partition at that broker."""
     r: Any = call(bootstrap, ApiKey.LIST_OFFSETS, 9, {"replica_id": -1, "isolation_level": 0, "topics": [
-        {"name": topic, "partitions": [{"partition_index": 0, "current_leader_epoch": -1, "timestamp": timestamp}]}]})
+        {"name": topic, "partitions": [{"partition_index": partition, "current_leader_epoch": -1,
+                                        "timestamp": timestamp}]}]})
     p = r.topics[0].partitions[0]
     return p.error_code, p.offset, p.leader_epoch
 

@@ -31,10 +31,9 @@ import shutil
 import subprocess
 import threading
 import time
-import urllib.request
 import uuid
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional, Tuple
+from typing import Iterator, List, Optional, Tuple
 
 import pytest
 from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
@@ -43,11 +42,11 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from tests.harness.kafka import kafka_classpath
 from tests.harness.s3_server import S3Server
 from tests.harness.tiered import assert_finished_copies_continue, list_offset, remote_log_metadata
+from tests.harness.tiered_s3 import bucket_segments, s3_tiered_overrides, scrape_metrics
 from tests.integration.cluster.conftest import FAST, ClusterView, wait_for
 from broker.storage.remote.metadata import RemoteLogSegmentState as S
 from tools.cluster import LocalCluster, free_port
 
-S3_RSM = "broker.storage.remote.S3RemoteStorageManager"
 BUCKET = "tiered-cluster"
 SEGMENT_BYTES = 1024 * 1024
 VALUE = 1000
@@ -67,18 +66,7 @@ def s3() -> Iterator[S3Server]:
 @pytest.fixture(scope="module")
 def cluster(s3: S3Server, zookeeper: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     props = dict(FAST)
-    props.update({
-        "remote.log.storage.system.enable": "true",
-        "remote.log.storage.manager.class.name": S3_RSM,
-        **{f"rsm.config.{k}": v for k, v in s3.rsm_configs(BUCKET, **{"s3.retry.max.attempts": 2,
-                                                                        "s3.api.call.timeout.ms": 5000}).items()},
-        "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
-        "rlmm.config.remote.log.metadata.topic.replication.factor": "3",
-        "remote.log.manager.task.interval.ms": "500",
-        "log.retention.check.interval.ms": "1000",
-        "log.initial.task.delay.ms": "500",
-        "remote.fetch.max.wait.ms": "2000",
-    })
+    props.update(s3_tiered_overrides(s3, BUCKET))
     c = LocalCluster(tmp_path_factory.mktemp("s3-cluster"), 3, zk_connect=f"{zookeeper}/c-{uuid.uuid4().hex[:10]}",
                      overrides=props,
                      broker_overrides={i: {"broker.metrics.prometheus.port": str(free_port())} for i in range(3)})
@@ -93,17 +81,6 @@ def cluster(s3: S3Server, zookeeper: str, tmp_path_factory: pytest.TempPathFacto
 
 
 # ---------------------------------------------------------------------------------------------------------- helpers
-def _remote_segments(s3: S3Server, topic: str) -> Dict[str, Tuple[int, int]]:
-    """segment id -> (start offset, size) of the topic's segment objects (``.log``) in the bucket."""
-    out: Dict[str, Tuple[int, int]] = {}
-    for page in s3.client().get_paginator("list_objects_v2").paginate(Bucket=BUCKET, Prefix=f"{topic}-0-"):
-        for obj in page.get("Contents", []):
-            m = re.search(r"/(\d{20})-([^/]+)\.log$", obj["Key"])
-            if m:
-                out[m.group(2)] = (int(m.group(1)), int(obj["Size"]))
-    return out
-
-
 def _local_segments(cluster: LocalCluster, broker_id: int, topic: str) -> List[int]:
     d = cluster.brokers[broker_id].log_dir / f"{topic}-0"
     return sorted(int(f.stem) for f in d.glob("*.log")) if d.exists() else []
@@ -166,17 +143,6 @@ def _consume_all(bootstrap: str, topic: str, n: int, timeout_s: float = 90) -> L
     return seen
 
 
-def _scrape(cluster: LocalCluster, broker_id: int) -> Dict[str, float]:
-    port = cluster.brokers[broker_id].properties()["broker.metrics.prometheus.port"]
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    out: Dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
-
-
 def _create_tiered_topic(view: ClusterView, topic: str) -> None:
     view.create_topic(topic, 1, 3, {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
                                     "local.retention.ms": "1000", "retention.ms": "-1", "min.insync.replicas": "2"})
@@ -196,14 +162,14 @@ def test_s3_segments_copied_local_logs_shrink_every_record_read_back(cluster: Lo
     leader = view.partitions(topic)[0][0]
 
     # every rolled segment lands in the bucket, in offset order, once
-    wait_for(lambda: len(_remote_segments(s3, topic)) >= rolled, 90 + slack, "rolled segments copied to S3",
+    wait_for(lambda: len(bucket_segments(s3, BUCKET, topic)) >= rolled, 90 + slack, "rolled segments copied to S3",
              detail=lambda: cluster.brokers[leader].output()[-3000:])
     copied_s = time.monotonic() - t0
     # local logs keep only the tail, on the leader and on the followers
     wait_for(lambda: all(len(_local_segments(cluster, b, topic)) <= 2 for b in range(3)), 60 + slack,
              "local segments past local.retention deleted on every replica")
     local_left = {b: len(_local_segments(cluster, b, topic)) for b in range(3)}
-    remote = _remote_segments(s3, topic)
+    remote = bucket_segments(s3, BUCKET, topic)
     starts = sorted(s for s, _ in remote.values())
     assert starts[0] == 0
     assert len(starts) == len(set(starts)), "a segment was copied twice"
@@ -227,10 +193,10 @@ def test_s3_segments_copied_local_logs_shrink_every_record_read_back(cluster: Lo
     # Kafka 3.9's RemoteStorageMetrics on the leader's Prometheus endpoint (the segments' sizes in the bucket are
     # the local segments' sizes)
     t = f'{{topic="{topic}"}}'
-    wait_for(lambda: _scrape(cluster, leader).get(BTM + "remotelogsizebytes" + t) == remote_bytes, 30,
+    wait_for(lambda: scrape_metrics(cluster, leader).get(BTM + "remotelogsizebytes" + t) == remote_bytes, 30,
              "the remote log size gauge after the retention task's next run",
-             detail=lambda: str({k: v for k, v in _scrape(cluster, leader).items() if "remote" in k}))
-    m = _scrape(cluster, leader)
+             detail=lambda: str({k: v for k, v in scrape_metrics(cluster, leader).items() if "remote" in k}))
+    m = scrape_metrics(cluster, leader)
     assert m[BTM + "remotecopybytes_total" + t] == remote_bytes
     assert m[BTM + "remotecopyrequests_total" + t] == len(remote)
     assert m[BTM + "remotecopyerrors_total" + t] == 0
@@ -240,7 +206,7 @@ def test_s3_segments_copied_local_logs_shrink_every_record_read_back(cluster: Lo
     assert m[BTM + "remotefetchbytes_total" + t] >= local_first * VALUE  # every record below the local log
     assert m[BTM + "remotecopybytes_total"] >= remote_bytes  # all topics
     follower = next(b for b in range(3) if b != leader)
-    f = _scrape(cluster, follower)
+    f = scrape_metrics(cluster, follower)
     assert BTM + "remotelogsizebytes" + t not in f and f[BTM + "remotecopyrequests_total"] == 0
 
     # Kafka's own Java consumer too
@@ -309,10 +275,10 @@ def test_s3_outage_produce_and_local_reads_go_on_copies_retry_and_catch_up(clust
     leader = view.partitions(topic)[0][0]
     # settled: every rolled segment copied and deleted locally, each replica keeps only its active segment (so no
     # copy is in flight when S3 goes)
-    wait_for(lambda: len(_remote_segments(s3, topic)) >= 2 and
+    wait_for(lambda: len(bucket_segments(s3, BUCKET, topic)) >= 2 and
              all(len(_local_segments(cluster, b, topic)) == 1 for b in range(3)), 60,
              "the first segments copied and deleted locally")
-    before = _remote_segments(s3, topic)
+    before = bucket_segments(s3, BUCKET, topic)
     local_first = {b: _local_segments(cluster, b, topic)[0] for b in range(3)}
     offsets = {b: len(cluster.brokers[b].output()) for b in range(3)}
 
@@ -350,7 +316,7 @@ def test_s3_outage_produce_and_local_reads_go_on_copies_retry_and_catch_up(clust
                 assert segs[0] == local_first[b], f"broker {b} deleted an uncopied segment: {segs[:3]}"
             grew = grew or len(_local_segments(cluster, leader, topic)) >= 5
             if time.monotonic() >= next_sample:
-                m = _scrape(cluster, leader)
+                m = scrape_metrics(cluster, leader)
                 lag.append((m.get(BTM + "remotecopylagsegments" + t, 0.0), m.get(BTM + "remotecopylagbytes" + t, 0.0)))
                 next_sample += 5
         assert all(b.is_alive() for b in cluster.brokers)
@@ -373,7 +339,7 @@ def test_s3_outage_produce_and_local_reads_go_on_copies_retry_and_catch_up(clust
         assert "RLMCopyTask for" in out and "retried at the next run" in out, out[-3000:]
         assert "from remote storage" in out, out[-3000:]
         assert remote_seen == [], remote_seen[:5]
-        m = _scrape(cluster, leader)
+        m = scrape_metrics(cluster, leader)
         assert m[BTM + "remotecopyerrors_total" + t] > 0 and m[BTM + "remotefetcherrors_total" + t] > 0
         assert m[BTM + "remotecopylagsegments" + t] >= 3, m[BTM + "remotecopylagsegments" + t]
         during = {k: m[BTM + k + t] for k in ("remotecopyerrors_total", "remotefetcherrors_total",
@@ -400,13 +366,13 @@ def test_s3_outage_produce_and_local_reads_go_on_copies_retry_and_catch_up(clust
     wait_for(lambda: all(len(_local_segments(cluster, b, topic)) <= 2 for b in range(3)), 90,
              "copies caught up and local segments deleted after the outage",
              detail=lambda: cluster.brokers[leader].output()[-3000:])
-    after = _remote_segments(s3, topic)
+    after = bucket_segments(s3, BUCKET, topic)
     assert set(before) <= set(after), "a segment copied before the outage is gone"
     starts = sorted({s for s, _ in after.values()})
     assert starts[0] == 0 and max(starts) <= _local_segments(cluster, leader, topic)[0]
     assert _consume_all(cluster.bootstrap, topic, n) == list(range(n))
-    wait_for(lambda: _scrape(cluster, leader)[BTM + "remotecopylagsegments" + t] == 0 and
-             _scrape(cluster, leader)[BTM + "remotecopylagbytes" + t] == 0, 30, "no copy lag left")
+    wait_for(lambda: scrape_metrics(cluster, leader)[BTM + "remotecopylagsegments" + t] == 0 and
+             scrape_metrics(cluster, leader)[BTM + "remotecopylagbytes" + t] == 0, 30, "no copy lag left")
     print(f"\noutage {outage_s:.1f} s: {n - n1} records ({(n - n1) * VALUE / 1e6:.1f} MB) acknowledged during it "
           f"(p99 {p99 * 1000:.0f} ms), {local_seen} read at the tail, {len(remote_errors)} remote-fetch errors to the "
           f"client; copy lag (segments, bytes) every 5 s: {[(int(x), int(y)) for x, y in lag]}; after: "

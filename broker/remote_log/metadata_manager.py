@@ -190,23 +190,29 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
             self._consume(partition)
 
     # ------------------------------------------------------------------ queries
+    # each under the lock: the RemoteLogManager's pools, the remote readers and the leadership thread query and
+    # fill the caches at once (a listing is a list made under it)
     def remote_log_segment_metadata(self, tip: TopicIdPartition, leader_epoch: int,
                                     offset: int) -> Optional[RemoteLogSegmentMetadata]:
-        return self._cache(tip).remote_log_segment_metadata(leader_epoch, offset)
+        with self._lock:
+            return self._cache(tip).remote_log_segment_metadata(leader_epoch, offset)
 
     def highest_offset_for_epoch(self, tip: TopicIdPartition, leader_epoch: int) -> Optional[int]:
-        return self._cache(tip).highest_offset_for_epoch(leader_epoch)
+        with self._lock:
+            return self._cache(tip).highest_offset_for_epoch(leader_epoch)
 
     def highest_offset(self, tip: TopicIdPartition) -> Optional[int]:
         """The highest offset of any finished copy of ``tip`` (not in Kafka's interface: its RLMCopyTask walks the
         epochs with highest_offset_for_epoch; one lookup does here)."""
-        return self._cache(tip).highest_offset()
+        with self._lock:
+            return self._cache(tip).highest_offset()
 
     def list_remote_log_segments(self, tip: TopicIdPartition,
                                  leader_epoch: Optional[int] = None) -> Iterator[RemoteLogSegmentMetadata]:
-        cache = self._cache(tip)
-        return cache.list_all_remote_log_segments() if leader_epoch is None \
-            else cache.list_remote_log_segments(leader_epoch)
+        with self._lock:
+            cache = self._cache(tip)
+            return iter(list(cache.list_all_remote_log_segments() if leader_epoch is None
+                             else cache.list_remote_log_segments(leader_epoch)))
 
     def on_partition_leadership_changes(self, leaders: Set[TopicIdPartition],
                                         followers: Set[TopicIdPartition]) -> None:

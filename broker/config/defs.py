@@ -352,7 +352,7 @@ _DEFS: list[ConfigDef] = [
               at_least(0), CW),
     ConfigDef("metric.reporters", T.LIST, [], L, "Metric reporter classes.", dynamic=CW, ignored=True),
     # --- tiered storage (KIP-405; Kafka's RemoteLogManagerConfig), run by broker/replica/tiered_storage.py. The keys
-    #     still marked ignored have no meaning here (Java class paths, thread pools: one RemoteLogManager thread).
+    #     still marked ignored have no meaning here (Java class paths).
     ConfigDef("remote.log.storage.system.enable", T.BOOLEAN, False, M,
               "Tiered storage on this broker (KIP-405): the RemoteLogManager copies rolled segments of topics with "
               "remote.storage.enable=true to the RemoteStorageManager and serves reads from there."),

@@ -162,8 +162,8 @@ class TieredStorage:
 
     def resize_index_cache(self, max_bytes: int) -> None:
         """remote.log.index.file.cache.total.size.bytes changed (dynamic, as Kafka's resizeCacheSize): applied on
-        the RemoteLogManager's thread, since a shrink deletes the evicted entries' files (the caller may be the
-        event loop)."""
+        the RemoteLogManager's thread, since a shrink renames the evicted entries' files, waiting for lookups under
+        way (the caller may be the event loop); the cache's cleaner thread deletes them."""
         if max_bytes != self.index_cache.max_size_bytes and not self._closed:
             self.scheduler.schedule("remote-index-cache-resize", lambda: self.index_cache.resize(max_bytes), 0.0)
 

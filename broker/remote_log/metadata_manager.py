@@ -95,11 +95,13 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         self._caches: Dict[TopicIdPartition, RemoteLogMetadataCache] = {}
         #: next offset to consume in each metadata partition
         self._positions: Dict[int, int] = {}
+        self._partition_of: Dict[TopicIdPartition, int] = {}
 
     def configure(self, configs: Mapping[str, object]) -> None:
         """Takes the ``rlmm.config.``-stripped keys (broker.config.tiered_storage.rlmm_config) and creates the
         topic: retention.ms from the key (-1: kept forever), delete policy, as Kafka's createRemoteLogMetadataTopic."""
         self.num_partitions = int(str(configs.get(NUM_PARTITIONS, 50)))
+        self._partition_of.clear()
         self.replication_factor = int(str(configs.get(REPLICATION_FACTOR, 3)))
         self.retention_ms = int(str(configs.get(RETENTION_MS, -1)))
         self._port.create_topic(METADATA_TOPIC, self.num_partitions, self.replication_factor,
@@ -108,7 +110,12 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         self._configured = True
 
     def metadata_partition(self, tip: TopicIdPartition) -> int:
-        return metadata_partition(tip, self.num_partitions)
+        """The ``__remote_log_metadata`` partition of ``tip`` (a murmur2 hash, remembered: a leadership change of
+        10,000 partitions asks for each many times)."""
+        known = self._partition_of.get(tip)
+        if known is None:
+            known = self._partition_of[tip] = metadata_partition(tip, self.num_partitions)
+        return known
 
     # ------------------------------------------------------------------ publishing
     def _publish(self, tip: TopicIdPartition, md: RemoteLogMetadata) -> None:
@@ -183,9 +190,11 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         self._assigned |= new
         for tip in new:
             self._caches.pop(tip, None)
-        for partition in {self.metadata_partition(t) for t in new}:
-            for tip in [t for t in self._assigned if self.metadata_partition(t) == partition and t not in new]:
+        partitions = {self.metadata_partition(t) for t in new}
+        for tip in self._assigned - new:  # the others of those partitions are rebuilt by the re-read too
+            if self.metadata_partition(tip) in partitions:
                 self._caches.pop(tip, None)
+        for partition in partitions:
             self._positions[partition] = 0
             self._consume(partition)
 
@@ -224,6 +233,7 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
             self._assigned -= partitions
             for tip in partitions:
                 self._caches.pop(tip, None)
+                self._partition_of.pop(tip, None)
 
 
 class InMemoryMetadataTopic:

@@ -479,7 +479,10 @@ class BrokerServer:
             reader_max_pending=int(cfg.get("remote.log.reader.max.pending.tasks")),
             remote_fetch_max_wait_ms=int(cfg.get("remote.fetch.max.wait.ms")),
             log_dir=cfg.log_dirs[0],  # as Kafka's KafkaServer: config.logDirs.head
-            index_cache_bytes=int(cfg.get("remote.log.index.file.cache.total.size.bytes")))
+            index_cache_bytes=int(cfg.get("remote.log.index.file.cache.total.size.bytes")),
+            thread_pool_size=int(cfg.get("remote.log.manager.thread.pool.size")),
+            copier_thread_pool_size=int(cfg.get("remote.log.manager.copier.thread.pool.size")),
+            expiration_thread_pool_size=int(cfg.get("remote.log.manager.expiration.thread.pool.size")))
 
     def _make_log_manager(self, default_log_config: LogConfig, cluster_id: str) -> Any:
         cfg = self.config.current

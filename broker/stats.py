@@ -231,7 +231,9 @@ REMOTE_METERS: Tuple[Tuple[str, str], ...] = (
 #: its per-partition gauges, summed per topic and over all topics (Kafka's BrokerTopicAggregatedMetric)
 REMOTE_GAUGES: Tuple[Tuple[str, str], ...] = (
     ("copy_lag_bytes", "RemoteCopyLagBytes"), ("copy_lag_segments", "RemoteCopyLagSegments"),
-    ("log_size_bytes", "RemoteLogSizeBytes"), ("metadata_count", "RemoteLogMetadataCount"))
+    ("delete_lag_bytes", "RemoteDeleteLagBytes"), ("delete_lag_segments", "RemoteDeleteLagSegments"),
+    ("log_size_bytes", "RemoteLogSizeBytes"), ("metadata_count", "RemoteLogMetadataCount"),
+    ("log_size_computation_time", "RemoteLogSizeComputationTime"))
 
 
 class RemoteTopicCounters:
@@ -249,14 +251,16 @@ class RemoteStorageStats:
     Kafka marks them. Owned by the RemoteLogManager; the collector reads it only when tiered storage is on (Kafka
     registers these metrics only with remote.log.storage.system.enable=true).
 
-    Writers, one per field group: copies, deletes and every gauge on the RemoteLogManager's thread; remote fetches
-    on the remote reader pool's threads (several: under ``_fetch_lock``); BuildRemoteLogAuxState on the event loop
-    (the replica fetchers). Scrapes copy what they read, as for :class:`BrokerTopicStats`."""
+    Writers: copies on the RemoteLogManager's copier pool and deletes on its expiration pool and leadership thread
+    (several threads: under ``_rlm_lock``); remote fetches on the remote reader pool's threads (under
+    ``_fetch_lock``); BuildRemoteLogAuxState on the event loop (the replica fetchers); each gauge value is one dict
+    store, by the partition's task. Scrapes copy what they read, as for :class:`BrokerTopicStats`."""
 
     def __init__(self) -> None:
         self.all_topics = RemoteTopicCounters()
         self._topics: Dict[str, RemoteTopicCounters] = {}
         self._fetch_lock = threading.Lock()
+        self._rlm_lock = threading.Lock()
         #: gauge attribute -> (topic, partition) -> value, for the partitions this broker leads
         self.gauges: Dict[str, Dict[Tuple[str, int], int]] = {attr: {} for attr, _ in REMOTE_GAUGES}
 
@@ -270,24 +274,29 @@ class RemoteStorageStats:
         for counters in (self.topic(topic), self.all_topics):
             setattr(counters, attr, getattr(counters, attr) + n)
 
-    # the RemoteLogManager's thread
+    # the RemoteLogManager's pools
     def record_copy_request(self, topic: str) -> None:
         """A segment handed to the RemoteStorageManager (after COPY_SEGMENT_STARTED)."""
-        self._mark(topic, "copy_requests")
+        with self._rlm_lock:
+            self._mark(topic, "copy_requests")
 
     def record_copy_bytes(self, topic: str, size: int) -> None:
         """A segment's bytes, once its COPY_SEGMENT_FINISHED is recorded."""
-        self._mark(topic, "copy_bytes", size)
+        with self._rlm_lock:
+            self._mark(topic, "copy_bytes", size)
 
     def record_copy_error(self, topic: str) -> None:
         """A copy run that failed (not one cancelled by a leadership change)."""
-        self._mark(topic, "copy_errors")
+        with self._rlm_lock:
+            self._mark(topic, "copy_errors")
 
     def record_delete_request(self, topic: str) -> None:
-        self._mark(topic, "delete_requests")
+        with self._rlm_lock:
+            self._mark(topic, "delete_requests")
 
     def record_delete_error(self, topic: str) -> None:
-        self._mark(topic, "delete_errors")
+        with self._rlm_lock:
+            self._mark(topic, "delete_errors")
 
     def set_gauge(self, attr: str, topic: str, partition: int, value: int) -> None:
         self.gauges[attr][(topic, partition)] = value

@@ -352,7 +352,7 @@ _DEFS: list[ConfigDef] = [
               at_least(0), CW),
     ConfigDef("metric.reporters", T.LIST, [], L, "Metric reporter classes.", dynamic=CW, ignored=True),
     # --- tiered storage (KIP-405; Kafka's RemoteLogManagerConfig), run by broker/replica/tiered_storage.py. The keys
-    #     still marked ignored have no meaning here (Java class paths, thread pools: one RemoteLogManager thread).
+    #     still marked ignored have no meaning here (Java class paths).
     ConfigDef("remote.log.storage.system.enable", T.BOOLEAN, False, M,
               "Tiered storage on this broker (KIP-405): the RemoteLogManager copies rolled segments of topics with "
               "remote.storage.enable=true to the RemoteStorageManager and serves reads from there."),
@@ -380,15 +380,15 @@ _DEFS: list[ConfigDef] = [
     ConfigDef("remote.log.index.file.cache.total.size.bytes", T.LONG, 1073741824, L,
               "Disk space of the cache of indexes fetched from remote storage (RemoteIndexCache).", at_least(1), CW),
     ConfigDef("remote.log.manager.thread.pool.size", T.INT, 10, M,
-              "Deprecated: the copier and expiration pools' size when those are -1.", at_least(1), ignored=True),
+              "Deprecated: threads of the follower tasks, and the copier and expiration pools' size when those are "
+              "-1.", at_least(1)),
     ConfigDef("remote.log.manager.copier.thread.pool.size", T.INT, -1, M,
               "Threads copying segments to remote storage; -1 = remote.log.manager.thread.pool.size.",
-              remote_thread_pool_size, ignored=True),
+              remote_thread_pool_size),
     ConfigDef("remote.log.manager.expiration.thread.pool.size", T.INT, -1, M,
-              "Threads expiring remote segments; -1 = remote.log.manager.thread.pool.size.", remote_thread_pool_size,
-              ignored=True),
+              "Threads expiring remote segments; -1 = remote.log.manager.thread.pool.size.", remote_thread_pool_size),
     ConfigDef("remote.log.manager.task.interval.ms", T.LONG, 30000, L,
-              "Interval of the copy and expiration tasks.", at_least(1)),
+              "Fixed delay between two runs of a partition's copy, expiration or follower task.", at_least(1)),
     ConfigDef("remote.log.manager.copy.max.bytes.per.second", T.LONG, LONG_MAX, M,
               "Copy quota of the broker, bytes/s.", at_least(1), CW),
     ConfigDef("remote.log.manager.copy.quota.window.num", T.INT, 11, M, "Samples kept for the copy quota.",

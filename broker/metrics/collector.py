@@ -77,6 +77,7 @@ class BrokerCollector(Collector):
         yield from self._remote_storage_metrics(partitions)
         yield from self._request_metrics()
         yield from self._replica_manager(partitions)
+        yield from self._purgatories()
         yield from self._controller()
         yield _summary(n.BY_NAME["kafka_log_logflushstats_logflushrateandtimems"], [({}, self.flush_stats)])
         yield self._log_sizes(partitions)
@@ -106,11 +107,15 @@ class BrokerCollector(Collector):
                 family.add_metric([topic], float(getattr(counters, attr)))
             yield family
 
-    def _remote_storage(self) -> Optional[RemoteStorageStats]:
-        """The RemoteLogManager's statistics; None when tiered storage is off (no such families, as in Kafka)."""
+    def _rlm(self) -> Any:
+        """The RemoteLogManager; None when tiered storage is off."""
         rm = self.sources.replica_manager
         tiered = getattr(rm, "tiered", None) if rm is not None else None
-        rlm = getattr(tiered, "rlm", None) if tiered is not None else None
+        return getattr(tiered, "rlm", None) if tiered is not None else None
+
+    def _remote_storage(self) -> Optional[RemoteStorageStats]:
+        """The RemoteLogManager's statistics; None when tiered storage is off (no such families, as in Kafka)."""
+        rlm = self._rlm()
         stats = getattr(rlm, "stats", None) if rlm is not None else None
         return stats if isinstance(stats, RemoteStorageStats) else None
 
@@ -138,6 +143,30 @@ class BrokerCollector(Collector):
                 if topic in hosted:
                     gauge_family.add_metric([topic], float(value))
             yield gauge_family
+        spec = n.BY_NAME["kafka_log_remote_remotelogmanager_remotelogmanagertasksavgidlepercent"]
+        yield GaugeMetricFamily(spec.name, spec.help, value=float(self._rlm().tasks_avg_idle_percent()))
+        rm = self.sources.replica_manager
+        remote_fetch = getattr(rm, "delayed_remote_fetch_purgatory", None)
+        spec = n.BY_NAME["kafka_server_delayedremotefetchmetrics_expires"]
+        yield CounterMetricFamily(spec.name, spec.help,
+                                  value=float(getattr(remote_fetch, "expired", 0) if remote_fetch else 0))
+
+    #: the ReplicaManager's purgatories (attribute), each with Kafka's purgatory name as delayedOperation
+    PURGATORIES = ("delayed_produce_purgatory", "delayed_fetch_purgatory", "delayed_delete_records_purgatory",
+                   "delayed_elect_leader_purgatory", "delayed_remote_fetch_purgatory")
+
+    def _purgatories(self) -> Iterator[Metric]:
+        """Kafka's DelayedOperationPurgatory gauges, PurgatorySize and NumDelayedOperations, per purgatory."""
+        rm = self.sources.replica_manager
+        found = [p for p in (getattr(rm, a, None) for a in self.PURGATORIES) if p is not None] if rm else []
+        for name, read in (("kafka_server_delayedoperationpurgatory_purgatorysize", lambda p: p.watched()),
+                           ("kafka_server_delayedoperationpurgatory_numdelayedoperations",
+                            lambda p: p.num_delayed())):
+            spec = n.BY_NAME[name]
+            family = GaugeMetricFamily(spec.name, spec.help, labels=spec.labels)
+            for purgatory in found:
+                family.add_metric([purgatory.name], float(read(purgatory)))
+            yield family
 
     def _request_metrics(self) -> Iterator[Metric]:
         entries = sorted((kafka_request_name(key), stats) for key, stats in self.requests.entries())

@@ -7,6 +7,9 @@ Kafka broker scraped through that exporter work unchanged. Each entry names the 
 - ``per-second``: ``kafka.(\\w+)<type=(.+), name=(.+)PerSec\\w*[, k=v]{0,2}><>Count`` -> ``kafka_$1_$2_$3_total``
   (COUNTER), the bean's key/value pairs as labels. A meter's rate is the counter's ``rate()``.
 - ``gauge``: ``kafka.(\\w+)<type=(.+), name=(.+)[, k=v]{0,2}><>Value`` -> ``kafka_$1_$2_$3`` (GAUGE).
+- ``gauge (dotted domain)``: Kafka's ``kafka.log.remote`` beans, which no rule of that file matches (so it would not
+  export them): its generic gauge rule with the domain's dots as underscores, as its ``kafka.coordinator.(\\w+)``
+  rule does: ``kafka.log.remote<type=(.+), name=(.+)><>Value`` -> ``kafka_log_remote_$1_$2``.
 - ``histogram``: ``kafka.(\\w+)<type=(.+), name=(.+)[, k=v]{0,2}><>Count`` -> ``kafka_$1_$2_$3_count`` and
   ``...><>(\\d+)thPercentile`` -> ``kafka_$1_$2_$3{quantile="0.$N"}``. Exposed here as one Prometheus summary
   family, which gives exactly those two sample names plus ``_sum`` (the file notes the exporter lacks it).
@@ -129,8 +132,28 @@ SPECS: Tuple[MetricSpec, ...] = (
         ("RemoteCopyLagBytes", "Tiered storage: bytes of rolled local segments not yet copied, on the partitions led "
          "here; without the topic label: all topics"),
         ("RemoteCopyLagSegments", "Tiered storage: rolled local segments not yet copied, on the partitions led here"),
+        ("RemoteDeleteLagBytes", "Tiered storage: bytes of remote segments the last retention run of the "
+         "partitions led here found to delete and has not deleted yet"),
+        ("RemoteDeleteLagSegments", "Tiered storage: remote segments left to delete by that run"),
         ("RemoteLogSizeBytes", "Tiered storage: bytes of the remote segments of the partitions led here"),
-        ("RemoteLogMetadataCount", "Tiered storage: remote segment metadata entries of the partitions led here"))),
+        ("RemoteLogMetadataCount", "Tiered storage: remote segment metadata entries of the partitions led here"),
+        ("RemoteLogSizeComputationTime", "Tiered storage: ms the last retention run took to add up the remote log's "
+         "size (partitions with retention.bytes only)"))),
+    MetricSpec("kafka_log_remote_remotelogmanager_remotelogmanagertasksavgidlepercent", GAUGE, (),
+               ("kafka.log.remote<type=RemoteLogManager, name=RemoteLogManagerTasksAvgIdlePercent><>Value",),
+               "gauge (dotted domain)",
+               "Tiered storage: fraction of the copier pool's threads not running a copy task (1 idle, 0 all busy)"),
+    MetricSpec("kafka_server_delayedremotefetchmetrics_expires", COUNTER, (),
+               ("kafka.server<type=DelayedRemoteFetchMetrics, name=ExpiresPerSec><>Count",), "per-second",
+               "Tiered storage: consumer fetches whose remote read outlasted remote.fetch.max.wait.ms"),
+    MetricSpec("kafka_server_delayedoperationpurgatory_purgatorysize", GAUGE, ("delayedOperation",),
+               ("kafka.server<type=DelayedOperationPurgatory, name=PurgatorySize, "
+                "delayedOperation={delayedOperation}><>Value",), "gauge",
+               "Watches (operation, key) in a purgatory of the replica manager"),
+    MetricSpec("kafka_server_delayedoperationpurgatory_numdelayedoperations", GAUGE, ("delayedOperation",),
+               ("kafka.server<type=DelayedOperationPurgatory, name=NumDelayedOperations, "
+                "delayedOperation={delayedOperation}><>Value",), "gauge",
+               "Operations waiting in a purgatory of the replica manager"),
     MetricSpec("broker_consumer_group_lag", GAUGE, ("group", "topic", "partition"), (), "project's own",
                "High watermark minus the group's committed offset (0 if above it), for groups coordinated here "
                "on partitions with a replica here"),

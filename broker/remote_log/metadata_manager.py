@@ -95,11 +95,13 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         self._caches: Dict[TopicIdPartition, RemoteLogMetadataCache] = {}
         #: next offset to consume in each metadata partition
         self._positions: Dict[int, int] = {}
+        self._partition_of: Dict[TopicIdPartition, int] = {}
 
     def configure(self, configs: Mapping[str, object]) -> None:
         """Takes the ``rlmm.config.``-stripped keys (broker.config.tiered_storage.rlmm_config) and creates the
         topic: retention.ms from the key (-1: kept forever), delete policy, as Kafka's createRemoteLogMetadataTopic."""
         self.num_partitions = int(str(configs.get(NUM_PARTITIONS, 50)))
+        self._partition_of.clear()
         self.replication_factor = int(str(configs.get(REPLICATION_FACTOR, 3)))
         self.retention_ms = int(str(configs.get(RETENTION_MS, -1)))
         self._port.create_topic(METADATA_TOPIC, self.num_partitions, self.replication_factor,
@@ -108,7 +110,12 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         self._configured = True
 
     def metadata_partition(self, tip: TopicIdPartition) -> int:
-        return metadata_partition(tip, self.num_partitions)
+        """The ``__remote_log_metadata`` partition of ``tip`` (a murmur2 hash, remembered: a leadership change of
+        10,000 partitions asks for each many times)."""
+        known = self._partition_of.get(tip)
+        if known is None:
+            known = self._partition_of[tip] = metadata_partition(tip, self.num_partitions)
+        return known
 
     # ------------------------------------------------------------------ publishing
     def _publish(self, tip: TopicIdPartition, md: RemoteLogMetadata) -> None:
@@ -183,30 +190,38 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
         self._assigned |= new
         for tip in new:
             self._caches.pop(tip, None)
-        for partition in {self.metadata_partition(t) for t in new}:
-            for tip in [t for t in self._assigned if self.metadata_partition(t) == partition and t not in new]:
+        partitions = {self.metadata_partition(t) for t in new}
+        for tip in self._assigned - new:  # the others of those partitions are rebuilt by the re-read too
+            if self.metadata_partition(tip) in partitions:
                 self._caches.pop(tip, None)
+        for partition in partitions:
             self._positions[partition] = 0
             self._consume(partition)
 
     # ------------------------------------------------------------------ queries
+    # each under the lock: the RemoteLogManager's pools, the remote readers and the leadership thread query and
+    # fill the caches at once (a listing is a list made under it)
     def remote_log_segment_metadata(self, tip: TopicIdPartition, leader_epoch: int,
                                     offset: int) -> Optional[RemoteLogSegmentMetadata]:
-        return self._cache(tip).remote_log_segment_metadata(leader_epoch, offset)
+        with self._lock:
+            return self._cache(tip).remote_log_segment_metadata(leader_epoch, offset)
 
     def highest_offset_for_epoch(self, tip: TopicIdPartition, leader_epoch: int) -> Optional[int]:
-        return self._cache(tip).highest_offset_for_epoch(leader_epoch)
+        with self._lock:
+            return self._cache(tip).highest_offset_for_epoch(leader_epoch)
 
     def highest_offset(self, tip: TopicIdPartition) -> Optional[int]:
         """The highest offset of any finished copy of ``tip`` (not in Kafka's interface: its RLMCopyTask walks the
         epochs with highest_offset_for_epoch; one lookup does here)."""
-        return self._cache(tip).highest_offset()
+        with self._lock:
+            return self._cache(tip).highest_offset()
 
     def list_remote_log_segments(self, tip: TopicIdPartition,
                                  leader_epoch: Optional[int] = None) -> Iterator[RemoteLogSegmentMetadata]:
-        cache = self._cache(tip)
-        return cache.list_all_remote_log_segments() if leader_epoch is None \
-            else cache.list_remote_log_segments(leader_epoch)
+        with self._lock:
+            cache = self._cache(tip)
+            return iter(list(cache.list_all_remote_log_segments() if leader_epoch is None
+                             else cache.list_remote_log_segments(leader_epoch)))
 
     def on_partition_leadership_changes(self, leaders: Set[TopicIdPartition],
                                         followers: Set[TopicIdPartition]) -> None:
@@ -218,6 +233,7 @@ class TopicBasedRemoteLogMetadataManager(RemoteLogMetadataManager):
             self._assigned -= partitions
             for tip in partitions:
                 self._caches.pop(tip, None)
+                self._partition_of.pop(tip, None)
 
 
 class InMemoryMetadataTopic:

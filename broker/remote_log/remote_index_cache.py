@@ -9,10 +9,13 @@ partial index; at start-up ``.tmp`` and ``.deleted`` files are removed and every
 again (least recently used first, by modification time), as Kafka's ``init``.
 
 Bounded by ``remote.log.index.file.cache.total.size.bytes`` (the sum of the three files' sizes; ``resize`` is the
-dynamic update, Kafka's ``resizeCacheSize``): the least recently used entries go first, their files renamed to
-``.deleted`` and removed. The RemoteLogManager removes a deleted segment's entry (``remove_all``).
+dynamic update, Kafka's ``resizeCacheSize``): the least recently used entries go first. The RemoteLogManager removes
+a deleted segment's entry (``remove_all``). An entry that goes has its files renamed to ``.deleted`` on the calling
+thread (Kafka's markForCleanup) and is queued for the cache's own thread, ``remote-log-index-cleaner`` (Kafka's
+cleaner thread), which deletes them, so a remote read or a retention run never waits for file deletions; ``close``
+lets the cleaner drain its queue and joins it.
 
-Thread-safety: any thread (the remote reader pool, the RemoteLogManager's thread). One lock guards the map; a
+Thread-safety: any thread (the remote reader pool, the RemoteLogManager's pools and thread). One lock guards the map; a
 missing entry is fetched by one thread while others asking for it wait (Kafka's Caffeine ``get`` with a loader),
 and lookups of other entries are not held up by that fetch. A lookup holds its entry's lock, which the cleanup takes
 before deleting the files, so files never disappear under a lookup; a lookup that finds its entry already cleaned
@@ -22,7 +25,9 @@ from __future__ import annotations
 
 import logging
 import os
+import queue
 import threading
+import time
 import uuid
 from collections import OrderedDict
 from concurrent.futures import Future
@@ -37,6 +42,8 @@ from broker.storage.txn_index import AbortedTxn, decode_entries
 logger = logging.getLogger(__name__)
 
 DIR_NAME = "remote-log-index-cache"
+#: Kafka's REMOTE_LOG_INDEX_CACHE_CLEANER_THREAD
+CLEANER_THREAD_NAME = "remote-log-index-cleaner"
 TMP_SUFFIX = ".tmp"
 DELETED_SUFFIX = ".deleted"
 INDEX_SUFFIX, TIME_INDEX_SUFFIX, TXN_INDEX_SUFFIX = ".index", ".timeindex", ".txnindex"
@@ -65,7 +72,10 @@ class Entry:
         self.size_bytes = sum(_size(p) for p in self.paths)
         #: held by a lookup and by the cleanup
         self.lock = threading.Lock()
+        #: marked for cleanup (files renamed to .deleted): no lookup uses it any more
         self.cleaned = False
+        #: its .deleted files are being or were deleted
+        self.clean_started = False
 
     def lookup_offset(self, offset: int) -> int:
         """The position of the largest indexed offset <= ``offset`` (0 when none)."""
@@ -81,8 +91,9 @@ class Entry:
         with open(self.paths[2], "rb") as f:
             return decode_entries(f.read())
 
-    def cleanup(self) -> None:
-        """Kafka's markForCleanup + cleanup: renamed to ``.deleted``, then deleted (waits for a lookup under way)."""
+    def mark_for_cleanup(self) -> None:
+        """Kafka's markForCleanup: the files renamed to ``.deleted`` (waits for a lookup under way); a lookup that
+        finds the entry marked fetches the segment's indexes again."""
         with self.lock:
             if self.cleaned:
                 return
@@ -90,14 +101,27 @@ class Entry:
             self.offset_index.close_handler()
             self.time_index.close_handler()
             for path in self.paths:
-                doomed = path + DELETED_SUFFIX
                 try:
-                    os.replace(path, doomed)
-                    os.unlink(doomed)
+                    os.replace(path, path + DELETED_SUFFIX)
                 except FileNotFoundError:
                     pass
                 except OSError as exc:
-                    logger.warning("Could not delete the cached remote index %s: %s", path, exc)
+                    logger.warning("Could not rename the cached remote index %s: %s", path, exc)
+
+    def cleanup(self) -> None:
+        """Kafka's cleanup (the cleaner thread's): marked if not yet, then the ``.deleted`` files deleted."""
+        self.mark_for_cleanup()
+        with self.lock:
+            if self.clean_started:
+                return
+            self.clean_started = True
+            for path in self.paths:
+                try:
+                    os.unlink(path + DELETED_SUFFIX)
+                except FileNotFoundError:
+                    pass
+                except OSError as exc:
+                    logger.warning("Could not delete the cached remote index %s: %s", path + DELETED_SUFFIX, exc)
 
 
 def _size(path: str) -> int:
@@ -123,7 +147,43 @@ class RemoteIndexCache:
         self._closed = False
         #: fetches of indexes from remote storage (entries created), for tests and the log
         self.fetches = 0
+        #: entries marked for cleanup, for the cleaner thread; None ends it (Kafka's expiredIndexes)
+        self._expired: "queue.Queue[Optional[Entry]]" = queue.Queue()
+        self._cleaner = threading.Thread(target=self._clean, name=CLEANER_THREAD_NAME, daemon=True)
+        self._cleaner.start()
         self._init()
+
+    # ------------------------------------------------------------------ the cleaner thread
+    def _clean(self) -> None:
+        while True:
+            entry = self._expired.get()
+            try:
+                if entry is None:
+                    return
+                entry.cleanup()
+            except Exception:  # noqa: BLE001 - as Kafka's: logged, the thread goes on
+                logger.exception("Error occurred while cleaning up expired entry %s", getattr(entry, "prefix", ""))
+            finally:
+                self._expired.task_done()
+
+    def _enqueue_for_cleanup(self, entries: Iterable[Entry]) -> None:
+        """Kafka's enqueueEntryForCleanup: each entry marked (renamed) here, deleted by the cleaner thread."""
+        for entry in entries:
+            entry.mark_for_cleanup()
+            self._expired.put(entry)
+
+    def pending_cleanups(self) -> int:
+        """Entries queued for the cleaner thread or being cleaned (Kafka's expiredIndexes)."""
+        return self._expired.unfinished_tasks
+
+    def wait_for_cleanups(self, timeout_s: float = 5.0) -> bool:
+        """Wait (short polls) until the cleaner thread has deleted everything queued; False on timeout (tests)."""
+        deadline = time.monotonic() + timeout_s
+        while self._expired.unfinished_tasks:
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.002)
+        return True
 
     # ------------------------------------------------------------------ start-up
     def _init(self) -> None:
@@ -159,8 +219,7 @@ class RemoteIndexCache:
                 self._entries[seg_id] = entry
                 self._size += entry.size_bytes
             victims = self._evict()
-        for v in victims:
-            v.cleanup()
+        self._enqueue_for_cleanup(victims)
         logger.info("RemoteIndexCache at %s: %d entries, %d bytes", self.cache_dir, len(self._entries), self._size)
 
     # ------------------------------------------------------------------ entries
@@ -211,8 +270,7 @@ class RemoteIndexCache:
     def get_entry(self, md: RemoteLogSegmentMetadata) -> Entry:
         """The segment's entry, fetched from remote storage when missing (by one thread; others wait for it)."""
         entry, victims = self._get(md)
-        for v in victims:
-            v.cleanup()
+        self._enqueue_for_cleanup(victims)
         return entry
 
     def _get(self, md: RemoteLogSegmentMetadata) -> Tuple[Entry, List[Entry]]:
@@ -256,8 +314,7 @@ class RemoteIndexCache:
                     if not entry.cleaned:
                         return fn(entry)
             finally:
-                for v in victims:
-                    v.cleanup()
+                self._enqueue_for_cleanup(victims)
         raise RuntimeError(f"The cached indexes of {uuid_to_string(md.remote_log_segment_id.id)} kept being evicted")
 
     def lookup_offset(self, md: RemoteLogSegmentMetadata, offset: int) -> int:
@@ -295,16 +352,14 @@ class RemoteIndexCache:
                 if entry is not None:
                     self._size -= entry.size_bytes
                     victims.append(entry)
-        for v in victims:
-            v.cleanup()
+        self._enqueue_for_cleanup(victims)
 
     def resize(self, max_size_bytes: int) -> None:
         """remote.log.index.file.cache.total.size.bytes changed (Kafka's resizeCacheSize)."""
         with self._lock:
             self.max_size_bytes = max_size_bytes
             victims = self._evict()
-        for v in victims:
-            v.cleanup()
+        self._enqueue_for_cleanup(victims)
 
     def size_bytes(self) -> int:
         return self._size
@@ -315,10 +370,17 @@ class RemoteIndexCache:
     def __contains__(self, seg_id: object) -> bool:
         return seg_id in self._entries
 
-    def close(self) -> None:
-        """No lookups from now on; the files stay (reused at the next start, as Kafka's)."""
+    def close(self, timeout_s: float = 30.0) -> None:
+        """No lookups from now on; the cleaner thread deletes what is queued, then ends (joined). The entries'
+        files stay (reused at the next start, as Kafka's)."""
         with self._lock:
+            if self._closed:
+                return
             self._closed = True
+        logger.info("Close initiated for RemoteIndexCache. Cache entries pending delete=%d", self._expired.qsize())
+        self._expired.put(None)
+        if threading.current_thread() is not self._cleaner:
+            self._cleaner.join(timeout_s)
 
 
 def _slot_above(idx: OffsetIndex, offset: int, n: int) -> Optional[int]:
@@ -334,4 +396,4 @@ def _slot_above(idx: OffsetIndex, offset: int, n: int) -> Optional[int]:
     return found
 
 
-__all__ = ["RemoteIndexCache", "Entry", "DIR_NAME", "file_name_prefix"]
+__all__ = ["RemoteIndexCache", "Entry", "DIR_NAME", "CLEANER_THREAD_NAME", "file_name_prefix"]

@@ -90,7 +90,10 @@ class DelayedOperation:
 
     def _expire(self) -> None:
         self._timer = None
+        purgatory = self._purgatory
         if self.force_complete():
+            if purgatory is not None:
+                purgatory.expired += 1
             self.on_expiration()
 
     def _stop_waiting(self) -> None:
@@ -115,6 +118,8 @@ class DelayedOperationPurgatory(Generic[T]):
         self._clock = clock
         self._watchers: Dict[Hashable, Set[T]] = {}
         self._delayed: Set[T] = set()
+        #: operations completed by their timeout so far (Kafka's Delayed*Metrics ExpiresPerSec meters)
+        self.expired = 0
 
     def try_complete_else_watch(self, op: T, keys: Iterable[Hashable]) -> bool:
         """True if ``op`` completed at once; else it waits on ``keys`` until a check completes it or it expires.
@@ -156,8 +161,9 @@ class DelayedOperationPurgatory(Generic[T]):
         return bool(self._watchers)
 
     def watched(self) -> int:
-        """How many (key, operation) watches there are (Kafka's PurgatorySize gauge counts these)."""
-        return sum(len(s) for s in self._watchers.values())
+        """How many (key, operation) watches there are (Kafka's PurgatorySize gauge counts these). Safe from a
+        scrape's thread (a copy of the watcher sets is walked)."""
+        return sum(len(s) for s in list(self._watchers.values()))
 
     def num_delayed(self, key: Optional[Hashable] = None) -> int:
         """Operations waiting (on ``key`` if given; Kafka's NumDelayedOperations gauge without one)."""

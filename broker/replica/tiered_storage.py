@@ -1,10 +1,11 @@
 """Tiered storage in the running broker (KIP-405): the RemoteLogManager, its metadata manager and storage plug-in,
 the thread they run on, and the remote reader pool, wired to the ReplicaManager's leadership changes.
 
-Threads: every RemoteLogManager step (the metadata manager's start-up, which creates ``__remote_log_metadata``,
-leadership changes, the copy / expiration / follower sweep every ``remote.log.manager.task.interval.ms``, StopReplica)
-runs on one thread of its own (``remote-log-manager``), in order; its changes to a Log are commands to the log's
-owner. The metadata manager talks to ``__remote_log_metadata`` through the loop (remote_log_metadata_topic.py), so
+Threads: the RemoteLogManager's control steps (the metadata manager's start-up, which creates
+``__remote_log_metadata``, leadership changes, StopReplica, index-cache resizes) run on one thread of its own
+(``remote-log-manager``), in order; the copy, expiration and follower tasks run on the RemoteLogManager's three pools
+(``kafka-rlm-copy-thread-pool-N`` ..., remote_log_manager.py) every ``remote.log.manager.task.interval.ms``. Changes
+to a Log are commands to the log's owner. The metadata manager talks to ``__remote_log_metadata`` through the loop (remote_log_metadata_topic.py), so
 nothing here runs on the loop except the hand-offs. Remote reads for consumers run on ``remote-log-reader-N``
 (``remote.log.reader.threads``, at most ``remote.log.reader.max.pending.tasks`` queued).
 """
@@ -23,6 +24,7 @@ from broker.remote_log.quota import LONG_MAX, RLMQuotaManager
 from broker.remote_log.remote_index_cache import RemoteIndexCache
 from broker.remote_log.remote_log_manager import LogLookup, RemoteLogManager
 from broker.remote_log.remote_log_reader import RemoteFetchResult, RemoteLogReader
+from broker.remote_log.rlm_thread_pool import pool_sizes
 from broker.storage.remote.metadata import TopicIdPartition
 from broker.storage.remote.storage_manager import RemoteStorageManager
 from broker.storage.scheduler import Scheduler
@@ -61,17 +63,24 @@ class TieredStorage:
                  fetch_max_bytes_per_second: int = LONG_MAX, fetch_quota_window_num: int = 11,
                  fetch_quota_window_size_seconds: int = 1, reader_threads: int = 10, reader_max_pending: int = 100,
                  remote_fetch_max_wait_ms: int = 500, scheduler: Optional[Scheduler] = None,
-                 log_dir: str, index_cache_bytes: int = 1073741824) -> None:
+                 log_dir: str, index_cache_bytes: int = 1073741824, thread_pool_size: int = 10,
+                 copier_thread_pool_size: int = -1, expiration_thread_pool_size: int = -1) -> None:
         """``log_dir``: where the RemoteIndexCache keeps its ``remote-log-index-cache`` directory (Kafka: the first
-        log dir); ``index_cache_bytes``: remote.log.index.file.cache.total.size.bytes."""
+        log dir); ``index_cache_bytes``: remote.log.index.file.cache.total.size.bytes; the pool sizes:
+        remote.log.manager.thread.pool.size and remote.log.manager.copier/expiration.thread.pool.size (-1: the
+        first)."""
         self.broker_id = broker_id
         self._port = port
         self.rlmm = TopicBasedRemoteLogMetadataManager(port)
         self._rlmm_configs = dict(rlmm_configs)
+        copier, expiration, follower = pool_sizes(thread_pool_size, copier_thread_pool_size,
+                                                  expiration_thread_pool_size)
         self.rlm = RemoteLogManager(broker_id, rsm, self.rlmm, log_of, task_interval_ms=task_interval_ms,
                                     copy_max_bytes_per_second=copy_max_bytes_per_second,
                                     copy_quota_window_num=copy_quota_window_num,
-                                    copy_quota_window_size_seconds=copy_quota_window_size_seconds)
+                                    copy_quota_window_size_seconds=copy_quota_window_size_seconds,
+                                    copier_pool_size=copier, expiration_pool_size=expiration,
+                                    follower_pool_size=follower)
         self.index_cache = RemoteIndexCache(index_cache_bytes, rsm, log_dir)
         self.rlm.index_cache = self.index_cache
         self.reader = RemoteLogReader(rsm, self.rlmm, self.index_cache, self.rlm.stats)
@@ -108,9 +117,7 @@ class TieredStorage:
             pending, self._pending_ops = self._pending_ops, []
         for name, run in pending:  # the leadership changes that came before, in order
             self.scheduler.schedule(name, run, 0.0)
-        interval = self.rlm.task_interval_ms / 1000.0
-        self.scheduler.schedule("remote-log-manager-tasks", self.rlm.run_once, interval, interval)
-        logger.info("RemoteLogManager started: tasks every %d ms", self.rlm.task_interval_ms)
+        self.scheduler.schedule("remote-log-manager-start", self.rlm.start, 0.0)
 
     def _submit(self, name: str, fn: Callable[[], None]) -> "Future[None]":
         """Run ``fn`` on the RemoteLogManager's thread, in order with everything else there."""
@@ -155,8 +162,8 @@ class TieredStorage:
 
     def resize_index_cache(self, max_bytes: int) -> None:
         """remote.log.index.file.cache.total.size.bytes changed (dynamic, as Kafka's resizeCacheSize): applied on
-        the RemoteLogManager's thread, since a shrink deletes the evicted entries' files (the caller may be the
-        event loop)."""
+        the RemoteLogManager's thread, since a shrink renames the evicted entries' files, waiting for lookups under
+        way (the caller may be the event loop); the cache's cleaner thread deletes them."""
         if max_bytes != self.index_cache.max_size_bytes and not self._closed:
             self.scheduler.schedule("remote-index-cache-resize", lambda: self.index_cache.resize(max_bytes), 0.0)
 

@@ -5,12 +5,15 @@ remote/local boundary; the leader is killed (-9) and the new leader continues co
 (``__remote_log_metadata``) without copying again what was copied (only the segment holding the first offset
 not copied yet may overlap, as in Kafka: replicas roll their segments at their own points) and without a gap; the
 killed broker, restarted with its partition directory wiped, rebuilds from the remote state instead of fetching
-from offset 0; a lowered retention.ms expires the remote segments and moves the log start."""
+from offset 0; a lowered retention.ms expires the remote segments and moves the log start. The brokers run with
+explicit copier / expiration pool sizes (Kafka 3.9's keys), and their Prometheus endpoint shows the RemoteLogManager's
+pool, the RemoteFetch purgatory and the remote deletion gauges."""
 from __future__ import annotations
 
 import shutil
+import urllib.request
 from pathlib import Path
-from typing import Callable, List
+from typing import Callable, Dict, List
 
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
@@ -20,9 +23,28 @@ from tests.harness.tiered import consume_numbered as _consume_all
 from tests.harness.tiered import produce_numbered as _produce
 from tests.harness.tiered import remote_segments as _remote_segments
 from tests.integration.cluster.conftest import ClusterView, wait_for
-from tools.cluster import LocalCluster
+from tools.cluster import LocalCluster, free_port
 
 SEGMENT_BYTES = 16 * 1024
+BTM = "kafka_server_brokertopicmetrics_"
+IDLE = "kafka_log_remote_remotelogmanager_remotelogmanagertasksavgidlepercent"
+
+
+def _scrape(cluster: LocalCluster, broker_id: int) -> Dict[str, float]:
+    """One scrape of the broker's Prometheus endpoint: {sample with its labels, as printed: value}."""
+    port = cluster.brokers[broker_id].properties()["broker.metrics.prometheus.port"]
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out: Dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out
+
+
+def _server_log(cluster: LocalCluster, broker_id: int) -> str:
+    path = cluster.brokers[broker_id].logs_dir / "server.log"
+    return path.read_text(errors="replace") if path.exists() else ""
 
 
 def _local_segments(cluster: LocalCluster, broker_id: int, topic: str) -> List[int]:
@@ -39,13 +61,19 @@ def test_tiered_topic_copies_deletes_locally_reads_back_and_survives_leader_kill
         "rlmm.config.remote.log.metadata.topic.num.partitions": "3",
         "rlmm.config.remote.log.metadata.topic.replication.factor": "3",
         "remote.log.manager.task.interval.ms": "500",
+        "remote.log.manager.thread.pool.size": "3",
+        "remote.log.manager.copier.thread.pool.size": "2",
+        "remote.log.manager.expiration.thread.pool.size": "1",
         "log.retention.check.interval.ms": "1000",
         "log.initial.task.delay.ms": "500",
-        "remote.fetch.max.wait.ms": "2000"})
+        "remote.fetch.max.wait.ms": "2000"},
+        broker_overrides={i: {"broker.metrics.prometheus.port": str(free_port())} for i in range(3)})
     view = ClusterView(cluster.bootstrap)
     topic = "tiered"
+    # retention.bytes far above what is produced: only so the remote log size is computed (and timed)
     view.create_topic(topic, 1, 3, {"remote.storage.enable": "true", "segment.bytes": str(SEGMENT_BYTES),
-                                    "local.retention.ms": "1000", "retention.ms": "-1"})
+                                    "local.retention.ms": "1000", "retention.ms": "-1",
+                                    "retention.bytes": str(1 << 30)})
     n1 = 3000  # ~600 KB: ~37 segments
     _produce(cluster.bootstrap, topic, 0, n1)
     leader = view.partitions(topic)[0][0]
@@ -60,6 +88,18 @@ def test_tiered_topic_copies_deletes_locally_reads_back_and_survives_leader_kill
 
     # a stock consumer reads every record from offset 0, most of them from remote storage
     assert _consume_all(cluster.bootstrap, topic, n1) == list(range(n1))
+
+    # the pools as configured, and their metrics: the copier pool's idle fraction, the remote fetch purgatory (the
+    # fetches just parked there are done), the remote size computed for retention.bytes
+    assert "RemoteLogManager started: copier 2, expiration 1, follower 3 threads at most" in \
+        cluster.brokers[leader].output() + _server_log(cluster, leader)
+    m = _scrape(cluster, leader)
+    assert 0.0 <= m[IDLE] <= 1.0
+    assert m['kafka_server_delayedoperationpurgatory_numdelayedoperations{delayedOperation="RemoteFetch"}'] == 0
+    assert 'kafka_server_delayedoperationpurgatory_purgatorysize{delayedOperation="Fetch"}' in m
+    assert "kafka_server_delayedremotefetchmetrics_expires_total" in m
+    assert m[BTM + 'remotelogsizecomputationtime{topic="tiered"}'] >= 0
+    assert m[BTM + 'remotedeletelagsegments{topic="tiered"}'] == 0  # nothing past retention yet
 
     before = remote_ranges(remote)
     assert_copies_continue({}, before)
@@ -86,6 +126,11 @@ def test_tiered_topic_copies_deletes_locally_reads_back_and_survives_leader_kill
         ConfigEntry("retention.ms", "1000", incremental_operation=AlterConfigOpType.SET)])
     view.admin.incremental_alter_configs([retention])[retention].result(30)
     wait_for(lambda: not remote_ranges(remote), 90, "remote segments past retention.ms deleted")
+    new_leader = view.partitions(topic)[0][0]
+    wait_for(lambda: _scrape(cluster, new_leader).get(BTM + 'remotedeletelagsegments{topic="tiered"}') == 0 and
+             _scrape(cluster, new_leader).get(BTM + 'remotedeletelagbytes{topic="tiered"}') == 0, 30,
+             "the remote delete lag back to 0 once the expired segments are deleted")
+    assert _scrape(cluster, new_leader)[BTM + "remotedeleterequests_total"] > 0
     seen: List[object] = []
 
     def log_start_moved() -> bool:

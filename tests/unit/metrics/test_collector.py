@@ -24,6 +24,17 @@ class FakeLog:
         self.high_watermark = high_watermark
 
 
+class FakePurgatory:
+    def __init__(self, name: str, watched: int, delayed: int, expired: int = 0) -> None:
+        self.name, self._watched, self._delayed, self.expired = name, watched, delayed, expired
+
+    def watched(self) -> int:
+        return self._watched
+
+    def num_delayed(self) -> int:
+        return self._delayed
+
+
 def partition(topic: str, index: int, *, leader: bool = True, urp: bool = False, size: int = 0, hw: int = 0) -> Any:
     return NS(topic=topic, partition=index, log=FakeLog(size, hw), deleted=False, is_leader=leader,
               is_under_replicated=urp)
@@ -32,9 +43,11 @@ def partition(topic: str, index: int, *, leader: bool = True, urp: bool = False,
 def sources(parts: List[Any], *, controller: Any = None, groups: Any = None, shrinks: int = 0, expands: int = 0,
             remote: Optional[RemoteStorageStats] = None) -> Any:
     """``remote``: tiered storage on, with these statistics (its RemoteLogManager's)."""
-    tiered = NS(rlm=NS(stats=remote)) if remote is not None else None
+    tiered = NS(rlm=NS(stats=remote, tasks_avg_idle_percent=lambda: 0.75)) if remote is not None else None
     rm = NS(partitions={(p.topic, p.partition): p for p in parts}, isr_shrinks=shrinks, isr_expands=expands,
-            log_manager=NS(log_dirs=["/data/a", "/data/b"], offline_log_dirs=["/data/b"]), tiered=tiered)
+            log_manager=NS(log_dirs=["/data/a", "/data/b"], offline_log_dirs=["/data/b"]), tiered=tiered,
+            delayed_fetch_purgatory=FakePurgatory("Fetch", 3, 2),
+            delayed_remote_fetch_purgatory=FakePurgatory("RemoteFetch", 1, 1, expired=4))
     gc = NS(committed_offsets=lambda: [(g, tp, om.offset) for g, group in (groups or {}).items()
                                        for tp, om in group.offsets.items()])
     return NS(replica_manager=rm, controller=controller, group_coordinator=gc)
@@ -195,3 +208,23 @@ def test_offline_log_dirs_are_counted_and_flagged_per_dir() -> None:
     assert out[("kafka_log_logmanager_offlinelogdirectorycount", ())] == 1.0
     assert out[("kafka_log_logmanager_logdirectoryoffline", (("logDirectory", "/data/a"),))] == 0.0
     assert out[("kafka_log_logmanager_logdirectoryoffline", (("logDirectory", "/data/b"),))] == 1.0
+
+
+def test_remote_log_manager_and_purgatory_metrics() -> None:
+    remote = RemoteStorageStats()
+    remote.set_gauge("delete_lag_bytes", "t", 0, 300)
+    remote.set_gauge("delete_lag_segments", "t", 0, 3)
+    remote.set_gauge("delete_lag_segments", "t", 1, 2)
+    remote.set_gauge("log_size_computation_time", "t", 0, 7)
+    out = scrape(sources([partition("t", 0), partition("t", 1)], remote=remote))
+    assert out[("kafka_server_brokertopicmetrics_remotedeletelagbytes", (("topic", "t"),))] == 300
+    assert out[("kafka_server_brokertopicmetrics_remotedeletelagsegments", ())] == 5
+    assert out[("kafka_server_brokertopicmetrics_remotelogsizecomputationtime", (("topic", "t"),))] == 7
+    assert out[("kafka_log_remote_remotelogmanager_remotelogmanagertasksavgidlepercent", ())] == 0.75
+    assert out[("kafka_server_delayedremotefetchmetrics_expires_total", ())] == 4
+    assert out[("kafka_server_delayedoperationpurgatory_purgatorysize", (("delayedOperation", "Fetch"),))] == 3
+    assert out[("kafka_server_delayedoperationpurgatory_numdelayedoperations",
+                (("delayedOperation", "RemoteFetch"),))] == 1
+    off = scrape(sources([partition("t", 0)]))  # tiered storage off: its families are absent, the purgatories not
+    assert not any(k[0].startswith("kafka_log_remote_") or "delayedremotefetch" in k[0] for k in off)
+    assert off[("kafka_server_delayedoperationpurgatory_purgatorysize", (("delayedOperation", "RemoteFetch"),))] == 1

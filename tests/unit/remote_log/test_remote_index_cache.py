@@ -6,13 +6,14 @@ index."""
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 from typing import Any, BinaryIO, List, Optional, Tuple
 
 import pytest
 
 from broker.protocol.records.builder import build_batch
-from broker.remote_log.remote_index_cache import DIR_NAME, RemoteIndexCache, file_name_prefix
+from broker.remote_log.remote_index_cache import CLEANER_THREAD_NAME, DIR_NAME, Entry, RemoteIndexCache, file_name_prefix
 from broker.remote_log.remote_log_reader import RangedSegmentReader, RemoteLogReader, read_batches_from
 from broker.storage.config import LogConfig
 from broker.storage.remote.local_tiered_storage import LocalTieredStorage
@@ -122,15 +123,18 @@ def test_bounded_by_size_least_recently_used_out_and_resized(tmp_path: Path) -> 
         ids = [m.remote_log_segment_id.id for m in segs]
         assert ids[0] in cache and ids[1] not in cache and ids[2] in cache
         assert cache.size_bytes() <= 2 * one
+        assert cache.wait_for_cleanups()  # the cleaner thread deletes the evicted entry's files
         files = os.listdir(tmp_path / "logs" / DIR_NAME)
         assert not any(f.startswith(file_name_prefix(segs[1])) for f in files) and len(files) == 6
         cache.resize(one)  # dynamic shrink: evicts at once
+        assert cache.wait_for_cleanups()
         assert len(cache) == 1 and ids[2] in cache and len(os.listdir(tmp_path / "logs" / DIR_NAME)) == 3
         # an entry larger than the whole cache still answers the lookup that fetched it, then goes
         cache.resize(1)
         fetched = len(rsm.index_fetches)
         assert cache.lookup_offset(segs[1], 3) > 0
         assert len(rsm.index_fetches) == fetched + 3 and len(cache) == 0
+        assert cache.wait_for_cleanups()
         assert os.listdir(tmp_path / "logs" / DIR_NAME) == []
     finally:
         e.log.close()
@@ -154,6 +158,7 @@ def test_deleted_remote_segment_leaves_the_cache(tmp_path: Path) -> None:
         assert len(cache) == 2 and len(os.listdir(tmp_path / "logs" / DIR_NAME)) == 6
         e.clock.advance(5000)  # past retention.ms: both remote segments expire
         rlm.run_once()
+        assert cache.wait_for_cleanups()
         assert len(cache) == 0 and os.listdir(tmp_path / "logs" / DIR_NAME) == []
     finally:
         e.log.close()
@@ -242,5 +247,47 @@ def test_closed_cache_refuses_lookups(tmp_path: Path) -> None:
         cache.close()
         with pytest.raises(RuntimeError, match="closed"):
             cache.lookup_offset(segs[0], 0)
+    finally:
+        e.log.close()
+
+
+def test_files_are_renamed_at_once_and_deleted_by_the_cleaner_thread(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka's markForCleanup on the caller's thread (``.deleted``), cleanup on ``remote-log-index-cleaner``;
+    close drains the cleaner's queue and joins it."""
+    e, segs = _tiered(tmp_path, 5, 2)
+    try:
+        cache = RemoteIndexCache(1 << 20, e.rsm, str(tmp_path / "logs"))
+        d = tmp_path / "logs" / DIR_NAME
+        for m in segs:
+            cache.lookup_offset(m, m.start_offset)
+        gate = threading.Event()
+        threads: List[str] = []
+        cleanup = Entry.cleanup
+
+        def held(entry: Entry) -> None:
+            threads.append(threading.current_thread().name)
+            gate.wait(5)
+            cleanup(entry)
+        monkeypatch.setattr(Entry, "cleanup", held)
+        cache.remove(segs[0].remote_log_segment_id.id)  # returns at once: the deletion is the cleaner's
+        p0 = file_name_prefix(segs[0])
+        names = set(os.listdir(d))
+        assert {p0 + s + ".deleted" for s in (".index", ".timeindex", ".txnindex")} <= names
+        assert not {p0 + s for s in (".index", ".timeindex", ".txnindex")} & names
+        assert cache.pending_cleanups() == 1
+        gate.set()
+        assert cache.wait_for_cleanups()
+        assert threads == [CLEANER_THREAD_NAME]
+        assert not any(n.startswith(p0) for n in os.listdir(d))
+        # a lookup after the removal fetches the indexes again
+        assert cache.lookup_offset(segs[0], segs[0].start_offset) == 0
+        # close: what is queued is deleted, then the cleaner ends
+        gate.clear()
+        cache.remove_all([m.remote_log_segment_id.id for m in segs])
+        gate.set()
+        cache.close()
+        assert not cache._cleaner.is_alive() and cache.pending_cleanups() == 0
+        assert os.listdir(d) == []
     finally:
         e.log.close()

@@ -196,3 +196,59 @@ def test_no_remote_storage_family_when_tiered_storage_is_off() -> None:
     for _, gauge in REMOTE_GAUGES:
         assert BTM + gauge.lower() not in names
     assert BTM + "bytesin_total" in names
+
+
+def test_delete_lag_and_size_computation_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """RemoteDeleteLagSegments/Bytes: what the retention run found to delete, lowered after each deletion (a failed
+    one leaves it); RemoteLogSizeComputationTime: the ms the listing and the size took, for retention.bytes only."""
+    e = Env(tmp_path, LogConfig(segment_bytes=ONE * 2, retention_ms=1000, retention_bytes=1 << 30,
+                                local_retention_ms=0))
+    try:
+        e.append(4, ts=e.clock.now_ms - 5000)
+        e.append(1)  # [0,1] [2,3] expired; [4] active
+        rlm = e.rlm()
+        rlm.on_leadership_change({TIP: 3}, set())
+        st = rlm.stats
+        rlm.leader_copy_tasks[TIP].run()  # both copied, nothing deleted yet
+        sizes = [s.size for s in e.log.segments[:2]]
+        listing = rlm.rlmm.list_remote_log_segments
+
+        def slow_listing(*a: object) -> object:
+            e.clock.advance(7)
+            return listing(*a)  # type: ignore[arg-type]
+        monkeypatch.setattr(rlm.rlmm, "list_remote_log_segments", slow_listing)
+        calls = []
+
+        def fail_second(md: object) -> None:
+            calls.append(md)
+            if len(calls) == 2:
+                raise RemoteStorageException("down")
+        monkeypatch.setattr(e.rsm, "delete_log_segment_data", fail_second)
+        rlm.leader_expiration_tasks[TIP].run()  # the first delete goes through, the second fails
+        assert st.gauges["delete_lag_segments"] == {("tiered", 0): 1}
+        assert st.gauges["delete_lag_bytes"] == {("tiered", 0): sizes[1]}
+        assert st.gauges["log_size_computation_time"] == {("tiered", 0): 7}
+        rlm.leader_expiration_tasks[TIP].run()  # the interrupted deletion is retried
+        assert st.gauges["delete_lag_segments"] == {("tiered", 0): 0}
+        assert st.gauges["delete_lag_bytes"] == {("tiered", 0): 0}
+        samples = scrape(sources([partition("tiered", 0)], remote=st))
+        assert samples[(BTM + "remotedeletelagsegments", (("topic", "tiered"),))] == 0
+        assert samples[(BTM + "remotelogsizecomputationtime", ())] == 7
+        rlm.on_leadership_change({}, {TIP})  # the partition's gauges go with its leadership
+        assert not st.gauges["delete_lag_bytes"] and not st.gauges["log_size_computation_time"]
+    finally:
+        e.log.close()
+
+
+def test_size_computation_time_only_with_retention_bytes(tmp_path: Path) -> None:
+    e = Env(tmp_path, LogConfig(segment_bytes=ONE * 2, retention_ms=-1, local_retention_ms=-2))
+    try:
+        e.append(3)
+        rlm = e.rlm()
+        rlm.on_leadership_change({TIP: 3}, set())
+        rlm.run_once()
+        assert rlm.stats.gauges["log_size_computation_time"] == {}
+        assert rlm.stats.gauges["delete_lag_segments"] == {("tiered", 0): 0}
+        assert rlm.tasks_avg_idle_percent() == 1.0  # nothing running on the copier pool
+    finally:
+        e.log.close()

@@ -27,6 +27,7 @@ def test_completes_when_the_read_is_done() -> None:
         read.set_result(b"x")
         assert purgatory.check_and_complete(A) == 1
         assert op.completed and op.outcome == "read" and len(purgatory) == 0
+        assert purgatory.expired == 0  # DelayedRemoteFetchMetrics ExpiresPerSec counts expirations only
     asyncio.run(main())
 
 
@@ -43,8 +44,10 @@ def test_completes_when_any_partition_of_the_fetch_is_no_longer_hosted() -> None
 def test_expires_on_the_clock_and_cancels_the_read() -> None:
     async def main() -> None:
         clock, purgatory, read, op = _setup({A, B})
+        assert (purgatory.watched(), purgatory.num_delayed()) == (1, 1)  # PurgatorySize, NumDelayedOperations
         clock.advance(499)
         assert not op.completed
         clock.advance(1)
         assert op.completed and op.outcome == "expired" and read.cancelled()
+        assert purgatory.expired == 1 and (purgatory.watched(), purgatory.num_delayed()) == (0, 0)
     asyncio.run(main())

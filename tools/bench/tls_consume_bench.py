@@ -7,10 +7,11 @@ log, the same minute and the same machine load, and a change to the TLS write pa
     python -m tools.bench.tls_consume_bench [--mb 200] [--rounds 2] [--record-size 1000]
         [--env NAME=VALUE ...] [--baseline DIR] [--perf OUT]
 
-Per round and listener: consume MB/s (record values, client side) and the broker's CPU (user+system) per MB read.
+Per round and listener: consume MB/s (record values, client side; with ``--raw`` Fetch answer bytes) and the broker's CPU (user+system) per MB read.
 ``--baseline DIR`` starts a second broker from another checkout (DIR/bin/kafka-server-start.sh, e.g. a
 ``git archive`` of the commit before a change with its built extensions copied in) and interleaves it too, so
-before and after are measured in one run. ``--env`` passes variables to the broker under test only.
+before and after are measured in one run. ``--env`` passes variables to the broker under test, ``--baseline-env`` to
+the baseline (``--baseline .`` with two ``--env``s compares two settings of one checkout).
 ``--perf OUT`` records ``perf record -g`` of the broker under test during one extra SSL round and prints its
 split by shared object (libcrypto: encryption; libc: copies; python: the interpreter).
 """
@@ -20,16 +21,19 @@ import argparse
 import contextlib
 import os
 import shutil
+import socket
+import ssl
 import subprocess
 import sys
 import tempfile
 import time
 import uuid
 from pathlib import Path
-from typing import Dict, Iterator, List, Optional
+from typing import Any, Dict, Iterator, List, Optional
 
 from confluent_kafka import Consumer, TopicPartition
 
+from broker.protocol.api import ApiKey, encode_request
 from tests.harness.security import SecurityPki, make_pki
 from tools import cluster, producer_perf
 from tools.bench.process_cpu import tree_cpu_seconds
@@ -109,6 +113,48 @@ def consume_all(s: Subject, listener: str, records: int) -> Dict[str, float]:
             "seconds": elapsed}
 
 
+def raw_fetch(s: Subject, listener: str, megabytes: float) -> Dict[str, float]:
+    """Fetch v11 of the topic's first MB (partition_max_bytes 1 MiB) again and again, on one connection, the answer
+    read with recv_into and not decoded: the client costs little beside the broker (TLS: OpenSSL's decryption)."""
+    req = bytes(encode_request(ApiKey.FETCH, 11, 1, "tls-bench", {
+        "replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 52428800, "isolation_level": 0,
+        "session_id": 0, "session_epoch": -1, "topics": [{"topic": s.topic, "partitions": [
+            {"partition": 0, "current_leader_epoch": -1, "fetch_offset": 0, "log_start_offset": -1,
+             "partition_max_bytes": 1 << 20}]}], "forgotten_topics_data": [], "rack_id": ""}))
+    buf = memoryview(bytearray(4 << 20))
+    with contextlib.ExitStack() as stack:
+        sock: Any = stack.enter_context(socket.create_connection(("127.0.0.1", s.ports[listener]), timeout=30))
+        if listener == "SSL":
+            ctx = ssl.create_default_context(cafile=str(s.pki.ca_pem))
+            ctx.check_hostname = False
+            sock = stack.enter_context(ctx.wrap_socket(sock, server_hostname="localhost"))
+
+        def fetch() -> int:
+            sock.sendall(req)
+            got = 0
+            while got < 4:
+                got += sock.recv_into(buf[got:4])
+            size = 4 + int.from_bytes(buf[:4], "big")
+            while got < size:
+                pos = got % len(buf)
+                n = sock.recv_into(buf[pos:], min(size - got, len(buf) - pos))
+                if not n:
+                    raise ConnectionError("closed")
+                got += n
+            return size
+        fetch()  # the connection's first answer (and TLS's first records) are not measured
+        total = 0
+        cpu0, faults0 = s.cpu_seconds(), s.minor_faults()
+        t0 = time.perf_counter()
+        while total < megabytes * 1e6:
+            total += fetch()
+        elapsed = time.perf_counter() - t0
+        cpu, faults = s.cpu_seconds() - cpu0, s.minor_faults() - faults0
+    mb = total / 1e6
+    return {"mb_per_s": mb / elapsed, "cpu_ms_per_mb": cpu / mb * 1e3, "faults_per_mb": faults / mb,
+            "seconds": elapsed}
+
+
 def perf_split(s: Subject, records: int, out: Path) -> str:
     assert s.broker.pid is not None
     pids = [str(s.broker.pid)]
@@ -135,6 +181,9 @@ def main(argv: Optional[List[str]] = None) -> int:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--env", action="append", default=[], help="NAME=VALUE for the broker under test")
     ap.add_argument("--baseline", type=Path, help="another checkout to measure beside this one")
+    ap.add_argument("--baseline-env", action="append", default=[], help="NAME=VALUE for the baseline broker")
+    ap.add_argument("--raw", action="store_true",
+                    help="a raw Fetch client (1 MiB answers, not decoded) instead of confluent-kafka's consumer")
     ap.add_argument("--perf", type=Path, help="perf.data path: profile one SSL round of the broker under test")
     a = ap.parse_args(argv)
     records = int(a.mb * 1e6 / a.record_size)
@@ -147,7 +196,8 @@ def main(argv: Optional[List[str]] = None) -> int:
         env = dict(kv.split("=", 1) for kv in a.env)
         subjects.append(Subject("this", cluster.ROOT, workdir, zk.connect_string, pki, env))
         if a.baseline:
-            subjects.append(Subject("baseline", a.baseline.resolve(), workdir, zk.connect_string, pki, {}))
+            subjects.append(Subject("baseline", a.baseline.resolve(), workdir, zk.connect_string, pki,
+                                    dict(kv.split("=", 1) for kv in a.baseline_env)))
         for s in subjects:
             s.start()
             conf = s.client("PLAINTEXT")
@@ -159,7 +209,7 @@ def main(argv: Optional[List[str]] = None) -> int:
         for r in range(a.rounds):
             for listener in LISTENERS:
                 for s in subjects:
-                    res = consume_all(s, listener, records)
+                    res = raw_fetch(s, listener, a.mb) if a.raw else consume_all(s, listener, records)
                     rows.setdefault(f"{s.name} {listener}", []).append(res)
                     print(f"round {r + 1} {s.name:<8} {listener:<9} {res['mb_per_s']:8.1f} MB/s "
                           f"{res['cpu_ms_per_mb']:7.2f} CPU ms/MB {res['faults_per_mb']:7.1f} faults/MB  (load {os.getloadavg()[0]:.2f})", flush=True)

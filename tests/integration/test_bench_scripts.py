@@ -61,6 +61,14 @@ def test_security_bench_quick_ours() -> None:
         assert row in out, out
 
 
+def test_tls_consume_bench_small() -> None:
+    """TLS beside plaintext consume, one small round (the --baseline and --perf options start the same code)."""
+    for raw in ([], ["--raw"]):
+        out = _run("-m", "tools.bench.tls_consume_bench", "--mb", "2", "--rounds", "1", *raw, timeout=300)
+        for row in ("this PLAINTEXT", "this SSL", "CPU ms/MB", "faults/MB"):
+            assert row in out, out
+
+
 def test_txn_bench_quick_ours() -> None:
     """The transactions benchmark's every row gets a figure on our broker (Kafka's column is the same code run on
     Kafka's broker; the full run with both is in the module docstring of tools/bench/txn_bench.py)."""

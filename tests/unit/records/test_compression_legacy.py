@@ -23,6 +23,18 @@ def test_round_trip(codec):
     assert decompress(codec, memoryview(compress(codec, b""))) == b""
 
 
+def test_gzip_reads_every_member_and_refuses_truncated_or_corrupt_streams():
+    import gzip
+    a, b = gzip.compress(DATA[:7000], mtime=0), gzip.compress(DATA[7000:9000], mtime=0)
+    assert decompress(1, a + b) == DATA[:9000]  # concatenated members, as Java's GZIPInputStream reads them
+    assert decompress(1, bytearray(a)) == DATA[:7000]
+    flipped = bytearray(a)
+    flipped[-6] ^= 0xFF  # the CRC-32 of the trailer
+    for bad in (a[:-3], a[:20], b"not gzip at all", bytes(flipped)):
+        with pytest.raises(CorruptRecordError):
+            decompress(1, bad)
+
+
 def test_snappy_writes_xerial_and_reads_raw():
     out = compress(2, DATA)
     assert out.startswith(XERIAL_MAGIC + struct.pack(">ii", 1, 1))

@@ -19,7 +19,8 @@ Generated functions:
 - ``encode(w, ins, message) -> None``; appends to bytearray ``w``. Record sets that are FileSlices
   or at least ``BIG_RECORDS`` bytes are not copied into ``w``: ``(len(w), part)`` is appended to
   ``ins`` instead, and codec.assemble() interleaves them. An element of an array of structs that is
-  a ``codec.PreEncoded`` is copied as it is (one class check per element).
+  a ``codec.PreEncoded`` is copied as it is (one class check per element). If it raises, ``w``
+  holds a partial encoding.
 - ``generate_element_encoder``: the same ``encode`` for one element of a struct array, whose
   output such an array accepts back as a PreEncoded element.
 """
@@ -184,7 +185,8 @@ class _Gen:
 
     def __init__(self, cy: bool = False) -> None:
         #: the Cython flavour (broker.protocol.gen_pyx): the same statements and names, but fixed-width fields, bytes
-        #: and strings are read from a C pointer ``cp`` and single bytes from a typed memoryview ``cb``
+        #: and strings are read from a C pointer ``cp`` and single bytes from a typed memoryview ``cb``, and written
+        #: through ``o``, the prelude's C view of the output bytearray (``_p_*`` writers, ``_C_WRITE``)
         self.cy = cy
         self.lines: list[str] = []
         self.pre: list[str] = []  # helper functions emitted before the main ones
@@ -831,12 +833,17 @@ def generate_typed(schema: MessageSchema, version: int,
     if cy:  # writes into the C view ``o`` of bytearray w (gen_pyx's prelude: _w_open grows it, _w_close trims it)
         g.emit(0, "def encode(bytearray w, list ins, msg):")
         g.emit(1, "_w_open(&o, w)")
+        g.emit(1, "try:")
     else:
         g.emit(0, "def encode(w, ins, msg):")
-    g.enc_struct(1, "w", schema.name, schema.fields, version, flexible, "msg")
+    before = len(g.lines)
+    g.enc_struct(2 if cy else 1, "w", schema.name, schema.fields, version, flexible, "msg")
     g.eflush()
     if cy:
-        g.emit(1, "_w_close(&o)")
+        if len(g.lines) == before:  # nothing to write at this version
+            g.emit(2, "pass")
+        g.emit(1, "finally:")
+        g.emit(2, "_w_close(&o)")
     g.emit(1, "return None")
     enc_lines = g.lines
     enc_ints = g.ints

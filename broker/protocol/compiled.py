@@ -66,22 +66,22 @@ def compiled_decoder(schema: MessageSchema, version: int, source: str, ns: dict[
     """The decoder compiled from ``source`` (the generated Python of (schema, version), run in ``ns``), or None
     when it is not compiled or was compiled from other source (then the caller runs ``source``). ``module``
     defaults to the one chosen at import (None: compiled codecs off)."""
-    return _compiled("FACTORIES", schema, version, source, ns, module)
+    return _compiled(0, schema, version, source, ns, module)
 
 
 def compiled_encoder(schema: MessageSchema, version: int, source: str, ns: dict[str, Any],
                      module: ModuleType | None = None) -> Callable[..., None] | None:
     """``compiled_decoder`` for the encoder: ``encode(w, ins, message)``, the generated Python's signature (``w``
     must be a bytearray, ``ins`` a list)."""
-    return _compiled("ENCODERS", schema, version, source, ns, module)
+    return _compiled(1, schema, version, source, ns, module)
 
 
-def _compiled(table: str, schema: MessageSchema, version: int, source: str, ns: dict[str, Any],
+def _compiled(which: int, schema: MessageSchema, version: int, source: str, ns: dict[str, Any],
               module: ModuleType | None) -> Callable[..., Any] | None:
     mod = _module if module is None else module
     if mod is None:
         return None
-    entry = getattr(mod, table).get((schema.name, version))
+    entry = mod.FACTORIES.get((schema.name, version))
     if entry is None:
         return None
     factory, digest = entry
@@ -91,5 +91,5 @@ def _compiled(table: str, schema: MessageSchema, version: int, source: str, ns: 
                                "run `python setup.py build_ext --inplace`")
         logger.warning("compiled codec %s v%d is stale; using the generated Python", schema.name, version)
         return None
-    fn: Callable[..., Any] = factory(ns)
+    fn: Callable[..., Any] = factory(ns)[which]  # (decode, encode)
     return fn

@@ -4,14 +4,13 @@ Why: the generated Python of broker.protocol.gen is valid Cython; compiled, the 
 small requests goes away. The .pyx is written by setup.py into ``build/gen_pyx/`` (never committed) from the
 same ``.schema`` files and the same generator, so it cannot drift from the Python twin:
 
-- every decoder is a factory ``_f_<Message>_<version>(ns)`` returning the generated ``decode`` as a closure, every
-  encoder a factory ``_e_<Message>_<version>(ns)`` returning ``encode``; they get the generator's namespace (struct
-  classes, ``struct.Struct`` objects, defaults) at run time from ``gen.generate`` of the same (schema, version), so
-  the Python objects are the very ones the Python twin uses (versions whose functions are the same text share one
-  factory);
-- ``FACTORIES`` (decoders) and ``ENCODERS`` map (message name, version) to (factory, sha256 of the generated Python
-  source): the run time regenerates that source (a fraction of a ms) and uses the compiled function only when the
-  digests match;
+- every (decoder, encoder) pair is a factory ``_f_<Message>_<version>(ns)`` returning the generated ``decode`` and
+  ``encode`` as closures (one closure scope for both: per factory, Cython writes a scope type, so a factory each
+  would cost 20 s more build); it gets the generator's namespace (struct classes, ``struct.Struct`` objects,
+  defaults) at run time from ``gen.generate`` of the same (schema, version), so the Python objects are the very ones
+  the Python twin uses (versions whose functions are the same text share one factory);
+- ``FACTORIES`` maps (message name, version) to (factory, sha256 of the generated Python source): the run time
+  regenerates that source (a fraction of a ms) and uses the compiled functions only when the digests match;
 - ``DIGEST`` covers the schema files and the generator modules; broker.protocol.compiled compares it at import.
 
 The Cython flavour of the generator (``generate_typed(cy=True)``) only changes what profiling showed pays. Decoders:
@@ -87,30 +86,27 @@ def _functions(source: str) -> dict[str, list[str]]:
     return out
 
 
-def _function_source(source: str, main: str) -> list[str]:
-    """The lines of function ``main`` ('encode' or 'decode') of a generated module, after the helper functions
-    (struct makers, default checkers) it calls."""
+def _pair_source(source: str) -> tuple[list[str], list[str], list[str]]:
+    """(decode, encode, helpers): the lines of the generated module's two functions and of the helper functions
+    (struct makers, default checkers) they call, in the module's order."""
     funcs = _functions(source)
-    body = funcs[main]
-    used = set(_NAME.findall("\n".join(body)))
-    lines: list[str] = []
-    for name, text in funcs.items():
-        if name not in ("encode", "decode") and name in used:
-            lines += text
-    return lines + body
+    dec, enc = funcs.pop("decode"), funcs.pop("encode")
+    used = set(_NAME.findall("\n".join(dec + enc)))
+    return dec, enc, [line for name, text in funcs.items() if name in used for line in text]
 
 
-def _factory(name: str, lines: list[str], ns: dict[str, Any], main: str, decls: list[str]) -> str:
-    """The Cython source of one factory: the generated ``main`` function (and its helpers) as a closure over the
-    names it uses from ``ns``, with ``decls`` (its C-typed locals) declared."""
+def _factory(name: str, lines: list[str], ns: dict[str, Any], decls: dict[str, list[str]]) -> str:
+    """The Cython source of one factory: the generated decoder and encoder (and their helpers) as closures over the
+    names they use from ``ns`` (one closure scope for both), with ``decls[main]`` (their C-typed locals) declared."""
     used = set(_NAME.findall("\n".join(lines)))
     out = [f"def {name}(dict ns):"]
     out += [f"    {key} = ns[{key!r}]" for key in ns if key in used and not key.startswith("__")]
     for line in lines:
         out.append("    " + line)
-        if line.startswith(f"def {main}("):
-            out += [f"        {d}" for d in decls]
-    out.append(f"    return {main}")
+        for main, typed in decls.items():
+            if line.startswith(f"def {main}("):
+                out += [f"        {d}" for d in typed]
+    out.append("    return decode, encode")
     return "\n".join(out) + "\n"
 
 
@@ -478,39 +474,31 @@ cdef int _t_close(_W *o, Py_ssize_t start) except -1:
 
 
 def generate_pyx() -> str:
-    """The whole module: one factory per distinct generated decoder and encoder (versions of a message with the same
-    layout share one), FACTORIES, ENCODERS and DIGEST."""
+    """The whole module: one factory per distinct pair of generated decoder and encoder (versions of a message with
+    the same layout share one), FACTORIES and DIGEST."""
     parts = [PRELUDE]
-    table, enc_table = [], []
-    bodies: dict[str, str] = {}
-    enc_bodies: dict[str, str] = {}
+    table = []
+    bodies: dict[tuple[str, str], str] = {}
     for schema, version in compiled_cases():
         py_source, py_ns = generate(schema, version)
         source, ns, typed = generate_typed(schema, version, cy=True)
         assert list(ns) == list(py_ns), f"{schema.name} v{version}: the flavours name different objects"
-        digest = source_digest(py_source)
-        lines = _function_source(source, "decode")
-        body = "\n".join(lines)
-        name = bodies.get(body)
+        dec, enc, helpers = _pair_source(source)
+        key = ("\n".join(helpers + dec), "\n".join(helpers + enc))
+        name = bodies.get(key)
         if name is None:
-            name = bodies[body] = f"_f_{schema.name}_{version}"
-            decls = [f"cdef Py_ssize_t {', '.join(sorted(typed['decode']))}"] if typed["decode"] else []
-            parts.append(_factory(name, lines, ns, "decode", decls))
-        table.append(f"    ({schema.name!r}, {version}): ({name}, {digest!r}),")
-        lines = _function_source(source, "encode")
-        body = "\n".join(lines)
-        name = enc_bodies.get(body)
-        if name is None:
-            name = enc_bodies[body] = f"_e_{schema.name}_{version}"
-            decls = ["cdef _W o"]
+            name = bodies[key] = f"_f_{schema.name}_{version}"
+            decls: dict[str, list[str]] = {"decode": [], "encode": ["cdef _W o"]}
+            if typed["decode"]:
+                decls["decode"].append(f"cdef Py_ssize_t {', '.join(sorted(typed['decode']))}")
             if typed["encode"]:
-                decls.append(f"cdef Py_ssize_t {', '.join(sorted(typed['encode']))}")
+                decls["encode"].append(f"cdef Py_ssize_t {', '.join(sorted(typed['encode']))}")
             if typed["encode_dicts"]:
-                decls.append(f"cdef dict {', '.join(sorted(typed['encode_dicts']))}")
-            parts.append(_factory(name, lines, ns, "encode", decls))
-        enc_table.append(f"    ({schema.name!r}, {version}): ({name}, {digest!r}),")
+                decls["encode"].append(f"cdef dict {', '.join(sorted(typed['encode_dicts']))}")
+            lines = helpers + dec + enc
+            parts.append(_factory(name, lines, ns, decls))
+        table.append(f"    ({schema.name!r}, {version}): ({name}, {source_digest(py_source)!r}),")
     parts.append("FACTORIES = {\n" + "\n".join(table) + "\n}")
-    parts.append("ENCODERS = {\n" + "\n".join(enc_table) + "\n}")
     parts.append(f"DIGEST = {schema_digest()!r}\n")
     return "\n\n".join(parts)
 

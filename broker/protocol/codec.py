@@ -220,34 +220,40 @@ class MessageCodec:
     the encoder appends to bytearray ``w`` and records ``(position in w, part)`` in ``ins`` for
     FileSlices and large record sets, which are kept out of ``w`` (see ``assemble``).
 
-    ``engine`` is "compiled" (the decoder is the Cython twin, broker.protocol.compiled; encoders are always the
-    generated Python) or "python"; the default takes the compiled decoder when broker.protocol.compiled chose it
-    and covers (schema, version).
+    ``engine`` is "compiled" (the decoder and the encoder are the Cython twins, broker.protocol.compiled) or
+    "python"; the default takes the compiled ones when broker.protocol.compiled chose them and covers
+    (schema, version). ``encode_engine`` says which encoder is in use.
     """
 
-    __slots__ = ("schema", "version", "flexible", "decode_fn", "encode_fn", "source", "engine")
+    __slots__ = ("schema", "version", "flexible", "decode_fn", "encode_fn", "source", "engine", "encode_engine")
 
     def __init__(self, schema: MessageSchema, version: int, engine: str | None = None) -> None:
-        from .compiled import compiled_decoder, load_module
+        from .compiled import compiled_decoder, compiled_encoder, load_module
         from .gen import generate, run_source
 
         self.schema = schema
         self.version = version
         self.flexible = version in schema.flexible
         self.source, ns = generate(schema, version)
-        decode = None
+        decode = encode = None
         if engine == "compiled":
-            decode = compiled_decoder(schema, version, self.source, ns, load_module())
+            module = load_module()
+            decode = compiled_decoder(schema, version, self.source, ns, module)
             if decode is None:
                 raise LookupError(f"no compiled codec for {schema.name} v{version}")
+            encode = compiled_encoder(schema, version, self.source, ns, module)
         elif engine is None:
             decode = compiled_decoder(schema, version, self.source, ns)
+            encode = compiled_encoder(schema, version, self.source, ns)
         elif engine != "python":
             raise ValueError(f"engine must be 'compiled' or 'python', not {engine!r}")
         self.engine = "python" if decode is None else "compiled"
+        self.encode_engine = "python" if encode is None else "compiled"
         self.encode_fn, self.decode_fn = run_source(schema, version, self.source, ns)
         if decode is not None:
             self.decode_fn = decode
+        if encode is not None:
+            self.encode_fn = encode
 
     def decode(self, data: Any, offset: int = 0) -> tuple[Any, int]:
         """Decode from ``data`` at ``offset``; returns (message, offset after it)."""

@@ -1,15 +1,14 @@
-"""Chooses, once at import, whether codec_for uses the Cython-compiled decoders (``broker._native.protocol_codecs``,
-built by setup.py from broker.protocol.gen_pyx) or only the generated Python.
+"""Chooses, once at import, whether codec_for uses the Cython-compiled decoders and encoders
+(``broker._native.protocol_codecs``, built by setup.py from broker.protocol.gen_pyx) or only the generated Python.
 
 Compiled is the default, as for broker.accel: ``BROKER_NO_EXTENSIONS=1`` (every extension off) or
 ``BROKER_NATIVE_CODECS=0`` (only these) keeps the generated Python; ``BROKER_REQUIRE_NATIVE=1`` makes a missing or
 stale module fatal; otherwise that logs a WARNING and the generated Python is used.
 
 Stale means built from other schema files or another generator: the module's DIGEST must equal
-``gen_pyx.schema_digest()``, and each compiled decoder is used only when the digest of the Python source it was
-built from equals that of the source generated now for the same (schema, version). The compiled functions are
-closures over the generated namespace (struct classes, defaults), so both twins decode to the same classes.
-Encoders are always the generated Python (broker.protocol.gen_pyx says why).
+``gen_pyx.schema_digest()``, and each compiled decoder or encoder is used only when the digest of the Python source
+it was built from equals that of the source generated now for the same (schema, version). The compiled functions
+are closures over the generated namespace (struct classes, defaults), so both twins decode to the same classes.
 """
 from __future__ import annotations
 
@@ -67,6 +66,18 @@ def compiled_decoder(schema: MessageSchema, version: int, source: str, ns: dict[
     """The decoder compiled from ``source`` (the generated Python of (schema, version), run in ``ns``), or None
     when it is not compiled or was compiled from other source (then the caller runs ``source``). ``module``
     defaults to the one chosen at import (None: compiled codecs off)."""
+    return _compiled(0, schema, version, source, ns, module)
+
+
+def compiled_encoder(schema: MessageSchema, version: int, source: str, ns: dict[str, Any],
+                     module: ModuleType | None = None) -> Callable[..., None] | None:
+    """``compiled_decoder`` for the encoder: ``encode(w, ins, message)``, the generated Python's signature (``w``
+    must be a bytearray, ``ins`` a list)."""
+    return _compiled(1, schema, version, source, ns, module)
+
+
+def _compiled(which: int, schema: MessageSchema, version: int, source: str, ns: dict[str, Any],
+              module: ModuleType | None) -> Callable[..., Any] | None:
     mod = _module if module is None else module
     if mod is None:
         return None
@@ -80,5 +91,5 @@ def compiled_decoder(schema: MessageSchema, version: int, source: str, ns: dict[
                                "run `python setup.py build_ext --inplace`")
         logger.warning("compiled codec %s v%d is stale; using the generated Python", schema.name, version)
         return None
-    decode: Callable[..., Any] = factory(ns)
-    return decode
+    fn: Callable[..., Any] = factory(ns)[which]  # (decode, encode)
+    return fn

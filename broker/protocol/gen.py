@@ -19,7 +19,8 @@ Generated functions:
 - ``encode(w, ins, message) -> None``; appends to bytearray ``w``. Record sets that are FileSlices
   or at least ``BIG_RECORDS`` bytes are not copied into ``w``: ``(len(w), part)`` is appended to
   ``ins`` instead, and codec.assemble() interleaves them. An element of an array of structs that is
-  a ``codec.PreEncoded`` is copied as it is (one class check per element).
+  a ``codec.PreEncoded`` is copied as it is (one class check per element). If it raises, ``w``
+  holds a partial encoding.
 - ``generate_element_encoder``: the same ``encode`` for one element of a struct array, whose
   output such an array accepts back as a PreEncoded element.
 """
@@ -42,6 +43,11 @@ BIG_RECORDS = 4096
 _FIXED = {"bool": "?", "int8": "b", "int16": "h", "uint16": "H", "int32": "i", "int64": "q", "float64": "d"}
 #: the Cython flavour's big-endian readers (defined in the .pyx prelude by broker.protocol.gen_pyx)
 _C_READ = {"?": "_r_bool", "b": "_r_i8", "h": "_r_i16", "H": "_r_u16", "i": "_r_i32", "q": "_r_i64", "d": "_r_f64"}
+#: the Cython flavour's writers (same prelude): convert a Python value as struct.pack would (its errors included)
+#: and store it big-endian into the C buffer ``o``; the ``_c_`` ones take a C integer (a length)
+_C_WRITE = {"?": "_p_bool", "b": "_p_i8", "h": "_p_i16", "H": "_p_u16", "i": "_p_i32", "q": "_p_i64", "d": "_p_f64",
+            "16s": "_p_16s"}
+_C_WRITE_INT = {"h": "_c_i16", "i": "_c_i32"}
 _SIZE = {"?": 1, "b": 1, "h": 2, "H": 2, "i": 4, "q": 8, "d": 8, "16s": 16, "x": 1}
 _ZERO_UUID_BYTES = bytes(16)
 _ZERO_UUID_STR = str(ZERO_UUID)
@@ -179,13 +185,15 @@ class _Gen:
 
     def __init__(self, cy: bool = False) -> None:
         #: the Cython flavour (broker.protocol.gen_pyx): the same statements and names, but fixed-width fields, bytes
-        #: and strings are read from a C pointer ``cp`` and single bytes from a typed memoryview ``cb``
+        #: and strings are read from a C pointer ``cp`` and single bytes from a typed memoryview ``cb``, and written
+        #: through ``o``, the prelude's C view of the output bytearray (``_p_*`` writers, ``_C_WRITE``)
         self.cy = cy
         self.lines: list[str] = []
         self.pre: list[str] = []  # helper functions emitted before the main ones
         self.ns: dict[str, Any] = dict(_RUNTIME)
         self._n = 0
         self.ints: set[str] = set()  # C-sized integer locals of the function being emitted (see generate_typed)
+        self.dicts: set[str] = set()  # (Cython flavour) locals that are always exactly a dict
         self._consts: dict[Any, str] = {}
         self._structs: dict[str, str] = {}
         self._makers: dict[type, str] = {}
@@ -520,7 +528,16 @@ class _Gen:
             return
         ind, out = self.run_ind, self.run_out
         if len(self.run) == 1 and self.run[0][0] == "x":
-            self.emit(ind, f"{out}.append(0)")
+            self.emit(ind, "_p_u8(&o, 0)" if self.cy else f"{out}.append(0)")
+        elif self.cy:
+            self.struct("".join(f for f, _ in self.run))  # named in both flavours: names must not shift
+            for code, a in self.run:
+                if a is None:
+                    self.emit(ind, "_p_u8(&o, 0)")
+                elif a in self.ints:
+                    self.emit(ind, f"{_C_WRITE_INT[code]}(&o, {a})")
+                else:
+                    self.emit(ind, f"{_C_WRITE[code]}(&o, {a})")
         else:
             fmt = "".join(f for f, _ in self.run)
             args = ", ".join(a for _, a in self.run if a is not None)
@@ -539,7 +556,9 @@ class _Gen:
 
     def write_len(self, ind: int, out: str, flexible: bool, int16: bool, n: str) -> None:
         """Write length var ``n`` (-1 = null)."""
-        if flexible:
+        if flexible and self.cy:
+            self.eemit(ind, f"_p_uv(&o, {n} + 1)")
+        elif flexible:
             self.eemit(ind, f"if {n} < 127:")
             self.emit(ind + 1, f"{out}.append({n} + 1)")
             self.emit(ind, "else:")
@@ -551,6 +570,18 @@ class _Gen:
         """string or bytes value in var ``v``."""
         d, n = self.var("d"), self.var("n", c_int=True)
         limit = 0x7FFF if (kind == "string" and not flexible) else 0x7FFFFFFF
+        if self.cy:  # length, check and copy in one call (_p_string, _p_bytes); mode: 0 int16, 1 int32, 2 uvarint
+            mode = 2 if flexible else (0 if kind == "string" else 1)
+            self.eemit(ind, f"if {v} is None:")
+            if nullable:
+                self.emit(ind + 1, f"{n} = _p_null(&o, {mode})")
+            else:
+                self.emit(ind + 1, f"raise _null('{kind}')")
+            self.emit(ind, "else:")
+            self.emit(ind + 1, f"{n} = _p_{kind}(&o, {v}, {mode}, {limit})")
+            if not flexible:  # the Python flavour packs the length with a struct of its own: name it here too
+                self.struct("h" if kind == "string" else "i")
+            return
         self.eemit(ind, f"if {v} is None:")
         if nullable:
             self.emit(ind + 1, f"{d} = b''")
@@ -588,9 +619,9 @@ class _Gen:
         if f.is_struct:
             if nullable:
                 self.eemit(ind, f"if {v} is None:")
-                self.emit(ind + 1, f"{out}.append(255)")
+                self.emit(ind + 1, "_p_u8(&o, 255)" if self.cy else f"{out}.append(255)")
                 self.emit(ind, "else:")
-                self.emit(ind + 1, f"{out}.append(1)")
+                self.emit(ind + 1, "_p_u8(&o, 1)" if self.cy else f"{out}.append(1)")
                 self.enc_struct(ind + 1, out, et, f.fields, version, flexible, v)
                 self.eflush()
             else:
@@ -599,7 +630,7 @@ class _Gen:
         if et in _FIXED:
             self.epush(ind, out, _FIXED[et], v)
         elif et == "uuid":
-            self.epush(ind, out, "16s", f"({v}.bytes if {v}.__class__ is _UUID else _ub({v}))")
+            self.epush(ind, out, "16s", f"({v}.bytes if {self.cls_of(v)} is _UUID else _ub({v}))")
         elif et in ("string", "bytes"):
             self.enc_sized(ind, out, et, v, flexible, nullable)
         else:  # records
@@ -610,8 +641,12 @@ class _Gen:
     def enc_records(self, ind: int, v: str, flexible: bool, nullable: bool) -> None:
         """Single bytes-like or FileSlice inline; None and lists of parts through _put_records."""
         n = self.var("n", c_int=True)
-        self.eemit(ind, f"if {v} is None or {v}.__class__ is list:")
+        self.eemit(ind, f"if {v} is None or {self.cls_of(v)} is list:")
+        if self.cy:  # _put_records appends to w: hand it w at its true length, then take it back
+            self.emit(ind + 1, "_w_close(&o)")
         self.emit(ind + 1, f"_put_records(w, ins, {v}, {flexible}, {nullable})")
+        if self.cy:
+            self.emit(ind + 1, "_w_open(&o, w)")
         self.emit(ind, "else:")
         self.emit(ind + 1, f"{n} = len({v})")
         self.emit(ind + 1, f"if {n} > 0x7FFFFFFF:")
@@ -619,14 +654,17 @@ class _Gen:
         self.write_len(ind + 1, "w", flexible, False, n)
         self.eflush()
         self.emit(ind + 1, f"if {n} < _BIG and isinstance({v}, _BL):")
-        self.emit(ind + 2, f"w += {v}")
+        self.emit(ind + 2, f"_p_raw(&o, {v})" if self.cy else f"w += {v}")
         self.emit(ind + 1, "else:")
-        self.emit(ind + 2, f"ins.append((len(w), {v}))")
+        self.emit(ind + 2, f"ins.append(({'o.n' if self.cy else 'len(w)'}, {v}))")
 
     def enc_array_elems(self, ind: int, out: str, f: Field, version: int, flexible: bool, v: str) -> None:
         et = f.element_type
         if et in _FIXED:
             code = _FIXED[et]
+            if self.cy:
+                self.eemit(ind, f"_p_array(&o, {v}, {ord(code)})")
+                return
             self.eemit(ind, f"if len({v}) <= {_SHORT}:")
             self.emit(ind + 1, f"{out} += {_arr_name('_PK', code)}[len({v})](*{v})")
             self.emit(ind, "else:")
@@ -637,8 +675,8 @@ class _Gen:
         e = self.var("e")
         self.eemit(ind, f"for {e} in {v}:")
         if f.is_struct:
-            self.emit(ind + 1, f"if {e}.__class__ is _Pre:")  # see codec.PreEncoded
-            self.emit(ind + 2, f"{out} += {e}.data")
+            self.emit(ind + 1, f"if {self.cls_of(e)} is _Pre:")  # see codec.PreEncoded
+            self.emit(ind + 2, f"_p_raw(&o, {e}.data)" if self.cy else f"{out} += {e}.data")
             self.emit(ind + 1, "else:")
             before = len(self.lines)
             self.enc_struct(ind + 2, out, et, f.fields, version, flexible, e)
@@ -670,14 +708,18 @@ class _Gen:
                 continue
             reads.append((v, f.name, self.edefault(f)))
         if reads:
-            self.eemit(ind, f"if {x}.__class__ is {cname}:")
+            self.eemit(ind, f"if {self.cls_of(x)} is {cname}:")
             for v, fname, _ in reads:
                 self.emit(ind + 1, f"{v} = {x}.{fname}")
             self.emit(ind, f"elif {x} is None or isinstance({x}, dict):")
             g = self.var("g")
-            self.emit(ind + 1, f"{g} = ({x} if {x} is not None else _EMPTY).get")
+            if self.cy:  # a C-typed dict: .get is one PyDict lookup, no method call
+                self.dicts.add(g)
+                self.emit(ind + 1, f"{g} = <dict>({x} if {x} is not None else _EMPTY)")
+            else:
+                self.emit(ind + 1, f"{g} = ({x} if {x} is not None else _EMPTY).get")
             for v, fname, d in reads:
-                self.emit(ind + 1, f"{v} = {g}({fname!r}, {d})")
+                self.emit(ind + 1, f"{v} = {g}.get({fname!r}, {d})" if self.cy else f"{v} = {g}({fname!r}, {d})")
             self.emit(ind, "else:")
             for v, fname, d in reads:
                 self.emit(ind + 1, f"{v} = getattr({x}, {fname!r}, {d})")
@@ -689,6 +731,9 @@ class _Gen:
             self.epush(ind, out, "x", None)
             return
         tb, tk = self.var("tb"), self.var("tk", c_int=True)
+        if self.cy:
+            self.enc_tagged_cy(ind, version, tb, tk, tagged)
+            return
         self.eemit(ind, f"{tb} = None")
         self.emit(ind, f"{tk} = 0")
         for t, f, ff, v in sorted(tagged, key=lambda x: x[0]):
@@ -708,6 +753,35 @@ class _Gen:
         self.emit(ind, "else:")
         self.emit(ind + 1, f"{out} += _uv({tk})")
         self.emit(ind + 1, f"{out} += {tb}")
+
+    def enc_tagged_cy(self, ind: int, version: int, tb: str, tk: str, tagged: list[tuple[int, Field, bool, str]]) -> None:
+        """The Cython flavour of the tagged-field section: count the fields to write first, then encode each
+        straight into ``o`` behind its tag, with a one-byte size slot that _t_close widens when the value is
+        longer than 127 bytes. Allocates the same names, in the same order, as the Python flavour."""
+        self.eemit(ind, f"{tk} = 0")
+        body: list[str] = []
+        for t, f, ff, v in sorted(tagged, key=lambda x: x[0]):
+            flag = f"{tk}_{t}"
+            self.ints.add(flag)
+            self.emit(ind, f"{flag} = 0 if ({self.is_default_expr(f, version, v)}) else 1")
+            self.emit(ind, f"{tk} += {flag}")
+            tbuf = self.var("t")
+            self.ints.add(tbuf)
+            outer, self.lines = self.lines, []
+            self.emit(ind, f"if {flag}:")
+            self.emit(ind + 1, f"_p_uv(&o, {t})")
+            self.emit(ind + 1, f"{tbuf} = _t_open(&o)")
+            self.enc_value(ind + 1, tbuf, f, version, ff, v)
+            self.eflush()
+            self.emit(ind + 1, f"_t_close(&o, {tbuf})")
+            body += self.lines
+            self.lines = outer
+        self.emit(ind, f"_p_uv(&o, {tk})")
+        self.lines += body
+
+    def cls_of(self, x: str) -> str:
+        """The class of ``x``: Cython reads ``type(x)`` as the object's type pointer, ``x.__class__`` as an attribute."""
+        return f"type({x})" if self.cy else f"{x}.__class__"
 
     def is_default_expr(self, f: Field, version: int, x: str) -> str:
         """Expression: is value ``x`` the field's default (so a tagged field is not written)?"""
@@ -752,13 +826,24 @@ def generate(schema: MessageSchema, version: int) -> tuple[str, dict[str, Any]]:
 def generate_typed(schema: MessageSchema, version: int,
                    cy: bool = False) -> tuple[str, dict[str, Any], dict[str, set[str]]]:
     """``generate`` (``cy``: its Cython flavour, same names), plus per function ('encode', 'decode') the local
-    variables that only ever hold integers of C size (positions, lengths, counts): the Cython twin
-    (broker.protocol.gen_pyx) declares them ``cdef``."""
+    variables that only ever hold integers of C size (positions, lengths, counts), and ('encode_dicts') the
+    encoder's locals that hold a dict: the Cython twin (broker.protocol.gen_pyx) declares them ``cdef``."""
     flexible = version in schema.flexible
     g = _Gen(cy)
-    g.emit(0, "def encode(w, ins, msg):")
-    g.enc_struct(1, "w", schema.name, schema.fields, version, flexible, "msg")
+    if cy:  # writes into the C view ``o`` of bytearray w (gen_pyx's prelude: _w_open grows it, _w_close trims it)
+        g.emit(0, "def encode(bytearray w, list ins, msg):")
+        g.emit(1, "_w_open(&o, w)")
+        g.emit(1, "try:")
+    else:
+        g.emit(0, "def encode(w, ins, msg):")
+    before = len(g.lines)
+    g.enc_struct(2 if cy else 1, "w", schema.name, schema.fields, version, flexible, "msg")
     g.eflush()
+    if cy:
+        if len(g.lines) == before:  # nothing to write at this version
+            g.emit(2, "pass")
+        g.emit(1, "finally:")
+        g.emit(2, "_w_close(&o)")
     g.emit(1, "return None")
     enc_lines = g.lines
     enc_ints = g.ints
@@ -785,7 +870,7 @@ def generate_typed(schema: MessageSchema, version: int,
     g.emit(1, f"return {o}, pos")
     header = f"# generated by broker.protocol.gen for {schema.name} v{version}\n"
     source = header + "\n".join(g.pre + [""] + enc_lines + [""] + g.lines) + "\n"
-    return source, g.ns, {"encode": enc_ints, "decode": g.ints}
+    return source, g.ns, {"encode": enc_ints, "decode": g.ints, "encode_dicts": g.dicts}
 
 
 def generate_element_encoder(schema: MessageSchema, path: tuple[str, ...], version: int) -> tuple[str, dict[str, Any]]:

@@ -1,10 +1,9 @@
 """Codec cost per small request: the generated Python ("before") against its Cython twin ("after",
 broker._native.protocol_codecs), same process, same messages.
 
-Decode takes the body bytes as the broker gets them (a memoryview of the frame). Only decoders are compiled
-(broker.protocol.gen_pyx says why); the encode rows time the generated Python encoder, which both engines use,
-writing into a fresh bytearray as broker.protocol.api.encode_response does, from the dicts the handlers build.
-Prints µs per call (best of --repeat interleaved rounds of --number calls) and the ratio python/compiled.
+Decode takes the body bytes as the broker gets them (a memoryview of the frame). Encode writes into a fresh
+bytearray holding a response header, as broker.protocol.api.encode_response does, from the dicts the handlers
+build. Prints µs per call (best of --repeat interleaved rounds of --number calls) and the ratio python/compiled.
 
 Usage: python tools/bench/codec_bench.py [--repeat N] [--number N]
 """
@@ -28,9 +27,24 @@ _APIS = load_apis()
 _BATCH = bytes(range(100))  # one ~100 B record batch (its content is never parsed by the codec)
 
 
+def _fetch_request(partitions: int) -> dict[str, Any]:
+    return {"replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 52428800, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{"topic_id": uuid.UUID(int=7), "partitions": [
+                {"partition": p, "current_leader_epoch": 0, "fetch_offset": 100, "last_fetched_epoch": -1,
+                 "log_start_offset": -1, "partition_max_bytes": 1048576} for p in range(partitions)]}],
+            "forgotten_topics_data": [], "rack_id": ""}
+
+
+def _fetch_response(partitions: int) -> dict[str, Any]:
+    return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+        {"topic_id": uuid.UUID(int=7), "partitions": [
+            {"partition_index": p, "error_code": 0, "high_watermark": 1000, "last_stable_offset": 1000,
+             "log_start_offset": 0, "aborted_transactions": None, "preferred_read_replica": -1,
+             "records": _BATCH} for p in range(partitions)]}]}
+
+
 def messages() -> list[tuple[str, ApiKey, int, str, dict[str, Any]]]:
     """(label, api, version, 'request' | 'response', message) of each benchmarked message."""
-    topic_id = uuid.UUID(int=7)
     metadata = {"throttle_time_ms": 0, "cluster_id": "cluster-1", "controller_id": 0,
                 "brokers": [{"node_id": 0, "host": "localhost", "port": 9092, "rack": None}],
                 "topics": [{"error_code": 0, "name": f"topic-{t}", "topic_id": uuid.UUID(int=t + 1),
@@ -56,24 +70,12 @@ def messages() -> list[tuple[str, ApiKey, int, str, dict[str, Any]]]:
             {"name": "bench-topic", "partition_responses": [
                 {"index": 0, "error_code": 0, "base_offset": 1234, "log_append_time_ms": -1,
                  "log_start_offset": 0}]}], "throttle_time_ms": 0}),
-        ("Fetch v13 request (1 partition)", ApiKey.FETCH, 13, "request", {
-            "replica_id": -1, "max_wait_ms": 500, "min_bytes": 1, "max_bytes": 52428800, "isolation_level": 0,
-            "session_id": 0, "session_epoch": -1, "topics": [{"topic_id": topic_id, "partitions": [
-                {"partition": 0, "current_leader_epoch": 0, "fetch_offset": 100, "last_fetched_epoch": -1,
-                 "log_start_offset": -1, "partition_max_bytes": 1048576}]}],
-            "forgotten_topics_data": [], "rack_id": ""}),
-        ("Fetch v13 response (1 partition, 100 B)", ApiKey.FETCH, 13, "response", {
-            "throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
-                {"topic_id": topic_id, "partitions": [
-                    {"partition_index": 0, "error_code": 0, "high_watermark": 1000, "last_stable_offset": 1000,
-                     "log_start_offset": 0, "aborted_transactions": None, "preferred_read_replica": -1,
-                     "records": _BATCH}]}]}),
+        ("Fetch v13 request (1 partition)", ApiKey.FETCH, 13, "request", _fetch_request(1)),
+        ("Fetch v13 request (10 partitions)", ApiKey.FETCH, 13, "request", _fetch_request(10)),
+        ("Fetch v13 response (1 partition, 100 B)", ApiKey.FETCH, 13, "response", _fetch_response(1)),
+        ("Fetch v13 response (10 partitions, 100 B each)", ApiKey.FETCH, 13, "response", _fetch_response(10)),
         ("Metadata v12 response (10 topics x 3 partitions)", ApiKey.METADATA, 12, "response", metadata),
     ]
-
-
-def _best_us(fn: Callable[[], Any], number: int, repeat: int) -> float:
-    return min(timeit.repeat(fn, number=number, repeat=repeat)) / number * 1e6
 
 
 def _best_pair_us(before: Callable[[], Any], after: Callable[[], Any], number: int,
@@ -93,7 +95,7 @@ def _pair(codec: MessageCodec, msg: dict[str, Any], data: memoryview) -> tuple[C
         return dec(data, 0)
 
     def encode() -> Any:
-        return enc(bytearray(8), [], msg)
+        return enc(bytearray(9), [], msg)
 
     return decode, encode
 
@@ -109,10 +111,11 @@ def main(argv: list[str] | None = None) -> int:
         py, cy = MessageCodec(schema, version, engine="python"), MessageCodec(schema, version, engine="compiled")
         data = memoryview(py.encode(msg))
         assert cy.encode(msg) == bytes(data) and cy.decode(data)[0] == py.decode(data)[0], label
-        (py_decode, encode), (cy_decode, _) = _pair(py, msg, data), _pair(cy, msg, data)
+        (py_decode, py_encode), (cy_decode, cy_encode) = _pair(py, msg, data), _pair(cy, msg, data)
         b, a = _best_pair_us(py_decode, cy_decode, args.number, args.repeat)
         print(f"{label:50} {'decode':6} {b:10.2f} {a:12.2f} {b / a:5.2f}x")
-        print(f"{label:50} {'encode':6} {_best_us(encode, args.number, args.repeat):10.2f} {'(python)':>12}")
+        b, a = _best_pair_us(py_encode, cy_encode, args.number, args.repeat)
+        print(f"{label:50} {'encode':6} {b:10.2f} {a:12.2f} {b / a:5.2f}x")
     return 0
 
 

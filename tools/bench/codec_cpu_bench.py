@@ -3,8 +3,8 @@
     .venv/bin/python -m tools.bench.codec_cpu_bench [--requests 3000] [--rounds 3]
 
 Starts one ZooKeeper and two brokers, one with ``BROKER_NATIVE_CODECS=0`` (generated Python only) and one with the
-compiled decoders (the default). Each round sends, through one raw socket per broker, one request at a time:
-ApiVersions v3, Heartbeat v4 (unknown group: the coordinator answers at once), Produce v9 (acks=1, one ~100 B
+compiled decoders and encoders (the default). Each round sends, through one raw socket per broker, one request at a
+time: ApiVersions v3, Heartbeat v4 (unknown group: the coordinator answers at once), Produce v9 (acks=1, one ~100 B
 batch to one partition) and Fetch v13 (one partition, max_wait_ms=0), and reads the broker process's utime+stime
 from /proc/<pid>/stat before and after. Rounds alternate between the brokers, so both see the same machine load;
 the best round per (broker, request) is printed, in µs of broker CPU per request, with the ratio. /proc counts

@@ -28,13 +28,16 @@ def test_every_version_of_the_compiled_apis_has_a_current_compiled_codec():
                 for v in range(m.versions.low, (m.versions.high or 0) + 1)}
     assert set(module.FACTORIES) == expected == {(m.name, v) for m, v in compiled_cases()}
     for schema, version in compiled_cases():
-        assert MessageCodec(schema, version, engine="compiled").engine == "compiled"
+        codec = MessageCodec(schema, version, engine="compiled")
+        assert codec.engine == codec.encode_engine == "compiled"
 
 
 def test_codec_for_follows_the_choice_made_at_import():
     schema = APIS[ApiKey.HEARTBEAT].request
-    assert codec_for(schema, 4).engine == ("compiled" if compiled.IMPLEMENTATION == "native" else "python")
+    chosen = "compiled" if compiled.IMPLEMENTATION == "native" else "python"
+    assert codec_for(schema, 4).engine == codec_for(schema, 4).encode_engine == chosen
     assert codec_for(APIS[ApiKey.JOIN_GROUP].request, 5).engine == "python"  # not compiled
+    assert codec_for(APIS[ApiKey.JOIN_GROUP].request, 5).encode_engine == "python"
     native = os.environ.get("BROKER_NO_EXTENSIONS", "") not in ("1", "true", "yes", "on")
     assert compiled.IMPLEMENTATION == ("native" if native else "pure")
 
@@ -50,14 +53,16 @@ def test_a_codec_compiled_from_other_source_is_not_used(monkeypatch, caplog):
     schema = APIS[ApiKey.HEARTBEAT].request
     source, ns = generate(schema, 4)
     module = compiled.load_module()
-    assert compiled.compiled_decoder(schema, 4, source, ns, module) is not None
     stale = source.replace("group_id", "group_idx")
-    monkeypatch.delenv("BROKER_REQUIRE_NATIVE", raising=False)
-    assert compiled.compiled_decoder(schema, 4, stale, ns, module) is None
-    assert "stale" in caplog.text
-    monkeypatch.setenv("BROKER_REQUIRE_NATIVE", "1")
-    with pytest.raises(RuntimeError, match="differs from the generated source"):
-        compiled.compiled_decoder(schema, 4, stale, ns, module)
+    for chooser in (compiled.compiled_decoder, compiled.compiled_encoder):
+        assert chooser(schema, 4, source, ns, module) is not None
+        monkeypatch.delenv("BROKER_REQUIRE_NATIVE", raising=False)
+        caplog.clear()
+        assert chooser(schema, 4, stale, ns, module) is None
+        assert "stale" in caplog.text
+        monkeypatch.setenv("BROKER_REQUIRE_NATIVE", "1")
+        with pytest.raises(RuntimeError, match="differs from the generated source"):
+            chooser(schema, 4, stale, ns, module)
 
 
 def test_a_module_built_from_other_schemas_is_refused(monkeypatch):

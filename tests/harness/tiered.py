@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import time
+import urllib.request
 import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,6 +20,7 @@ from broker.remote_log import metadata_serde
 from broker.storage.remote.metadata import (RemoteLogSegmentMetadata, RemoteLogSegmentMetadataUpdate,
                                             RemoteLogSegmentState, uuid_to_string)
 from tests.harness.cluster_ops import call
+from tools.cluster import LocalCluster
 
 #: remote.log.storage.manager.class.name of Kafka's LocalTieredStorage (the project maps it to its own)
 LOCAL_TIERED_STORAGE = "org.apache.kafka.server.log.remote.storage.LocalTieredStorage"
@@ -196,3 +198,15 @@ def assert_finished_copies_continue(history: Dict[str, RemoteSegmentHistory]) ->
         if cur.start_offset <= prev.end_offset:
             assert cur.broker_id != prev.broker_id, f"overlapping copies by one leader: {span}"
     return finished
+
+
+def scrape_metrics(cluster: LocalCluster, broker_id: int) -> Dict[str, float]:
+    """Every sample of the broker's Prometheus endpoint (``broker.metrics.prometheus.port``): name{labels} -> value."""
+    port = cluster.brokers[broker_id].properties()["broker.metrics.prometheus.port"]
+    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
+    out: Dict[str, float] = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            name, _, value = line.rpartition(" ")
+            out[name] = float(value)
+    return out

@@ -1,14 +1,13 @@
 """Helpers of the process tests that tier to a real S3 server (S3Proxy, tests/harness/s3_server.py) from a cluster of
 our brokers: the broker settings that make them run ``broker.storage.remote.S3RemoteStorageManager`` against it with
-the remote log manager on short timers, what the bucket holds for one partition, a broker's Prometheus samples."""
+the remote log manager on short timers, what the bucket holds for one partition (a broker's Prometheus samples:
+tests.harness.tiered.scrape_metrics)."""
 from __future__ import annotations
 
 import re
-import urllib.request
 from typing import Dict, Tuple
 
 from tests.harness.s3_server import S3Server
-from tools.cluster import LocalCluster
 
 S3_RSM = "broker.storage.remote.S3RemoteStorageManager"
 
@@ -38,16 +37,4 @@ def bucket_segments(s3: S3Server, bucket: str, topic: str, partition: int = 0) -
             m = re.search(r"/(\d{20})-([^/]+)\.log$", obj["Key"])
             if m:
                 out[m.group(2)] = (int(m.group(1)), int(obj["Size"]))
-    return out
-
-
-def scrape_metrics(cluster: LocalCluster, broker_id: int) -> Dict[str, float]:
-    """Every sample of the broker's Prometheus endpoint (``broker.metrics.prometheus.port``): name{labels} -> value."""
-    port = cluster.brokers[broker_id].properties()["broker.metrics.prometheus.port"]
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    out: Dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
     return out

@@ -11,9 +11,8 @@ pool, the RemoteFetch purgatory and the remote deletion gauges."""
 from __future__ import annotations
 
 import shutil
-import urllib.request
 from pathlib import Path
-from typing import Callable, Dict, List
+from typing import Callable, List
 
 from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 
@@ -22,24 +21,13 @@ from tests.harness.tiered import (LOCAL_TIERED_STORAGE, assert_copies_continue, 
 from tests.harness.tiered import consume_numbered as _consume_all
 from tests.harness.tiered import produce_numbered as _produce
 from tests.harness.tiered import remote_segments as _remote_segments
+from tests.harness.tiered import scrape_metrics as _scrape
 from tests.integration.cluster.conftest import ClusterView, wait_for
 from tools.cluster import LocalCluster, free_port
 
 SEGMENT_BYTES = 16 * 1024
 BTM = "kafka_server_brokertopicmetrics_"
 IDLE = "kafka_log_remote_remotelogmanager_remotelogmanagertasksavgidlepercent"
-
-
-def _scrape(cluster: LocalCluster, broker_id: int) -> Dict[str, float]:
-    """One scrape of the broker's Prometheus endpoint: {sample with its labels, as printed: value}."""
-    port = cluster.brokers[broker_id].properties()["broker.metrics.prometheus.port"]
-    text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=10).read().decode()
-    out: Dict[str, float] = {}
-    for line in text.splitlines():
-        if line and not line.startswith("#"):
-            name, _, value = line.rpartition(" ")
-            out[name] = float(value)
-    return out
 
 
 def _server_log(cluster: LocalCluster, broker_id: int) -> str:

@@ -42,7 +42,8 @@ from confluent_kafka.admin import AlterConfigOpType, ConfigEntry, ConfigResource
 from tests.harness.kafka import kafka_classpath
 from tests.harness.s3_server import S3Server
 from tests.harness.tiered import assert_finished_copies_continue, list_offset, remote_log_metadata
-from tests.harness.tiered_s3 import bucket_segments, s3_tiered_overrides, scrape_metrics
+from tests.harness.tiered import scrape_metrics
+from tests.harness.tiered_s3 import bucket_segments, s3_tiered_overrides
 from tests.integration.cluster.conftest import FAST, ClusterView, wait_for
 from broker.storage.remote.metadata import RemoteLogSegmentState as S
 from tools.cluster import LocalCluster, free_port

@@ -21,7 +21,8 @@ from tests.harness.cluster_ops import module_cluster
 from tests.harness.faults import partitions_seen_by
 from tests.harness.s3_server import S3Server
 from tests.harness.tiered import EARLIEST_LOCAL, LATEST_TIERED, list_offset, local_segments
-from tests.harness.tiered_s3 import bucket_segments, s3_tiered_overrides, scrape_metrics
+from tests.harness.tiered import scrape_metrics
+from tests.harness.tiered_s3 import bucket_segments, s3_tiered_overrides
 from tests.harness.waiting import wait_for
 from tests.integration.spark.kafka_io import create_topic, produce
 from tools.cluster import LocalCluster, free_port

@@ -6,7 +6,8 @@ pool that runs one kind of RemoteLogManager task (copy, expiration, follower) fo
 - Threads are made as tasks are scheduled, up to ``size`` (Java's ``ensurePrestart``): a pool of 10 serving
   10,000 partitions has 10 threads; a broker leading one partition has one.
 - ``ScheduledTask.cancel``: never run again (Kafka's ``setRemoveOnCancelPolicy(true)``; here its queue entry is
-  skipped when it comes up); a run under way ends by itself (the RLM tasks look at their own ``cancelled`` flag between segments).
+  skipped when it comes up); a run under way ends by itself (the RLM tasks look at their own ``cancelled`` flag
+  between segments).
 - ``close``: queued runs are dropped (Kafka's ``setExecuteExistingDelayedTasksAfterShutdownPolicy(false)``), the runs
   under way end, the threads are joined (10 s, as Kafka's shutdownAndAwaitTermination; the threads are daemons).
 - ``idle_percent``: Kafka's getIdlePercent, ``1 - active / size`` (RemoteLogManagerTasksAvgIdlePercent of the copy

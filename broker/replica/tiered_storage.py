@@ -5,9 +5,10 @@ Threads: the RemoteLogManager's control steps (the metadata manager's start-up, 
 ``__remote_log_metadata``, leadership changes, StopReplica, index-cache resizes) run on one thread of its own
 (``remote-log-manager``), in order; the copy, expiration and follower tasks run on the RemoteLogManager's three pools
 (``kafka-rlm-copy-thread-pool-N`` ..., remote_log_manager.py) every ``remote.log.manager.task.interval.ms``. Changes
-to a Log are commands to the log's owner. The metadata manager talks to ``__remote_log_metadata`` through the loop (remote_log_metadata_topic.py), so
-nothing here runs on the loop except the hand-offs. Remote reads for consumers run on ``remote-log-reader-N``
-(``remote.log.reader.threads``, at most ``remote.log.reader.max.pending.tasks`` queued).
+to a Log are commands to the log's owner. The metadata manager talks to ``__remote_log_metadata`` through the loop
+(remote_log_metadata_topic.py), so nothing here runs on the loop except the hand-offs. Remote reads for consumers
+run on ``remote-log-reader-N`` (``remote.log.reader.threads``, at most ``remote.log.reader.max.pending.tasks``
+queued).
 """
 from __future__ import annotations
 

@@ -49,7 +49,7 @@ from broker.replica.alter_log_dirs import ReplicaAlterLogDirsManager
 from broker.replica.config import ReplicaConfig
 from broker.replica.errors import error_code_for
 from broker.replica.fetcher import InitialFetchState, ReplicaFetcherManager
-from broker.replica.io_workers import InlineIoWorkers, IoWorkers
+from broker.replica.io_workers import NOT_RUN, InlineIoWorkers, IoWorkers, NotRun
 from broker.replica.partition import (EPOCH_DURING_DELETE, NO_EPOCH, SENTINEL_GUARD, AlterPartitionSubmitter,
                                       LeaderAndIsrPartitionState, LeaderAppend, Partition)
 from broker.replica.partition_changes import PartitionChanges
@@ -59,6 +59,7 @@ from broker.replica.purgatory import (DelayedDeleteRecords, DelayedElectLeader, 
 from broker.replica.replication_quota import FOLLOWER_THROTTLED_REPLICAS, LEADER_THROTTLED_REPLICAS, ReplicationQuotas
 from broker.replica.results import ProduceResult, ReadResult
 from broker.storage.errors import LogBusyError
+from broker.storage.config import LONG_MAX
 from broker.util import runtime_tuning
 from broker.util.broker_channel import BrokerChannelFactory, BrokerNode
 from broker.util.clock import SYSTEM_CLOCK, Clock
@@ -1081,12 +1082,27 @@ class ReplicaManager:
 
     async def _append_on_workers(self, tps: List[TopicPartition], jobs: List[LeaderAppend]) -> List[ProduceResult]:
         """Run the appends, each on its partition's owner (``LeaderAppend.run``); their results in the order of
-        ``jobs``, a failed append's exception as its partition's error code (Kafka's appendToLocalLog)."""
+        ``jobs``, a failed append's exception as its partition's error code (Kafka's appendToLocalLog).
+
+        A single partition's append runs here on the loop when its owner is idle and the append cannot fsync
+        (``flush.messages`` unset): handing it over and back costs two thread wake-ups, more CPU than a small
+        append (measured: a ~100 B Produce 220 against 120 µs of broker CPU)."""
         if len(jobs) == 1:
+            job = jobs[0]
             try:
-                return [_appended(await self.run_io(jobs[0].run, key=tps[0]))]
+                info: "LogAppendInfo | NotRun" = NOT_RUN
+                plog = job.partition.log
+                if plog is not None and plog.config.flush_messages == LONG_MAX:  # the append cannot fsync
+                    # the owner idle: append here (io_workers.py's run_if_idle), without two thread wake-ups
+                    try:
+                        info = self._workers.run_if_idle(tps[0], job.run_without_waiting)
+                    except LogBusyError:  # the Log's lock held elsewhere: the worker waits for it, not the loop
+                        info = NOT_RUN
+                if not isinstance(info, NotRun):
+                    return [_appended(info)]
+                return [_appended(await self.run_io(job.run, key=tps[0]))]
             except Exception as exc:
-                return [_append_failed(jobs[0].partition, exc)]
+                return [_append_failed(job.partition, exc)]
         # One job per worker (not a task and a hand-off per partition): a Produce spread over 1,000 partitions
         # costs a few loop wake-ups, and each partition still appends on its own worker. The jobs run one at a
         # time: side by side the workers would pass the GIL back and forth at every append's pwrite.

@@ -193,6 +193,12 @@ class LeaderAppend(NamedTuple):
         return self.partition.append_records_to_leader(self.records, self.leader_epoch, self.is_from_client,
                                                        self.guard)
 
+    def run_without_waiting(self) -> "LogAppendInfo":
+        """On the event loop borrowing the owner: LogBusyError, nothing done, where the Log's lock is held elsewhere
+        (a reader of a log whose segments are changing), rather than wait for it."""
+        return self.partition.append_records_to_leader(self.records, self.leader_epoch, self.is_from_client,
+                                                       self.guard, wait=False)
+
 
 class Partition:
     """One hosted topic-partition: its log and, as leader, its followers and ISR."""
@@ -270,7 +276,7 @@ class Partition:
         return guard
 
     def append_records_to_leader(self, buf: "bytearray | memoryview", leader_epoch: int, is_from_client: bool,
-                                 guard: Optional[object] = None) -> "LogAppendInfo":
+                                 guard: Optional[object] = None, wait: bool = True) -> "LogAppendInfo":
         """Kafka's Partition.appendRecordsToLeader, on the partition's owner: append as leader in ``leader_epoch``,
         unless leadership moved since the request was accepted on the loop (NOT_LEADER_OR_FOLLOWER). ``guard``
         (KIP-890, a transactional batch): the batch continues an open transaction of its producer, or presents the
@@ -286,7 +292,7 @@ class Partition:
             if not (plog.has_ongoing_txn(pid, record_batch.producer_epoch(buf))
                     or (guard is not SENTINEL_GUARD and self.verification_guards.get(pid) is guard)):
                 raise error_for_code(ErrorCode.INVALID_TXN_STATE)("The transaction was not verified")
-        info = plog.append_as_leader(buf, leader_epoch, is_from_client=is_from_client)
+        info = plog.append_as_leader(buf, leader_epoch, is_from_client=is_from_client, wait=wait)
         if (guard is not None and guard is not SENTINEL_GUARD) or not is_from_client:
             pid = record_batch.producer_id(buf)
             if pid >= 0:  # the transaction started (or a marker ended one): a pending verification is spent

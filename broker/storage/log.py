@@ -692,9 +692,12 @@ class Log:
 
     # ------------------------------------------------------------------ appends
     @owner_command
-    def append_as_leader(self, buf: "bytearray | memoryview", leader_epoch: int, *, is_from_client: bool = True
-                         ) -> LogAppendInfo:
+    def append_as_leader(self, buf: "bytearray | memoryview", leader_epoch: int, *, is_from_client: bool = True,
+                         wait: bool = True) -> LogAppendInfo:
         """Validate ``buf`` (whole batches), assign offsets in place, append; see LogAppendInfo.
+
+        ``wait`` False: LogBusyError, nothing done, if another thread holds the lock (the event loop appending as the
+        borrowed owner never waits for it; it hands the append to the worker instead).
 
         Raises the storage errors of errors.py (CorruptRecordError, InvalidRecordError,
         RecordTooLargeError, InvalidProducerEpochError, OutOfOrderSequenceError, ...). A batch
@@ -706,7 +709,9 @@ class Log:
         null_keys: Optional[dict[int, list[int]]] = {} if self.config.compact else None
         batches = parse_batches(buf, True, null_keys)
         lock = self._lock
-        lock.acquire()  # not ``with``: the context-manager protocol costs as much again as the lock itself
+        # not ``with``: the context-manager protocol costs as much again as the lock itself
+        if not lock.acquire(wait):
+            raise LogBusyError("the log %s is locked by another thread" % self.dir)
         try:
             return self._append_as_leader_locked(buf, batches, leader_epoch, is_from_client, null_keys)
         except OSError as exc:

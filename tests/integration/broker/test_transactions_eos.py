@@ -134,14 +134,21 @@ def test_consume_transform_produce_exactly_once(broker: BrokerProcess) -> None:
     assert all(o in (-1001, 0) for p, o in got if ends[p] == 0), got
 
 
-def _init_transactional(b: BrokerProcess, txn_id: str) -> Tuple[int, int]:
+def _find_coordinator(b: BrokerProcess, key_type: int, key: str) -> None:
+    """FindCoordinator until answered, as a client asks before it talks to a coordinator: the first ask creates
+    the internal topic (``__transaction_state``, ``__consumer_offsets``) and its partitions then load."""
     deadline = time.monotonic() + 30
     while True:
-        r = call(b, ApiKey.FIND_COORDINATOR, 4, {"key_type": 1, "coordinator_keys": [txn_id]})
+        r = call(b, ApiKey.FIND_COORDINATOR, 4, {"key_type": key_type, "coordinator_keys": [key]})
         if r.coordinators[0].error_code == 0:
-            break
+            return
         assert time.monotonic() < deadline, r
         time.sleep(0.2)
+
+
+def _init_transactional(b: BrokerProcess, txn_id: str) -> Tuple[int, int]:
+    deadline = time.monotonic() + 30
+    _find_coordinator(b, 1, txn_id)
     while True:
         r = call(b, ApiKey.INIT_PRODUCER_ID, 4, {"transactional_id": txn_id, "transaction_timeout_ms": 60000,
                                                  "producer_id": -1, "producer_epoch": -1})
@@ -206,6 +213,7 @@ def test_txn_offset_commit_every_version(broker: BrokerProcess, version: int) ->
                                  "committed_metadata": f"m{p}"} for p in range(3)]}]}
     if version >= 3:
         body.update(generation_id=-1, member_id="", group_instance_id=None)
+    _find_coordinator(broker, 0, group)  # alone in its broker, this test is the first to use a group
     r = call(broker, ApiKey.TXN_OFFSET_COMMIT, version, body)
     assert [p.error_code for p in r.topics[0].partitions] == [0, 0, 0], r
     assert set(_offset_fetch_stable(broker, group, topic)) == {ErrorCode.UNSTABLE_OFFSET_COMMIT}

@@ -38,6 +38,9 @@ from broker.accel import record_batch
 from broker.errors import ErrorCode
 from broker.replica.config import ReplicaConfig
 from broker.replica.fetch_session_handler import FetchSessionHandler
+from broker.replica.io_workers import NOT_RUN, NotRun
+from broker.storage.config import LONG_MAX
+from broker.storage.errors import LogBusyError
 from broker.util.broker_channel import BrokerChannel, BrokerChannelError, BrokerChannelFactory, BrokerNode
 
 if TYPE_CHECKING:
@@ -638,10 +641,19 @@ class ReplicaFetcher:
         p = self.rm.get_partition(tp)
         if p is None or p.log is None:
             return False
+        args = (p.log, pd.records, st.fetch_offset, st.current_leader_epoch, int(pd.high_watermark),
+                int(pd.log_start_offset))
         try:
-            out: _AppendOutcome = await self.rm.run_io(
-                _append_fetched, p.log, pd.records, st.fetch_offset, st.current_leader_epoch,
-                int(pd.high_watermark), int(pd.log_start_offset), key=tp)
+            done: "_AppendOutcome | NotRun" = NOT_RUN
+            if p.log.config.flush_messages == LONG_MAX:  # the append cannot fsync
+                # the owner idle: append here, as the borrowed owner (io_workers.py's run_if_idle), not through
+                # two thread wake-ups per partition of the response
+                try:
+                    done = self.rm.run_here_if_owner_idle(tp, _append_fetched_without_waiting, *args)
+                except LogBusyError:  # the Log's lock held elsewhere: the worker waits for it, not the loop
+                    done = NOT_RUN
+            out: _AppendOutcome = (done if not isinstance(done, NotRun)
+                                   else await self.rm.run_io(_append_fetched, *args, key=tp))
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -921,6 +933,18 @@ def _append_fetched(plog: PartitionLog, records: FetchedRecords, fetch_offset: i
         if target > plog.log_start_offset:
             plog.delete_records_before(target)
     return _AppendOutcome(last, valid, last_epoch, new_hw != old_hw)
+
+
+def _append_fetched_without_waiting(plog: PartitionLog, records: FetchedRecords, fetch_offset: int,
+                                    leader_epoch: int, leader_hw: int, leader_log_start: int) -> _AppendOutcome:
+    """:func:`_append_fetched` on the event loop as the borrowed owner: the Log's commands as one step under its
+    lock, taken without waiting (LogBusyError, nothing done, where another thread holds it)."""
+    if not plog.try_hold():
+        raise LogBusyError("the log of %s-%d is locked by another thread" % plog.topic_partition)
+    try:
+        return _append_fetched(plog, records, fetch_offset, leader_epoch, leader_hw, leader_log_start)
+    finally:
+        plog.release_hold()
 
 
 def _truncate_for_epoch(plog: PartitionLog, leader_epoch: int, leader_end_offset: int, fetch_offset: int

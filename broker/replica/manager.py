@@ -40,7 +40,7 @@ import uuid
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import (TYPE_CHECKING, Any, Awaitable, Callable, Dict, Iterable, List, NamedTuple, Optional,
-                    Protocol, Sequence, Tuple, Union, cast)
+                    Protocol, Sequence, Tuple, TypeVar, Union, cast)
 
 from broker.accel import record_batch
 from broker.errors import ErrorCode
@@ -75,6 +75,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 TopicPartition = Tuple[str, int]
+T = TypeVar("T")
 ZERO_UUID = uuid.UUID(int=0)
 CONSUMER_REPLICA_ID = -1
 DEBUGGING_REPLICA_ID = -2
@@ -275,6 +276,12 @@ class ReplicaManager:
     async def run_io(self, fn: Callable[..., Any], *args: Any, key: Any = None) -> Any:
         """Run blocking (disk) work on a worker thread; same ``key``, same thread."""
         return await self._workers.submit(fn, *args, key=key)
+
+    def run_here_if_owner_idle(self, key: TopicPartition, fn: Callable[..., T], *args: Any) -> "T | NotRun":
+        """On the loop: ``fn(*args)`` now, as ``key``'s log owner, when that owner is idle (``run_if_idle`` in
+        io_workers.py: nothing handed to it pending, no other thread's command running); else ``NOT_RUN``. For a
+        short job that blocks on nothing but page-cache writes and takes the Log's lock without waiting."""
+        return self._workers.run_if_idle(key, fn, *args)
 
     @property
     def state_lock(self) -> asyncio.Lock:
@@ -1095,7 +1102,7 @@ class ReplicaManager:
                 if plog is not None and plog.config.flush_messages == LONG_MAX:  # the append cannot fsync
                     # the owner idle: append here (io_workers.py's run_if_idle), without two thread wake-ups
                     try:
-                        info = self._workers.run_if_idle(tps[0], job.run_without_waiting)
+                        info = self.run_here_if_owner_idle(tps[0], job.run_without_waiting)
                     except LogBusyError:  # the Log's lock held elsewhere: the worker waits for it, not the loop
                         info = NOT_RUN
                 if not isinstance(info, NotRun):

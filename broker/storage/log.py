@@ -819,6 +819,17 @@ class Log:
         return updates
 
     @owner_command
+    def try_hold(self) -> bool:
+        """The owner's run of several commands as one step, without waiting for the lock (the event loop as the
+        borrowed owner): the lock taken if free, the commands then re-entering it; False, nothing taken, where
+        another thread holds it. Each True is paired with :meth:`release_hold`."""
+        return self._lock.acquire(False)
+
+    @owner_command
+    def release_hold(self) -> None:
+        self._lock.release()
+
+    @owner_command
     def append_as_follower(self, buf: "bytes | bytearray") -> LogAppendInfo:
         """Append replicated batches keeping their offsets and epochs (CRC checked; offsets >= LEO)."""
         batches = parse_batches(buf)

@@ -17,7 +17,7 @@ from broker.replica.io_workers import NOT_RUN, IoWorkers
 from broker.storage.config import LogConfig
 
 from ..storage.lock_helpers import lock_held_elsewhere
-from .harness import TOPIC, TP, FakeCluster, records, state
+from .harness import TOPIC, TP, FakeCluster, records, state, values_of
 
 KEY = ("t", 0)
 
@@ -194,6 +194,39 @@ def test_a_produce_goes_to_the_worker_when_the_logs_lock_is_held_elsewhere(tmp_p
             assert (await asyncio.wait_for(produce, 5))[TP].error_code == 0
             assert threads[0] == threading.get_ident() and threads[-1] != threading.get_ident()  # tried, then worker
             assert plog.log_end_offset == 1
+        finally:
+            await c.close()
+    run(main)
+
+
+# --- the follower's appends ---------------------------------------------------------------------------------------
+def test_a_follower_appends_fetched_records_on_the_loop_and_on_the_worker_when_the_lock_is_held(tmp_path) -> None:
+    async def main() -> None:
+        c = FakeCluster(str(tmp_path), io_threads=1)
+        try:
+            for b in (1, 2):
+                c.start(b)
+            for b in (1, 2):
+                await c.leader_and_isr(b, state(1, 0, [1, 2], [1, 2]))
+            leader, follower = c.brokers[1], c.brokers[2]
+            threads = []
+            append = follower.log.append_as_follower
+
+            def recording(*args: Any, **kwargs: Any) -> Any:
+                threads.append(threading.get_ident())
+                return append(*args, **kwargs)
+            follower.log.append_as_follower = recording  # type: ignore[method-assign]
+            assert (await leader.rm.append_records(1, {TP: records(b"a")}))[TP].error_code == 0
+            await c.wait_mixed(lambda: follower.log.log_end_offset == 1, 10, "the follower's append")
+            assert threads and set(threads) == {threading.get_ident()}  # on the loop, as the borrowed owner
+            assert follower.log.high_watermark <= 1
+            with lock_held_elsewhere(follower.log) as still_held:
+                assert (await leader.rm.append_records(1, {TP: records(b"b")}))[TP].error_code == 0
+                await asyncio.sleep(0.3)  # the loop runs on: the fetcher did not wait for the lock
+                assert follower.log.log_end_offset == 1 and still_held()
+            await c.wait_mixed(lambda: follower.log.log_end_offset == 2, 10, "the follower's append on its worker")
+            assert threads[-1] != threading.get_ident()
+            assert values_of(follower.log) == [b"a", b"b"]
         finally:
             await c.close()
     run(main)

@@ -16,11 +16,6 @@ exists only while the socket pushes back), no closure, and no second descriptor 
 through a dup of the socket's descriptor made for one response and closed after it, so an idle
 consumer does not hold two descriptors).
 
-A lone request is handled at once, inside ``data_received`` (as Python 3.12's eager tasks would): one answered
-without waiting (ApiVersions, Metadata, a Produce appended on the loop, a Fetch at the tail) is written on the same
-loop turn with no task made; one that waits continues as a task from where it stopped (:class:`_Resumed`). Measured:
-0-18% less broker CPU per small request than a task per request (two A/B runs, four kinds of request).
-
 ``connections.max.idle.ms``: :attr:`KafkaConnection.last_active` (the clock's mono_ms) moves with
 every read and every written response; the socket server closes connections idle longer.
 
@@ -29,12 +24,11 @@ Loop affinity: everything here runs on the broker's event loop.
 from __future__ import annotations
 
 import asyncio
-import collections.abc
 import logging
 import os
 import time
 from collections import deque
-from typing import TYPE_CHECKING, Any, Callable, Coroutine, Deque, Optional, cast
+from typing import TYPE_CHECKING, Any, Callable, Deque, Optional, cast
 
 from broker.api.dispatcher import ConnectionContext
 from broker.api.sasl_authenticator import RespondAndClose
@@ -146,22 +140,12 @@ class KafkaConnection(asyncio.Protocol):
             # A lone request: the client waits for its answer, so reading on costs nothing, and not muting saves
             # the two epoll_ctl calls of pausing and resuming per request (Kafka mutes each time; what its mute
             # protects, one request in the broker per connection and back-pressure, holds as well below).
-            self._start_processing()
+            self._task = asyncio.get_running_loop().create_task(self._process())
             return
         # Pipelined requests: stop reading until the queued ones are answered, as Kafka's processor does.
         self._mute()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._process())
-
-    def _start_processing(self) -> None:
-        """Run the request now, on this loop turn; only if it has to wait (a worker, a purgatory, a slow socket)
-        does the rest become a task."""
-        coro = self._process()
-        try:
-            waiting_on = coro.send(None)
-        except StopIteration:
-            return
-        self._task = asyncio.get_running_loop().create_task(_Resumed(coro, waiting_on))
 
     @property
     def busy(self) -> bool:
@@ -387,37 +371,3 @@ class KafkaConnection(asyncio.Protocol):
         if not self._closed and self._transport is not None:
             self._closed = True
             self._transport.close()
-
-
-_STARTED = object()
-
-
-class _Resumed(collections.abc.Coroutine):
-    """A coroutine already started by hand (up to its first wait), for a Task to drive on: its first step gives
-    the Task what the coroutine yielded, the later ones are the coroutine's, and a throw (a cancellation, even one
-    before the first step) goes to the coroutine."""
-
-    __slots__ = ("_coro", "_first")
-
-    def __init__(self, coro: Coroutine[Any, Any, Any], first: Any) -> None:
-        self._coro = coro
-        self._first = first
-
-    def send(self, value: Any) -> Any:
-        first = self._first
-        if first is not _STARTED:
-            self._first = _STARTED
-            return first
-        return self._coro.send(value)
-
-    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
-        self._first = _STARTED
-        if val is None and tb is None:
-            return self._coro.throw(typ)
-        return self._coro.throw(typ, val, tb)
-
-    def close(self) -> None:
-        self._coro.close()
-
-    def __await__(self) -> Any:
-        raise TypeError("driven by a Task only")

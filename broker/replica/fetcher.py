@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import logging
+import time
 import uuid
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Dict, Iterable, List, NamedTuple, Optional, Set, Tuple, Union
@@ -48,6 +49,9 @@ if TYPE_CHECKING:
     from broker.storage.partition_log import PartitionLog
 
 log = logging.getLogger(__name__)
+
+#: the wall time one fetch response's appends may take on the event loop (the rest go to the workers)
+_INLINE_BUDGET_S = 0.005
 
 TopicPartition = Tuple[str, int]
 #: a fetched partition's records: the decoder's zero-copy slice of the response (None when the leader sent none)
@@ -588,6 +592,9 @@ class ReplicaFetcher:
             self._delay(session)
             return []
         now = self.clock.mono_ms()
+        # appends made on the loop stop after this much wall time of one response; the rest go to the workers, so a
+        # response covering thousands of partitions does not hold the loop for all of them
+        inline_until = time.monotonic() + _INLINE_BUDGET_S
         errors: Set[TopicPartition] = set()
         diverging: Dict[TopicPartition, Tuple[int, int, int]] = {}
         out_of_range: List[Tuple[TopicPartition, int]] = []
@@ -610,7 +617,7 @@ class ReplicaFetcher:
                             and (div.epoch != -1 or div.end_offset != -1)):
                         # Truncate first; watermarks come with the next fetch.
                         diverging[tp] = (0, int(div.epoch), int(div.end_offset))
-                    elif not await self._process_partition_data(tp, st, pd):
+                    elif not await self._process_partition_data(tp, st, pd, time.monotonic() < inline_until):
                         errors.add(tp)
                 elif err == ErrorCode.OFFSET_OUT_OF_RANGE:
                     out_of_range.append((tp, sent.current_leader_epoch))
@@ -636,8 +643,10 @@ class ReplicaFetcher:
             self._delay(errors)
         return out_of_range
 
-    async def _process_partition_data(self, tp: TopicPartition, st: PartitionFetchState, pd: Any) -> bool:
-        """Append the records and move the watermarks; False = back off (the partition stays)."""
+    async def _process_partition_data(self, tp: TopicPartition, st: PartitionFetchState, pd: Any,
+                                      on_loop: bool = True) -> bool:
+        """Append the records and move the watermarks; False = back off (the partition stays). ``on_loop``: the
+        append may be made here when the partition's owner is idle (else always on the owner's worker)."""
         p = self.rm.get_partition(tp)
         if p is None or p.log is None:
             return False
@@ -645,7 +654,7 @@ class ReplicaFetcher:
                 int(pd.log_start_offset))
         try:
             done: "_AppendOutcome | NotRun" = NOT_RUN
-            if p.log.config.flush_messages == LONG_MAX:  # the append cannot fsync
+            if on_loop and p.log.config.flush_messages == LONG_MAX:  # the append cannot fsync
                 # the owner idle: append here, as the borrowed owner (io_workers.py's run_if_idle), not through
                 # two thread wake-ups per partition of the response
                 try:

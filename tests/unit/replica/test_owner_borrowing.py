@@ -230,3 +230,32 @@ def test_a_follower_appends_fetched_records_on_the_loop_and_on_the_worker_when_t
         finally:
             await c.close()
     run(main)
+
+
+def test_a_fetch_responses_appends_go_to_the_workers_once_its_loop_time_is_spent(tmp_path, monkeypatch) -> None:
+    """A response covering thousands of partitions must not hold the loop for all of them: past the budget (here
+    spent at once), the appends are the workers'."""
+    from broker.replica import fetcher
+    monkeypatch.setattr(fetcher, "_INLINE_BUDGET_S", -1.0)
+
+    async def main() -> None:
+        c = FakeCluster(str(tmp_path), io_threads=1)
+        try:
+            for b in (1, 2):
+                c.start(b)
+            for b in (1, 2):
+                await c.leader_and_isr(b, state(1, 0, [1, 2], [1, 2]))
+            leader, follower = c.brokers[1], c.brokers[2]
+            threads = []
+            append = follower.log.append_as_follower
+
+            def recording(*args: Any, **kwargs: Any) -> Any:
+                threads.append(threading.get_ident())
+                return append(*args, **kwargs)
+            follower.log.append_as_follower = recording  # type: ignore[method-assign]
+            assert (await leader.rm.append_records(1, {TP: records(b"a")}))[TP].error_code == 0
+            await c.wait_mixed(lambda: follower.log.log_end_offset == 1, 10, "the follower's append")
+            assert threads and threading.get_ident() not in threads
+        finally:
+            await c.close()
+    run(main)

@@ -148,15 +148,26 @@ def test_nothing_is_borrowed_once_the_workers_stop() -> None:
 
 
 # --- the Produce path ---------------------------------------------------------------------------------------------
-def _record_append_threads(plog: Any) -> List[int]:
+def _record_append_threads(plog: Any, method: str = "append_as_leader") -> List[int]:
+    """The threads ``plog.<method>`` runs on from now on, in order."""
     threads: List[int] = []
-    append = plog.append_as_leader
+    append = getattr(plog, method)
 
     def recording(*args: Any, **kwargs: Any) -> Any:
         threads.append(threading.get_ident())
         return append(*args, **kwargs)
-    plog.append_as_leader = recording
+    setattr(plog, method, recording)
     return threads
+
+
+async def _leader_and_follower(c: Any) -> tuple:
+    """Brokers 1 (leader) and 2 (follower) of ``TP``, and the threads the follower's appends will run on."""
+    for b in (1, 2):
+        c.start(b)
+    for b in (1, 2):
+        await c.leader_and_isr(b, state(1, 0, [1, 2], [1, 2]))
+    leader, follower = c.brokers[1], c.brokers[2]
+    return leader, follower, _record_append_threads(follower.log, "append_as_follower")
 
 
 def test_a_produce_appends_on_the_loop_when_the_owner_is_idle_and_on_the_worker_when_it_may_fsync(tmp_path) -> None:
@@ -204,18 +215,7 @@ def test_a_follower_appends_fetched_records_on_the_loop_and_on_the_worker_when_t
     async def main() -> None:
         c = FakeCluster(str(tmp_path), io_threads=1)
         try:
-            for b in (1, 2):
-                c.start(b)
-            for b in (1, 2):
-                await c.leader_and_isr(b, state(1, 0, [1, 2], [1, 2]))
-            leader, follower = c.brokers[1], c.brokers[2]
-            threads = []
-            append = follower.log.append_as_follower
-
-            def recording(*args: Any, **kwargs: Any) -> Any:
-                threads.append(threading.get_ident())
-                return append(*args, **kwargs)
-            follower.log.append_as_follower = recording  # type: ignore[method-assign]
+            leader, follower, threads = await _leader_and_follower(c)
             assert (await leader.rm.append_records(1, {TP: records(b"a")}))[TP].error_code == 0
             await c.wait_mixed(lambda: follower.log.log_end_offset == 1, 10, "the follower's append")
             assert threads and set(threads) == {threading.get_ident()}  # on the loop, as the borrowed owner
@@ -241,18 +241,7 @@ def test_a_fetch_responses_appends_go_to_the_workers_once_its_loop_time_is_spent
     async def main() -> None:
         c = FakeCluster(str(tmp_path), io_threads=1)
         try:
-            for b in (1, 2):
-                c.start(b)
-            for b in (1, 2):
-                await c.leader_and_isr(b, state(1, 0, [1, 2], [1, 2]))
-            leader, follower = c.brokers[1], c.brokers[2]
-            threads = []
-            append = follower.log.append_as_follower
-
-            def recording(*args: Any, **kwargs: Any) -> Any:
-                threads.append(threading.get_ident())
-                return append(*args, **kwargs)
-            follower.log.append_as_follower = recording  # type: ignore[method-assign]
+            leader, follower, threads = await _leader_and_follower(c)
             assert (await leader.rm.append_records(1, {TP: records(b"a")}))[TP].error_code == 0
             await c.wait_mixed(lambda: follower.log.log_end_offset == 1, 10, "the follower's append")
             assert threads and threading.get_ident() not in threads

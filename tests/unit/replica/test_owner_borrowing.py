@@ -1,8 +1,9 @@
 """The event loop borrowing an idle partition owner (``IoWorkers.run_if_idle``): a job runs at once on the loop only
 when that worker has nothing of the loop's pending and runs no other thread's command; it runs as the owner; a
-command another thread hands over meanwhile waits for it; a slow run sends the worker's jobs back to its queue for a
-while. And the Produce path: a single-partition append is made on the loop when the owner is idle, goes to the worker
-where the Log's lock is held elsewhere (the loop does not wait for it) or where the append may fsync."""
+command another thread hands over meanwhile waits for it; two slow runs in a row, or one stalled run, send the worker's
+jobs back to its queue for a while (a single slow run, a preemption, does not). And the Produce path: a
+single-partition append is made on the loop when the owner is idle, goes to the worker where the Log's lock is held
+elsewhere (the loop does not wait for it) or where the append may fsync."""
 from __future__ import annotations
 
 import asyncio
@@ -122,18 +123,53 @@ def test_an_exception_reaches_the_caller_and_the_owner_is_given_back() -> None:
     run(main)
 
 
-def test_a_slow_run_sends_that_workers_jobs_to_its_queue_for_a_while(monkeypatch) -> None:
+def _other_worker_key(workers: int) -> Any:
+    return next(k for k in (("t", i) for i in range(1, 50)) if hash(k) % workers != hash(KEY) % workers)
+
+
+def test_two_slow_runs_in_a_row_send_that_workers_jobs_to_its_queue_for_a_while(monkeypatch) -> None:
     async def main() -> None:
         w = IoWorkers(2)
         try:
             monkeypatch.setattr(io_workers, "_INLINE_SLOW_S", 0.01)
+            monkeypatch.setattr(io_workers, "_INLINE_STALL_S", 10.0)
             monkeypatch.setattr(io_workers, "_INLINE_BACKOFF_S", 0.3)
-            assert w.run_if_idle(KEY, time.sleep, 0.02) is None  # slow
+            assert w.run_if_idle(KEY, time.sleep, 0.02) is None  # slow once: taken for a preemption
+            assert w.run_if_idle(KEY, time.sleep, 0.02) is None  # slow again: the worker takes its jobs back
             assert w.run_if_idle(KEY, lambda: "inline") is NOT_RUN
-            other = next(k for k in (("t", i) for i in range(1, 50)) if hash(k) % 2 != hash(KEY) % 2)
-            assert w.run_if_idle(other, lambda: "inline") == "inline"  # the other worker is not concerned
+            assert w.run_if_idle(_other_worker_key(2), lambda: "inline") == "inline"  # the other one is not concerned
             await asyncio.sleep(0.35)
             assert w.run_if_idle(KEY, lambda: "inline") == "inline"
+        finally:
+            w.shutdown()
+    run(main)
+
+
+def test_a_single_slow_run_between_quick_ones_keeps_the_loop_borrowing(monkeypatch) -> None:
+    async def main() -> None:
+        w = IoWorkers(1)
+        try:
+            monkeypatch.setattr(io_workers, "_INLINE_SLOW_S", 0.05)  # a quick run of a loaded machine stays below
+            monkeypatch.setattr(io_workers, "_INLINE_STALL_S", 10.0)
+            for _ in range(3):
+                assert w.run_if_idle(KEY, time.sleep, 0.06) is None  # slow (a preemption, say)
+                assert w.run_if_idle(KEY, lambda: "quick") == "quick"  # quick: the slow one is forgotten
+            assert w.run_if_idle(KEY, lambda: "inline") == "inline"
+        finally:
+            w.shutdown()
+    run(main)
+
+
+def test_one_stalled_run_sends_that_workers_jobs_to_its_queue_at_once(monkeypatch) -> None:
+    async def main() -> None:
+        w = IoWorkers(1)
+        try:
+            monkeypatch.setattr(io_workers, "_INLINE_SLOW_S", 0.001)
+            monkeypatch.setattr(io_workers, "_INLINE_STALL_S", 0.01)
+            monkeypatch.setattr(io_workers, "_INLINE_BACKOFF_S", 30.0)
+            assert w.run_if_idle(KEY, time.sleep, 0.02) is None  # a stall (a disk holding its writes)
+            assert w.run_if_idle(KEY, lambda: "inline") is NOT_RUN
+            assert await w.submit(lambda: "queued", key=KEY) == "queued"
         finally:
             w.shutdown()
     run(main)

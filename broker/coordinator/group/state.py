@@ -691,7 +691,9 @@ class GroupCoordinatorState:
         group.remove(member.member_id)
         if group.state in (STABLE, COMPLETING_REBALANCE):
             self._maybe_prepare_rebalance(now, group, out)
-        elif group.state == PREPARING_REBALANCE:
+        # Kafka's prepareRebalance tries to complete the join at once (tryCompleteElseWatch): the last member leaving
+        # leaves the group Empty, next generation, before the LeaveGroup is answered, not a loop turn later.
+        if group.state == PREPARING_REBALANCE:
             self._try_complete_join(now, group, out)
 
     def _group_record(self, group: Group, assignment: Dict[str, bytes]) -> Record:
@@ -756,6 +758,8 @@ class GroupCoordinatorState:
                         group.remove(mid)
                 group.pending_sync.clear()
                 self._maybe_prepare_rebalance(now, group, out)
+                if group.state == PREPARING_REBALANCE:  # every member gone: Empty now, as Kafka's tryCompleteElseWatch
+                    self._try_complete_join(now, group, out)
         self._maybe_drop(group)
         return out
 

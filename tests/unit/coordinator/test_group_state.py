@@ -356,9 +356,26 @@ def test_leave_group_batched_and_errors() -> None:
     assert list(g.members) == [ids[0]] and g.state == PREPARING_REBALANCE
     top, results = d.finish(d.state.leave_group(d.now, "nogroup", [("x", None)]))
     assert top == 0 and results[0][2] == E.UNKNOWN_MEMBER_ID
+    generation, written = g.generation_id, len(d.log)
     top, results = d.finish(d.state.leave_group(d.now, "g", [(ids[0], None)]))
-    d.advance(0)
-    assert d.state.groups["g"].state == EMPTY
+    # the last member gone: Empty, next generation, written, before the answer (Kafka completes the DelayedJoin of
+    # an emptied group at once), not when a timer fires later
+    assert d.state.groups["g"].state == EMPTY and d.state.groups["g"].generation_id == generation + 1
+    assert len(d.log) == written + 1
+    assert d.commit("g", {("t", 0): 5}) == {("t", 0): 0}  # a simple (generation -1) commit is accepted at once
+
+
+def test_the_last_member_leaving_a_stable_group_leaves_it_empty_before_the_answer() -> None:
+    d = Driver()
+    ids = d.stable_group("g", 1)
+    g = d.state.groups["g"]
+    assert g.state == STABLE
+    generation, written = g.generation_id, len(d.log)
+    top, results = d.finish(d.state.leave_group(d.now, "g", [(ids[0], None)]))
+    assert top == 0 and results[0][2] == 0
+    # Kafka: prepareRebalance's DelayedJoin completes at once with nobody left (tryCompleteElseWatch)
+    assert g.state == EMPTY and g.generation_id == generation + 1 and len(d.log) == written + 1
+    assert d.commit("g", {("t", 0): 5}) == {("t", 0): 0}  # what test_every_version's OffsetCommit v0 does next
 
 
 def test_static_member_restart_keeps_assignment_without_rebalance() -> None:
@@ -558,9 +575,13 @@ def test_loaded_members_expire_without_heartbeats() -> None:
         loaded.replay(k, v)
     out = loaded.finish_loading(d.now)
     (key, deadline), = out.timers
+    generation = loaded.groups["g"].generation_id
     out2 = loaded.on_timer(deadline, key)
-    assert not loaded.groups["g"].members and loaded.groups["g"].state == PREPARING_REBALANCE
-    assert out2.timers
+    # Kafka: the expired member leaves, the rebalance it starts completes at once with nobody left (the DelayedJoin's
+    # tryComplete): Empty, next generation, written
+    g = loaded.groups["g"]
+    assert not g.members and g.state == EMPTY and g.generation_id == generation + 1
+    assert len(out2.records) == 1
 
 
 @pytest.mark.parametrize("version", [0, 1, 2, 3, 4])

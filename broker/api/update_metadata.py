@@ -4,6 +4,7 @@ The only way a broker learns metadata, as in Kafka's ZooKeeper mode. Refused whe
 older registration of this broker (STALE_BROKER_EPOCH) or sent by an older controller than the last
 one heard from (STALE_CONTROLLER_EPOCH). Partitions the request deletes (leader -2) leave the cache.
 An ElectLeaders waiting for its leaders (DelayedElectLeader) is checked against each partition the request carries.
+Brokers the request no longer lists as alive let the HW of partitions led here move without them (brokers_gone).
 """
 from __future__ import annotations
 
@@ -29,7 +30,11 @@ async def handle(ctx: "RequestContext", request: Any, *, metadata: "MetadataCach
     if request.controller_epoch < replica_manager.controller_epoch:
         return {"error_code": int(ErrorCode.STALE_CONTROLLER_EPOCH)}
     replica_manager.controller_epoch = request.controller_epoch
+    alive_before = set(metadata.brokers)
     metadata.update_metadata(request, version)
+    gone = alive_before.difference(metadata.brokers)
+    if gone:  # a leader's HW may have waited for one of them
+        replica_manager.brokers_gone(gone)
     if replica_manager.delayed_elect_leader_purgatory.watching():  # Kafka's hasDelayedElectionOperations
         for tp in _partitions(request, version):
             replica_manager.try_complete_election(tp)

@@ -536,6 +536,16 @@ class ReplicaManager:
         self.delayed_fetch_purgatory.check_and_complete(tp)
         self.delayed_delete_records_purgatory.check_and_complete(tp)
 
+    def brokers_gone(self, broker_ids: "set[int]") -> None:
+        """The metadata cache no longer lists ``broker_ids`` as alive. A leader's HW waits for a caught-up follower
+        outside the ISR only while that broker may join it (alive); the HW of every partition led here with such a
+        follower is computed again, and what waited on it completed, instead of waiting for the next append or fetch.
+        """
+        for tp, p in list(self.partitions.items()):
+            if p.leader_id == self.broker_id and not broker_ids.isdisjoint(p.remote_replicas):
+                if p.maybe_increment_leader_hw():
+                    self.try_complete_delayed(tp)
+
     def _complete_delayed_fetch_and_produce(self, tp: TopicPartition) -> None:
         """``tp`` changed leadership, went away or was truncated: also wake followers' session fetches."""
         self.changes.note(tp, wake=True)

@@ -729,6 +729,10 @@ class Partition:
             log.info("Failed to alter ISR of %s-%d to %s: %s. Reset to the committed state %s", self.topic,
                      self.partition, list(pending.sent.isr) if pending.sent else [], _error_name(error),
                      list(self.isr_state.isr))
+            # The maximal ISR shrank back: the HW no longer waits for the replica the expansion would have added (a
+            # broker in controlled shutdown, say). Without this, the HW stayed until the next append or follower
+            # progress, and acks=all requests already waiting could time out (measured: 30 s).
+            self.maybe_increment_leader_hw()
             return False
         if error in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.FENCED_LEADER_EPOCH,
                      ErrorCode.INVALID_UPDATE_VERSION, ErrorCode.INVALID_REQUEST, ErrorCode.NEW_LEADER_ELECTED):

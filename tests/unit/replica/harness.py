@@ -93,6 +93,12 @@ class FakeAlterPartition:
         self.held.append((sub, fut))
         return await fut
 
+    def fail_held(self, error: int) -> None:
+        held, self.held = self.held, []
+        for _sub, fut in held:
+            if not fut.done():
+                fut.set_exception(AlterPartitionError(error))
+
     def commit_held(self) -> None:
         held, self.held = self.held, []
         for sub, fut in held:
@@ -272,7 +278,8 @@ class Broker:
         self.rm = ReplicaManager(broker_id, self.log_manager, io_threads=cluster.io_threads, config=cluster.config,
                                  clock=cluster.clock,
                                  alter_partition_manager=self.apm, channel_factory=cluster.channel_factory(broker_id),
-                                 broker_node=cluster.node, broker_epoch=lambda: 100 + broker_id)
+                                 broker_node=cluster.node, broker_epoch=lambda: 100 + broker_id,
+                                 is_broker_alive=lambda b: b not in cluster.not_alive)
 
     @property
     def log(self) -> Any:
@@ -298,6 +305,8 @@ class FakeCluster:
         self.scheduler = Scheduler(threaded=False, clock=self.clock)  # no thread: deletions run at shutdown
         self.brokers: Dict[int, Broker] = {}
         self.down: set[int] = set()
+        #: brokers every broker's metadata cache no longer lists as alive (is_broker_alive)
+        self.not_alive: set[int] = set()
         self.requests: List[Tuple[int, int, int, Any]] = []
         self.intercept: Optional[Callable[[int, int, int, Any], Awaitable[Optional[dict]]]] = None
         #: leaders keep incremental fetch sessions (broker.api.fetch); False: sessionless answers (session id 0)

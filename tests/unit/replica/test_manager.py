@@ -146,6 +146,36 @@ def test_delayed_produce_outcomes(tmp_path) -> None:
     run(main())
 
 
+def test_a_broker_leaving_the_metadata_lets_waiting_acks_all_produces_complete(tmp_path) -> None:
+    """A caught-up follower outside the ISR holds the leader's HW while its broker may join the ISR (Kafka's rule),
+    as after a controlled shutdown whose expansion the controller refused. Once UpdateMetadata drops that broker, the
+    HW moves over the ISR and the acks=all produce waiting for it is answered then, not when the follower's catch-up
+    time (replica.lag.time.max.ms) has run out."""
+    async def main() -> None:
+        c = FakeCluster(str(tmp_path))
+        try:
+            b = c.start(1)
+            await c.leader_and_isr(1, state(1, 0, [1, 2], [1, 2, 3]))
+            rm, p = b.rm, b.rm.get_partition(TP)
+            b.apm.error = ErrorCode.INELIGIBLE_REPLICA  # broker 3 is shutting down: the controller refuses it
+            p.update_follower_fetch_state(3, -1, 0, 0, c.clock.mono_ms())  # caught up
+            await p.wait_alter_partition_idle()
+            assert p.isr == (1, 2)
+            waiting = asyncio.ensure_future(rm.append_records(-1, {TP: records(b"a")}, timeout_ms=20_000))
+            await c.wait_until(lambda: rm.delayed_produce_purgatory.num_delayed() == 1)
+            p.update_follower_fetch_state(2, -1, 1, 0, c.clock.mono_ms())  # the ISR has it
+            await asyncio.sleep(0)
+            assert b.log.high_watermark == 0 and not waiting.done()  # broker 3 still counts
+            c.not_alive.add(3)  # its registration went away; UpdateMetadata says so
+            rm.brokers_gone({3})
+            res = (await asyncio.wait_for(waiting, 5))[TP]
+            assert (res.error_code, res.base_offset) == (0, 0) and b.log.high_watermark == 1
+        finally:
+            await c.close()
+
+    run(main())
+
+
 def test_not_enough_replicas_before_and_after_append(tmp_path) -> None:
     async def main() -> None:
         from broker.storage.config import LogConfig

@@ -128,6 +128,31 @@ def test_caught_up_replica_outside_the_isr_holds_the_hw_until_it_lags(tmp_path) 
     run(main())
 
 
+def test_a_rejected_expansion_lets_the_hw_move_at_once(tmp_path) -> None:
+    """The leader proposes a caught-up follower for the ISR (maximal ISR [1, 2, 3]: the HW waits for it), the broker
+    goes away (a controlled shutdown) and the controller rejects the change: the HW moves over the ISR left, and the
+    requests waiting on it are checked, at the rejection, not at the next append or follower fetch."""
+    async def main() -> None:
+        alive = {1, 2, 3}
+        e = Env(tmp_path, apm=FakeAlterPartition(1, auto=False), alive=lambda b: b in alive)
+        e.p.make_leader(state(1, 0, [1, 2], [1, 2, 3]), None, e.clock.mono_ms())
+        e.fetch(3, 0)  # caught up: expansion to [1, 2, 3] proposed and held at the controller
+        await e.wait_until(lambda: len(e.apm.held) == 1)
+        e.append(3)
+        e.fetch(2, 3)
+        assert e.p.maximal_isr == (1, 2, 3) and e.log.high_watermark == 0  # waits for replica 3
+        alive.discard(3)  # broker 3 shut down
+        checks = len(e.checks)
+        e.apm.fail_held(ErrorCode.INELIGIBLE_REPLICA)
+        await e.p.wait_alter_partition_idle()
+        assert e.p.isr_state.kind == "committed" and e.p.isr == (1, 2)
+        assert e.log.high_watermark == 3
+        assert len(e.checks) > checks
+        e.close()
+
+    run(main())
+
+
 def test_expansion_needs_the_follower_in_the_current_leader_epoch(tmp_path) -> None:
     async def main() -> None:
         e = Env(tmp_path)

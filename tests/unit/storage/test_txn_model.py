@@ -46,13 +46,28 @@ class _Model:
         self.batches: list[_Batch] = []
         self.hw = 0
         self.log_start = 0
+        #: per producer, how many of its records came before the log start last passed all its data (Kafka's
+        #: truncateHead then drops the producer: its next batch starts again at sequence 0)
+        self.seq_base: dict[int, int] = {}
 
     @property
     def leo(self) -> int:
         return self.batches[-1].last + 1 if self.batches else 0
 
     def next_seq(self, pid: int) -> int:
+        return self._records_of(pid) - self.seq_base.get(pid, 0)
+
+    def _records_of(self, pid: int) -> int:
         return sum(len(b.records) for b in self.batches if b.pid == pid and b.kind == "txn")
+
+    def delete_records(self, log_start: int) -> None:
+        """The log start moves to ``log_start``: a producer whose last data batch lies wholly before it leaves the
+        producer state (a marker written later brings its epoch back, not its sequence)."""
+        self.log_start = max(self.log_start, log_start)
+        for pid in {b.pid for b in self.batches if b.kind == "txn"}:
+            last_data = max(b.last for b in self.batches if b.pid == pid and b.kind == "txn")
+            if last_data < self.log_start:
+                self.seq_base[pid] = self._records_of(pid)
 
     def walk(self) -> tuple[dict[int, int], list[tuple[int, int, int, bool]], list[tuple[int, int, int, int]]]:
         """(open transactions {pid: first offset}, ended [(pid, first, marker, committed)], index entries)."""
@@ -183,7 +198,7 @@ def test_lso_index_and_read_committed_follow_the_model(ops: list, read_size: int
                     starts = [b.base for b in m.batches if m.log_start <= b.base <= m.hw] + [m.hw]
                     target = m.safe_log_start(starts[int((len(starts) - 1) * o[1])])
                     log.delete_records_before(target)
-                    m.log_start = max(m.log_start, target)
+                    m.delete_records(target)
                 else:
                     m.hw = m.leo
                     log.update_high_watermark(m.hw)
@@ -194,6 +209,14 @@ def test_lso_index_and_read_committed_follow_the_model(ops: list, read_size: int
             assert read_committed(log, max_bytes=read_size) == m.visible()
         finally:
             log.close()
+
+
+def test_model_example_producer_gone_with_its_records() -> None:
+    """Found by the property: DeleteRecords passes all of producer 11's data, an abort marker brings its epoch back
+    without a sequence, and its next batch must start at sequence 0 again (Kafka's truncateHead and checkSequence)."""
+    ops = [("txn", 11, 1), ("end", 11, False), ("hw", 1.0), ("delete_records", 1.0), ("end", 11, False),
+           ("txn", 11, 1)]
+    test_lso_index_and_read_committed_follow_the_model.hypothesis.inner_test(ops, 1)  # type: ignore[attr-defined]
 
 
 def test_model_example_interleaving() -> None:

@@ -127,13 +127,18 @@ def _other_worker_key(workers: int) -> Any:
     return next(k for k in (("t", i) for i in range(1, 50)) if hash(k) % workers != hash(KEY) % workers)
 
 
+def _inline_limits(monkeypatch: Any, slow_s: float, stall_s: float, backoff_s: float = 1.0) -> None:
+    """The slow-run rule's thresholds, scaled for a test (io_workers' _INLINE_SLOW_S, _STALL_S, _BACKOFF_S)."""
+    monkeypatch.setattr(io_workers, "_INLINE_SLOW_S", slow_s)
+    monkeypatch.setattr(io_workers, "_INLINE_STALL_S", stall_s)
+    monkeypatch.setattr(io_workers, "_INLINE_BACKOFF_S", backoff_s)
+
+
 def test_two_slow_runs_in_a_row_send_that_workers_jobs_to_its_queue_for_a_while(monkeypatch) -> None:
     async def main() -> None:
         w = IoWorkers(2)
         try:
-            monkeypatch.setattr(io_workers, "_INLINE_SLOW_S", 0.01)
-            monkeypatch.setattr(io_workers, "_INLINE_STALL_S", 10.0)
-            monkeypatch.setattr(io_workers, "_INLINE_BACKOFF_S", 0.3)
+            _inline_limits(monkeypatch, slow_s=0.01, stall_s=10.0, backoff_s=0.3)
             assert w.run_if_idle(KEY, time.sleep, 0.02) is None  # slow once: taken for a preemption
             assert w.run_if_idle(KEY, time.sleep, 0.02) is None  # slow again: the worker takes its jobs back
             assert w.run_if_idle(KEY, lambda: "inline") is NOT_RUN
@@ -149,8 +154,7 @@ def test_a_single_slow_run_between_quick_ones_keeps_the_loop_borrowing(monkeypat
     async def main() -> None:
         w = IoWorkers(1)
         try:
-            monkeypatch.setattr(io_workers, "_INLINE_SLOW_S", 0.05)  # a quick run of a loaded machine stays below
-            monkeypatch.setattr(io_workers, "_INLINE_STALL_S", 10.0)
+            _inline_limits(monkeypatch, slow_s=0.05, stall_s=10.0)  # a quick run of a loaded machine stays below
             for _ in range(3):
                 assert w.run_if_idle(KEY, time.sleep, 0.06) is None  # slow (a preemption, say)
                 assert w.run_if_idle(KEY, lambda: "quick") == "quick"  # quick: the slow one is forgotten
@@ -164,9 +168,7 @@ def test_one_stalled_run_sends_that_workers_jobs_to_its_queue_at_once(monkeypatc
     async def main() -> None:
         w = IoWorkers(1)
         try:
-            monkeypatch.setattr(io_workers, "_INLINE_SLOW_S", 0.001)
-            monkeypatch.setattr(io_workers, "_INLINE_STALL_S", 0.01)
-            monkeypatch.setattr(io_workers, "_INLINE_BACKOFF_S", 30.0)
+            _inline_limits(monkeypatch, slow_s=0.001, stall_s=0.01, backoff_s=30.0)
             assert w.run_if_idle(KEY, time.sleep, 0.02) is None  # a stall (a disk holding its writes)
             assert w.run_if_idle(KEY, lambda: "inline") is NOT_RUN
             assert await w.submit(lambda: "queued", key=KEY) == "queued"

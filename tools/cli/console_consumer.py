@@ -12,9 +12,17 @@ consumer does (auto-commit, and on close). ``--topic`` subscribes to one topic, 
 Java regex matches in full (internal topics excluded), ``--partition`` assigns one partition and starts at
 ``--offset`` (a number, ``earliest`` or ``latest``).
 
+With ``--group`` the tool commits, on close and when partitions are revoked, every assigned partition as Kafka's
+Java consumer does: a partition it printed from at the offset after the last printed record, one it printed nothing
+from (and the group had no offset for) at the offset the consumer started from (``auto.offset.reset``). librdkafka
+alone commits only the partitions records were handed over from, so ``kafka-consumer-groups.sh --describe`` would
+show no offset for the others and a later consumer with ``auto.offset.reset=latest`` would skip what was written
+to them meanwhile.
+
 Difference from Kafka: with ``--max-messages`` and ``--group``, the committed offset is the one after the last
 printed record; Kafka's Java consumer commits its fetch position, which may lie past records it fetched but did
-not print.
+not print. With ``auto.offset.reset=latest`` the start offset of an unread partition is read when it is assigned,
+which may be before Kafka's consumer would reset it: records written in between are read again, never skipped.
 """
 from __future__ import annotations
 
@@ -23,7 +31,7 @@ import random
 import signal
 import sys
 import time
-from typing import Any, Dict, Optional, Sequence
+from typing import Any, Dict, List, Optional, Sequence, Tuple
 
 from .client_config import build_client_config, load_properties_file, parse_key_values
 from .command import kafka_error_text, tool_main
@@ -191,6 +199,58 @@ class _Stop(Exception):
     """SIGTERM: end like Ctrl-C."""
 
 
+class UnreadPartitions:
+    """The start offsets of a group consumer's assigned partitions, so the ones it printed nothing from are committed
+    too (Kafka's consumer commits every assigned partition's position; librdkafka only those it handed records from).
+
+    ``reset`` is -2 (earliest) or -1 (latest): the start offset is looked up (ListOffsets, by those timestamps) as
+    partitions are assigned, before the consumer resets its position, so a commit never lies past what it would
+    have read.
+    """
+
+    def __init__(self, reset: int, timeout_s: float = 10.0) -> None:
+        self.reset = reset
+        self.timeout_s = timeout_s
+        self.start: Dict[Tuple[str, int], int] = {}
+
+    def on_assign(self, consumer: Any, partitions: List[Any]) -> None:
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            found = consumer.offsets_for_times([TopicPartition(tp.topic, tp.partition, self.reset)
+                                                for tp in partitions], self.timeout_s)
+        except KafkaException:
+            return  # no start offsets: those partitions are committed as librdkafka would, no worse
+        for tp in found:
+            if tp.error is None and tp.offset >= 0:
+                self.start[(tp.topic, tp.partition)] = tp.offset
+
+    def on_revoke(self, consumer: Any, partitions: List[Any]) -> None:
+        self.commit(consumer, partitions)
+        for tp in partitions:
+            self.start.pop((tp.topic, tp.partition), None)
+
+    def commit(self, consumer: Any, partitions: Optional[List[Any]] = None) -> None:
+        """Commit the start offset of every partition in ``partitions`` (default: the assignment) that nothing was
+        printed from and that has no committed offset; the others librdkafka commits itself."""
+        from confluent_kafka import KafkaException, TopicPartition
+
+        try:
+            parts = consumer.assignment() if partitions is None else partitions
+            todo = [TopicPartition(tp.topic, tp.partition) for tp in parts if (tp.topic, tp.partition) in self.start]
+            if not todo:
+                return
+            unread = [tp for tp in consumer.position(todo) if tp.offset < 0]
+            if not unread:
+                return
+            offsets = [TopicPartition(tp.topic, tp.partition, self.start[(tp.topic, tp.partition)])
+                       for tp in consumer.committed(unread, self.timeout_s) if tp.error is None and tp.offset < 0]
+            if offsets:
+                consumer.commit(offsets=offsets, asynchronous=False)
+        except (KafkaException, RuntimeError):
+            pass  # as the close itself: a group that cannot take the commit loses nothing printed
+
+
 def _run(argv: Sequence[str], parser: OptionParser) -> int:
     from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -214,12 +274,19 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
     except KafkaException as e:
         raise CommandError(f"org.apache.kafka.common.KafkaException: {kafka_error_text(e)}") from None
     topic = o.value("topic")
+    unread: Optional[UnreadPartitions] = None
+    if not o.has("partition") and str(props.get("enable.auto.commit", "true")).lower() != "false":
+        # (auto.offset.reset=none: Kafka's consumer fails on a partition without an offset; nothing to commit)
+        reset = {"earliest": -2, "latest": -1}.get(str(props.get("auto.offset.reset")))
+        unread = None if reset is None else UnreadPartitions(reset)
+    callbacks: Dict[str, Any] = {} if unread is None else {"on_assign": unread.on_assign,
+                                                           "on_revoke": unread.on_revoke}
     if o.has("partition"):
         consumer.assign([TopicPartition(topic, o.value("partition"), offset)])
     elif topic:
-        consumer.subscribe([topic])
+        consumer.subscribe([topic], **callbacks)
     else:
-        consumer.subscribe([java_regex_subscription(o.value("include") or o.value("whitelist"))])
+        consumer.subscribe([java_regex_subscription(o.value("include") or o.value("whitelist"))], **callbacks)
 
     def on_term(signum: int, frame: Any) -> None:
         raise _Stop()
@@ -291,6 +358,8 @@ def _run(argv: Sequence[str], parser: OptionParser) -> int:
         except (BrokenPipeError, ValueError):
             pass
         try:
+            if unread is not None:
+                unread.commit(consumer)
             consumer.close()
         except (KafkaException, RuntimeError):
             pass

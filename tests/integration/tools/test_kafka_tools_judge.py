@@ -176,6 +176,14 @@ CONSOLE: List[Command] = [
     ("get-offsets", ["--bootstrap-server", "{bs}", "--topic", "{T}-con"], None),
     ("get-offsets", ["--bootstrap-server", "{bs}", "--topic-partitions", "{T}-con:1-3,{T}-c.*:3", "--time", "-2"], None),
     ("get-offsets", ["--bootstrap-server", "{bs}", "--topic", "{T}-con", "--time", "9999999999999"], None),
+    # a group consumer that printed from one partition of three commits the other two too, at the offset it started
+    # from (Kafka's consumer commits every assigned partition's position; librdkafka alone only the ones it read)
+    ("topics", ["--bootstrap-server", "{bs}", "--create", "--topic", "{T}-one", "--partitions", "3"], None),
+    ("console-producer", ["--bootstrap-server", "{bs}", "--topic", "{T}-one", "--property", "parse.key=true",
+                          "--request-required-acks", "all"], "".join(f"same-key\tv{i}\n" for i in range(5))),
+    ("console-consumer", ["--bootstrap-server", "{bs}", "--topic", "{T}-one", "--group", "{T}-g1", "--from-beginning",
+                          "--max-messages", "5", "--timeout-ms", "20000"], None),
+    ("consumer-groups", ["--bootstrap-server", "{bs}", "--describe", "--group", "{T}-g1", "--offsets"], None),
 ]
 
 

@@ -11,13 +11,27 @@ import hashlib
 import threading
 import time
 import uuid
-from collections import defaultdict
+from collections import defaultdict, deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Dict, Iterable, List, Optional, Sequence, Tuple
+from typing import Callable, Deque, Dict, Iterable, List, Optional, Sequence, Tuple
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+
+
+#: how many of librdkafka's last idempotence log lines a load keeps
+EOS_LOG_LINES = 400
+
+
+class _LineLog:
+    """A ``logging.Logger`` stand-in for confluent-kafka's ``logger=``: keeps each line, stamped, in a bounded deque."""
+
+    def __init__(self, lines: "Deque[str]") -> None:
+        self.lines = lines
+
+    def log(self, level: int, fmt: str, *args: object) -> None:
+        self.lines.append(f"{time.strftime('%H:%M:%S')}.{int(time.time() * 1000) % 1000:03d} " + (fmt % args))
 
 
 @dataclass
@@ -34,6 +48,9 @@ class LoadStats:
     errors: List[Tuple[int, bytes, str]] = field(default_factory=list)
     client_errors: List[KafkaError] = field(default_factory=list)
     produced: int = 0
+    #: librdkafka's idempotence log (debug=eos: PID and epoch changes, drains, sequence errors), its last lines,
+    #: printed by check_exactly_once when it fails: why the client re-sent a record under a new epoch
+    eos_log: List[str] = field(default_factory=list)
 
 
 class ProduceLoad:
@@ -56,7 +73,9 @@ class ProduceLoad:
                                    # grows to 10 s while it is down, which would time the client, not the cluster)
                                    "reconnect.backoff.max.ms": 1000}
         conf.update(extra or {})
-        self.producer = Producer(conf)
+        self._eos_log: Deque[str] = deque(maxlen=EOS_LOG_LINES)
+        conf.setdefault("debug", "eos")
+        self.producer = Producer(conf, logger=_LineLog(self._eos_log))
         self.stats = LoadStats()
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -126,6 +145,7 @@ class ProduceLoad:
         self._stop.set()
         self._thread.join(timeout_s)
         assert not self._thread.is_alive(), "producer thread did not finish flushing"
+        self.stats.eos_log = list(self._eos_log)
         assert self.flush_left == 0, f"{self.flush_left} records still undelivered after flush"
         return self.stats
 
@@ -185,13 +205,17 @@ def check_exactly_once(stats: LoadStats, log: Dict[int, List[Tuple[int, bytes]]]
     for p, records in log.items():
         values = [v for _, v in records]
         dups = {v for v in values if values.count(v) > 1} if len(set(values)) != len(values) else set()
-        assert not dups, f"partition {p}: duplicated records {sorted(dups)[:10]}"
+        if dups:
+            where = {v: [off for off, x in records if x == v] for v in sorted(dups)[:10]}
+            _fail(stats, f"partition {p}: duplicated records (value: offsets) {where}")
         seqs = [int(v.rsplit(b":", 1)[1]) for v in values]
         bad = [(a, b) for a, b in zip(seqs, seqs[1:]) if b <= a]
-        assert not bad, f"partition {p}: records out of production order at {bad[:5]}"
+        if bad:
+            _fail(stats, f"partition {p}: records out of production order at {bad[:5]}")
         at = {v: off for off, v in records}
         for a in stats.acked.get(p, []):
-            assert a.value in at, f"partition {p}: acknowledged record {a.value!r} (offset {a.offset}) is lost"
+            if a.value not in at:
+                _fail(stats, f"partition {p}: acknowledged record {a.value!r} (offset {a.offset}) is lost")
             # librdkafka acknowledges some records without an offset ("implicitly acked by subsequent batch
             # success" after a retry): those are only required to be there
             assert a.offset is None or a.offset < 0 or at[a.value] == a.offset, (
@@ -200,6 +224,12 @@ def check_exactly_once(stats: LoadStats, log: Dict[int, List[Tuple[int, bytes]]]
     for p in stats.acked:
         assert p in log, f"acknowledged records on partition {p} were not read back"
     return checked
+
+
+def _fail(stats: LoadStats, what: str) -> None:
+    """Fail with the client's last idempotence log lines (a duplicate means it re-sent a written record as new)."""
+    tail = "\n".join(stats.eos_log[-120:]) or "(none kept)"
+    raise AssertionError(f"{what}\nlibrdkafka's idempotence log (debug=eos), last lines:\n{tail}")
 
 
 # --------------------------------------------------------------------------------------------- replica logs

@@ -207,7 +207,8 @@ def check_exactly_once(stats: LoadStats, log: Dict[int, List[Tuple[int, bytes]]]
         dups = {v for v in values if values.count(v) > 1} if len(set(values)) != len(values) else set()
         if dups:
             where = {v: [off for off, x in records if x == v] for v in sorted(dups)[:10]}
-            _fail(stats, f"partition {p}: duplicated records (value: offsets) {where}")
+            told = {v: [a.offset for a in stats.acked.get(p, []) if a.value == v] for v in where}
+            _fail(stats, f"partition {p}: duplicated records (value: offsets) {where}; acknowledged at {told}")
         seqs = [int(v.rsplit(b":", 1)[1]) for v in values]
         bad = [(a, b) for a, b in zip(seqs, seqs[1:]) if b <= a]
         if bad:

@@ -27,7 +27,8 @@ def test_a_duplicate_names_its_offsets_and_prints_the_idempotence_log() -> None:
     with pytest.raises(AssertionError) as e:
         check_exactly_once(stats, log)
     text = str(e.value)
-    assert "partition 2: duplicated records (value: offsets) {b'2:000000005': [5, 6]}" in text
+    assert ("partition 2: duplicated records (value: offsets) {b'2:000000005': [5, 6]}; "
+            "acknowledged at {b'2:000000005': [5]}") in text
     assert "Assigned -> DrainBump" in text and "skipped sequence numbers" in text
 
 

@@ -161,21 +161,32 @@ def test_zookeeper_daemon_is_stopped_by_its_pid_file_only(tmp_path: Path) -> Non
 
 def _start_quickstart(tmp_path: Path) -> tuple[subprocess.Popen[bytes], Path, str, Path]:
     """scripts/quickstart.sh on free ports with its own LOG_DIR, data dirs and ZooKeeper config; (process, LOG_DIR,
-    bootstrap, console output file), once the broker has started."""
-    zk_cfg, zk_port = _zk_properties(tmp_path, "zk")
-    logs = tmp_path / "logs"
-    port = free_port()
-    console = tmp_path / "quickstart.out"
-    with open(console, "wb") as out:
-        proc = subprocess.Popen(
-            ["bash", str(ROOT / "scripts/quickstart.sh"), "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
-             "--override", f"zookeeper.connect=127.0.0.1:{zk_port}", "--override", f"log.dirs={tmp_path / 'data'}"],
-            stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
-            env=dict(os.environ, LOG_DIR=str(logs), ZOOKEEPER_CONFIG=str(zk_cfg)))
-    _wait_for(lambda: "started (listeners" in console.read_text() or proc.poll() is not None, 300,
-              "the quickstart broker started")
-    assert proc.poll() is None, console.read_text()
-    return proc, logs, f"127.0.0.1:{port}", console
+    bootstrap, console output file), once the broker has started.
+
+    A free port can be taken by another test between choosing it and ZooKeeper binding it (CI runs tests in
+    parallel): a ZooKeeper that reports "Address already in use" is retried on new ports, twice at most; any other
+    failure fails at once."""
+    for attempt in range(3):
+        base = tmp_path / f"attempt-{attempt}"
+        base.mkdir()
+        zk_cfg, zk_port = _zk_properties(base, "zk")
+        logs = base / "logs"
+        port = free_port()
+        console = base / "quickstart.out"
+        with open(console, "wb") as out:
+            proc = subprocess.Popen(
+                ["bash", str(ROOT / "scripts/quickstart.sh"), "--override", f"listeners=PLAINTEXT://127.0.0.1:{port}",
+                 "--override", f"zookeeper.connect=127.0.0.1:{zk_port}", "--override", f"log.dirs={base / 'data'}"],
+                stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True,
+                env=dict(os.environ, LOG_DIR=str(logs), ZOOKEEPER_CONFIG=str(zk_cfg)))
+        _wait_for(lambda: "started (listeners" in console.read_text() or proc.poll() is not None, 300,
+                  "the quickstart broker started")
+        if proc.poll() is None:
+            return proc, logs, f"127.0.0.1:{port}", console
+        zk_out = logs / "zookeeper.out"
+        if not (zk_out.exists() and "Address already in use" in zk_out.read_text(errors="replace")):
+            break
+    raise AssertionError(console.read_text())
 
 
 def _serves(bootstrap: str) -> None:

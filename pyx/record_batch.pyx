@@ -113,9 +113,13 @@ cdef dict _WALK_MESSAGES = {
 
 cdef int _walk(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, int64_t count, int64_t* null_keys) noexcept nogil:
     """Framing walk of ``count`` records filling p[pos:end]; returns a W_* code. Counts the records with a null key
-    into ``null_keys`` unless it is NULL."""
+    into ``null_keys`` unless it is NULL.
+
+    The next record starts where the length varint says (``rend``), not where the field walk ended (``q``, checked
+    equal to it): so the loop carries only the chain of length varints, and the CPU overlaps one record's field
+    checks with the next record's start (measured here: 5.5 -> 4.6 ns per 100 B record, 8,600 records)."""
     cdef int64_t i, length, v, offset_delta, key_len, value_len, header_count, h, hk_len, hv_len
-    cdef Py_ssize_t rend
+    cdef Py_ssize_t rend, q
     i = 0
     while i < count:
         if pos >= end:
@@ -127,44 +131,45 @@ cdef int _walk(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, int64_t count, 
         rend = pos + <Py_ssize_t>length
         if pos >= rend:
             return W_NO_ATTRIBUTES
-        pos += 1
-        if read_varint(p, &pos, rend, &v) != 0:
+        q = pos + 1
+        pos = rend
+        if read_varint(p, &q, rend, &v) != 0:
             return W_BAD_VARINT
-        if read_varint(p, &pos, rend, &offset_delta) != 0:
+        if read_varint(p, &q, rend, &offset_delta) != 0:
             return W_BAD_VARINT
-        if read_varint(p, &pos, rend, &key_len) != 0:
+        if read_varint(p, &q, rend, &key_len) != 0:
             return W_BAD_VARINT
-        if key_len < -1 or key_len > rend - pos:
+        if key_len < -1 or key_len > rend - q:
             return W_BAD_KEY
         if key_len > 0:
-            pos += <Py_ssize_t>key_len
+            q += <Py_ssize_t>key_len
         elif key_len < 0 and null_keys != NULL:
             null_keys[0] += 1
-        if read_varint(p, &pos, rend, &value_len) != 0:
+        if read_varint(p, &q, rend, &value_len) != 0:
             return W_BAD_VARINT
-        if value_len < -1 or value_len > rend - pos:
+        if value_len < -1 or value_len > rend - q:
             return W_BAD_VALUE
         if value_len > 0:
-            pos += <Py_ssize_t>value_len
-        if read_varint(p, &pos, rend, &header_count) != 0:
+            q += <Py_ssize_t>value_len
+        if read_varint(p, &q, rend, &header_count) != 0:
             return W_BAD_VARINT
-        if header_count < 0 or header_count > rend - pos:
+        if header_count < 0 or header_count > rend - q:
             return W_BAD_HEADER_COUNT
         h = 0
         while h < header_count:
-            if read_varint(p, &pos, rend, &hk_len) != 0:
+            if read_varint(p, &q, rend, &hk_len) != 0:
                 return W_BAD_VARINT
-            if hk_len < 0 or hk_len > rend - pos:
+            if hk_len < 0 or hk_len > rend - q:
                 return W_BAD_HEADER_KEY
-            pos += <Py_ssize_t>hk_len
-            if read_varint(p, &pos, rend, &hv_len) != 0:
+            q += <Py_ssize_t>hk_len
+            if read_varint(p, &q, rend, &hv_len) != 0:
                 return W_BAD_VARINT
-            if hv_len < -1 or hv_len > rend - pos:
+            if hv_len < -1 or hv_len > rend - q:
                 return W_BAD_HEADER_VALUE
             if hv_len > 0:
-                pos += <Py_ssize_t>hv_len
+                q += <Py_ssize_t>hv_len
             h += 1
-        if pos != rend:
+        if q != rend:
             return W_LENGTH_MISMATCH
         if offset_delta != i:
             return W_OFFSET_DELTA

@@ -27,6 +27,17 @@ def test_broker_bench_quick() -> None:
         assert row in out, out
 
 
+def test_wake_bench_small() -> None:
+    """One short round of the idle-gap Produce bench on ours: a row per gap, and the request size it sent."""
+    r = subprocess.run([sys.executable, "-m", "tools.bench.wake_bench", "--requests", "200", "--rounds", "1",
+                        "--records", "500", "--gaps", "0,1"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    rows = [line.split() for line in r.stdout.splitlines()[1:]]
+    assert [(row[0], row[1]) for row in rows] == [("0", "ours"), ("1", "ours")], r.stdout
+    assert all(float(row[2]) > 0 for row in rows), r.stdout
+    assert "500 x 100 B, lz4" in r.stderr, r.stderr
+
+
 def test_group_bench_one_trial() -> None:
     out = _run("-m", "tools.bench.group_bench", "--trials", "1", "--commits", "20")
     assert "commit p50 ms" in out and len(out.strip().splitlines()) == 2, out

@@ -41,7 +41,7 @@ from tests.harness.broker_process import BrokerProcess
 from tests.harness.kafka import KAFKA_LIBS
 from tests.harness.zookeeper import ZooKeeperServer
 from tools import consumer_perf, producer_perf
-from tools.bench.process_cpu import tree_cpu_seconds
+from tools.bench.process_cpu import CpuMeter
 from tools.cluster import ROOT, free_port
 
 PEERS = ("kafka", "tansu")
@@ -85,11 +85,6 @@ def check_peer_installed(name: str) -> None:
         raise PeerMissing(f"Tansu {TANSU_VERSION} not installed at {TANSU_BIN}: run bash scripts/install-bench.sh")
 
 
-def cpu_seconds(pid: int) -> float:
-    """User+system CPU of a process and its live children (our broker starts from a shell script)."""
-    return tree_cpu_seconds(pid)
-
-
 def ratio(ours: float, peer: float) -> float:
     """ours/peer; NaN when either side is missing, zero or NaN."""
     if not (isinstance(ours, (int, float)) and isinstance(peer, (int, float))):
@@ -128,7 +123,7 @@ def format_table(results: Dict[str, Dict[str, Result]], targets: Sequence[str]) 
                 x_us = f"{ratio(_num(ours, 'broker_cpu_us_per_record'), us):8.2f}"
             lines.append(f"{name:40s} {t:6s} {rps:10.0f} {_num(r, 'mb_per_s'):8.1f} "
                          f"{_num(r, 'latency_p50_ms', 'p50_ms'):8.2f} {_num(r, 'latency_p99_ms', 'p99_ms'):8.2f} "
-                         f"{_num(r, 'broker_cpu_s'):7.2f} {us:7.2f} {x_rps:>8s} {x_us:>8s}")
+                         f"{_num(r, 'broker_cpu_s'):7.3f} {us:7.3f} {x_rps:>8s} {x_us:>8s}")
     return "\n".join(lines)
 
 
@@ -333,17 +328,17 @@ class Run:
     def produce(self, row: str, n: int, size: int, acks: str, codec: str, throughput: float = -1,
                 props: Optional[Dict[str, str]] = None) -> str:
         t = self.topic(row)
-        c0 = cpu_seconds(self.target.pid)
+        meter = CpuMeter(self.target.pid)
         r = producer_perf.run(self.target.bootstrap, t, n, size, throughput, acks, codec, props or {})
-        r["broker_cpu_s"] = cpu_seconds(self.target.pid) - c0
+        r["broker_cpu_s"] = meter.seconds()
         r["broker_cpu_us_per_record"] = r["broker_cpu_s"] / max(1, r["records"]) * 1e6
         self.rows[row] = r
         return t
 
     def consume(self, row: str, topic: str, n: int) -> None:
-        c0 = cpu_seconds(self.target.pid)
+        meter = CpuMeter(self.target.pid)
         r = consumer_perf.run(self.target.bootstrap, topic, n, 300, {})
-        r["broker_cpu_s"] = cpu_seconds(self.target.pid) - c0
+        r["broker_cpu_s"] = meter.seconds()
         r["broker_cpu_us_per_record"] = r["broker_cpu_s"] / max(1, r.get("records", n)) * 1e6
         self.rows[row] = r
 

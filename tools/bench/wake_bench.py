@@ -9,8 +9,8 @@ Firecracker guest) that roughly triples the CPU a Python request path costs, whi
 This bench isolates that: one raw socket sends the same pre-built Produce request (v9, acks=1, one partition, one
 magic-2 batch of ``--records`` records like librdkafka's: the same ``--size`` value each time, compressed) and waits
 for each answer, ``--gaps`` milliseconds of sleep between requests; the broker's process-tree CPU
-(/proc utime+stime) over ``--requests`` requests is divided by their count. The client does no work between
-requests, so a gap measures what idleness alone costs.
+(``process_cpu.CpuMeter``, to the nanosecond) over ``--requests`` requests is divided by their count. The client
+does no work between requests, so a gap measures what idleness alone costs.
 
 Printed per target and gap: broker CPU µs per request (median of ``--rounds``), µs per record, and ours/peer. Figures
 only; no assertions.
@@ -37,7 +37,7 @@ from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
 from tools.bench.broker_bench import (  # noqa: E402
     Kafka, Ours, PeerMissing, Tansu, Target, check_peer_installed, create_topic, parse_peers,
 )
-from tools.bench.process_cpu import tree_cpu_seconds  # noqa: E402
+from tools.bench.process_cpu import CpuMeter  # noqa: E402
 
 CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 PRODUCE_VERSION = 9
@@ -86,12 +86,12 @@ def measure(target: Target, topic: str, frames: Sequence[bytes], requests: int, 
         for f in frames:  # warm-up: connection, topic, first segment
             s.round_trip(f)
         gap = gap_ms / 1000.0
-        c0 = tree_cpu_seconds(target.pid)
+        meter = CpuMeter(target.pid)
         for i in range(requests):
             s.round_trip(frames[i % len(frames)])
             if gap:
                 time.sleep(gap)
-        return (tree_cpu_seconds(target.pid) - c0) / requests * 1e6
+        return meter.seconds() / requests * 1e6
     finally:
         s.close()
 

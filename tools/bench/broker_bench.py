@@ -438,6 +438,24 @@ def run_one(scenario: Scenario, target: Target) -> Dict[str, Result]:
     return run.rows
 
 
+def missing_peer(peers: Sequence[str]) -> Optional[str]:
+    """Why one of ``peers`` cannot run here (not installed), or None."""
+    for p in peers:
+        try:
+            check_peer_installed(p)
+        except PeerMissing as e:
+            return str(e)
+    return None
+
+
+def make_targets(work: Path, zk_connect: str, peers: Sequence[str]) -> List[Target]:
+    """Ours, then each peer (kafka, tansu), not started yet."""
+    targets: List[Target] = [Ours(work, zk_connect)]
+    for p in peers:
+        targets.append(Kafka(work, zk_connect) if p == "kafka" else Tansu(work))
+    return targets
+
+
 def main(argv: List[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--records", type=int, default=1_000_000)
@@ -452,12 +470,10 @@ def main(argv: List[str] | None = None) -> int:
     a = ap.parse_args(argv)
     if a.quick:
         a.records, a.large_records = 20_000, 1_000
-    for p in a.peers:
-        try:
-            check_peer_installed(p)
-        except PeerMissing as e:
-            print(f"broker_bench: {e}", file=sys.stderr)
-            return 2
+    missing = missing_peer(a.peers)
+    if missing:
+        print(f"broker_bench: {missing}", file=sys.stderr)
+        return 2
     chosen = select(scenarios(a.records, a.large_records, a.quick), a.only)
     if not chosen:
         print(f"broker_bench: no scenario's row contains any of {a.only}", file=sys.stderr)
@@ -465,9 +481,7 @@ def main(argv: List[str] | None = None) -> int:
     work = Path(tempfile.mkdtemp(prefix="broker-bench-"))
     zk = ZooKeeperServer()
     zk.start()
-    targets: List[Target] = [Ours(work, zk.connect_string)]
-    for p in a.peers:
-        targets.append(Kafka(work, zk.connect_string) if p == "kafka" else Tansu(work))
+    targets = make_targets(work, zk.connect_string, a.peers)
     names = [t.name for t in targets]
     rounds: List[Dict[str, Dict[str, Result]]] = []
     started: List[Target] = []

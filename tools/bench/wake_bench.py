@@ -35,7 +35,7 @@ from broker.protocol.api import encode_request  # noqa: E402
 from broker.protocol.records.builder import build_batch  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
 from tools.bench.broker_bench import (  # noqa: E402
-    Kafka, Ours, PeerMissing, Tansu, Target, check_peer_installed, create_topic, parse_peers,
+    Target, create_topic, make_targets, missing_peer, parse_peers,
 )
 from tools.bench.process_cpu import CpuMeter  # noqa: E402
 
@@ -106,19 +106,15 @@ def main(argv: List[str] | None = None) -> int:
     ap.add_argument("--codec", choices=sorted(CODECS), default="lz4")
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args(argv)
-    for p in a.peers:
-        try:
-            check_peer_installed(p)
-        except PeerMissing as e:
-            print(f"wake_bench: {e}", file=sys.stderr)
-            return 2
+    missing = missing_peer(a.peers)
+    if missing:
+        print(f"wake_bench: {missing}", file=sys.stderr)
+        return 2
     gaps = [float(g) for g in a.gaps.split(",") if g.strip()]
     work = Path(tempfile.mkdtemp(prefix="wake-bench-"))
     zk = ZooKeeperServer()
     zk.start()
-    targets: List[Target] = [Ours(work, zk.connect_string)]
-    for p in a.peers:
-        targets.append(Kafka(work, zk.connect_string) if p == "kafka" else Tansu(work))
+    targets = make_targets(work, zk.connect_string, a.peers)
     results: Dict[str, Dict[float, List[float]]] = {t.name: {g: [] for g in gaps} for t in targets}
     started: List[Target] = []
     try:

@@ -52,7 +52,7 @@ def test_table_gives_peers_ours_over_peer_ratios_and_shows_errors() -> None:
     lines = format_table(results, ["ours", "kafka", "tansu"]).splitlines()
     assert len(lines) == 4
     ours, kafka, tansu = lines[1:]
-    assert ours.split()[-1] == "0.40"  # ours has no ratio columns
+    assert ours.split()[-1] == "0.400"  # ours has no ratio columns (CPU to the microsecond: CpuMeter)
     assert kafka.split()[-2:] == ["1.50", "0.50"]  # rec/s ratio, then CPU-per-record ratio
     assert "ERROR KafkaException: boom" in tansu
 

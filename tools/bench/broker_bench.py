@@ -32,9 +32,10 @@ import tempfile
 import threading
 import time
 import uuid
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, Iterator, List, Optional, Sequence
 
 
 from tests.harness.broker_process import BrokerProcess
@@ -448,12 +449,27 @@ def missing_peer(peers: Sequence[str]) -> Optional[str]:
     return None
 
 
-def make_targets(work: Path, zk_connect: str, peers: Sequence[str]) -> List[Target]:
-    """Ours, then each peer (kafka, tansu), not started yet."""
-    targets: List[Target] = [Ours(work, zk_connect)]
+@contextmanager
+def running_targets(prefix: str, peers: Sequence[str]) -> Iterator[List[Target]]:
+    """Ours, then each peer (kafka, tansu), started beside one ZooKeeper in a fresh work directory; all stopped
+    (in reverse) and the directory removed on the way out."""
+    work = Path(tempfile.mkdtemp(prefix=prefix))
+    zk = ZooKeeperServer()
+    zk.start()
+    targets: List[Target] = [Ours(work, zk.connect_string)]
     for p in peers:
-        targets.append(Kafka(work, zk_connect) if p == "kafka" else Tansu(work))
-    return targets
+        targets.append(Kafka(work, zk.connect_string) if p == "kafka" else Tansu(work))
+    started: List[Target] = []
+    try:
+        for t in targets:
+            t.start()
+            started.append(t)
+        yield targets
+    finally:
+        for t in reversed(started):
+            t.stop()
+        zk.stop()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def main(argv: List[str] | None = None) -> int:
@@ -478,17 +494,9 @@ def main(argv: List[str] | None = None) -> int:
     if not chosen:
         print(f"broker_bench: no scenario's row contains any of {a.only}", file=sys.stderr)
         return 2
-    work = Path(tempfile.mkdtemp(prefix="broker-bench-"))
-    zk = ZooKeeperServer()
-    zk.start()
-    targets = make_targets(work, zk.connect_string, a.peers)
-    names = [t.name for t in targets]
     rounds: List[Dict[str, Dict[str, Result]]] = []
-    started: List[Target] = []
-    try:
-        for t in targets:
-            t.start()
-            started.append(t)
+    with running_targets("broker-bench-", a.peers) as targets:
+        names = [t.name for t in targets]
         for i, sc in ((i, sc) for _ in range(max(1, a.rounds)) for i, sc in enumerate(chosen)):
             if i == 0:
                 rounds.append({})
@@ -503,11 +511,6 @@ def main(argv: List[str] | None = None) -> int:
                 for row, r in rows.items():
                     results.setdefault(row, {})[t.name] = r
                 print(f"broker_bench: {t.name}: {', '.join(rows)} done", file=sys.stderr, flush=True)
-    finally:
-        for t in reversed(started):
-            t.stop()
-        zk.stop()
-        shutil.rmtree(work, ignore_errors=True)
 
     results = median_rows(rounds) if len(rounds) > 1 else (rounds[0] if rounds else {})
     if a.json:

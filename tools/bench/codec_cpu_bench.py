@@ -5,15 +5,13 @@
 Starts one ZooKeeper and two brokers, one with ``BROKER_NATIVE_CODECS=0`` (generated Python only) and one with the
 compiled decoders and encoders (the default). Each round sends, through one raw socket per broker, one request at a
 time: ApiVersions v3, Heartbeat v4 (unknown group: the coordinator answers at once), Produce v9 (acks=1, one ~100 B
-batch to one partition) and Fetch v13 (one partition, max_wait_ms=0), and reads the broker process's utime+stime
-from /proc/<pid>/stat before and after. Rounds alternate between the brokers, so both see the same machine load;
-the best round per (broker, request) is printed, in µs of broker CPU per request, with the ratio. /proc counts
-in clock ticks (10 ms): use enough requests that a round spans many ticks (3,000 x ~50 µs = 15 ticks).
+batch to one partition) and Fetch v13 (one partition, max_wait_ms=0), and measures the broker's CPU over them
+(``process_cpu.CpuMeter``, to the nanosecond). Rounds alternate between the brokers, so both see the same machine
+load; the best round per (broker, request) is printed, in µs of broker CPU per request, with the ratio.
 """
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import socket
 import struct
@@ -29,17 +27,10 @@ from broker.protocol.records.builder import build_batch  # noqa: E402
 from tests.harness.broker_process import BrokerProcess  # noqa: E402
 from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
 from tools.bench.broker_bench import create_topic  # noqa: E402
+from tools.bench.process_cpu import CpuMeter  # noqa: E402
 
-_TICK = os.sysconf("SC_CLK_TCK")
 _I32 = struct.Struct(">i")
 TOPIC = "codec-cpu"
-
-
-def cpu_seconds(pid: int) -> float:
-    """utime + stime of process ``pid`` (all its threads), from /proc/<pid>/stat."""
-    with open(f"/proc/{pid}/stat") as f:
-        fields = f.read().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / _TICK
 
 
 class Client:
@@ -94,10 +85,10 @@ def measure(pid: int, send: Callable[[bytes], bytes], frame: bytes, n: int) -> f
     """µs of broker CPU per request over ``n`` requests."""
     for _ in range(200):
         send(frame)
-    c0 = cpu_seconds(pid)
+    meter = CpuMeter(pid)
     for _ in range(n):
         send(frame)
-    return (cpu_seconds(pid) - c0) / n * 1e6
+    return meter.seconds() / n * 1e6
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{'request':34} {'python µs CPU':>14} {'compiled µs CPU':>16} {'ratio':>6}")
         for label in frames["python"]:
             p, c = best[("python", label)], best[("compiled", label)]
-            ratio = f"{p / c:5.2f}x" if c else "    -"  # below one clock tick (--requests too small)
+            ratio = f"{p / c:5.2f}x" if c else "    -"
             print(f"{label:34} {p:14.1f} {c:16.1f} {ratio}")
     finally:
         for b in brokers.values():

@@ -19,12 +19,8 @@ from __future__ import annotations
 
 import argparse
 import os
-import shutil
-import socket
 import statistics
-import struct
 import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Dict, List, Sequence
@@ -33,67 +29,38 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
 from broker.protocol.api import encode_request  # noqa: E402
 from broker.protocol.records.builder import build_batch  # noqa: E402
-from tests.harness.zookeeper import ZooKeeperServer  # noqa: E402
-from tools.bench.broker_bench import (  # noqa: E402
-    Target, create_topic, make_targets, missing_peer, parse_peers,
-)
+from broker.storage.validator import TOPIC_CODECS  # noqa: E402
+from tools.bench.broker_bench import Target, create_topic, missing_peer, parse_peers, running_targets  # noqa: E402
+from tools.bench.codec_cpu_bench import Client  # noqa: E402
 from tools.bench.process_cpu import CpuMeter  # noqa: E402
 
-CODECS = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
 PRODUCE_VERSION = 9
 
 
 def produce_frames(topic: str, records: int, size: int, codec: str, count: int = 50) -> List[bytes]:
     """``count`` Produce request frames (correlation ids 0..count-1) carrying one batch of ``records`` equal values."""
     value = os.urandom(size // 2 + 1).hex().encode()[:size]
-    batch = build_batch([(None, value)] * records, compression=CODECS[codec])
+    batch = build_batch([(None, value)] * records, compression=TOPIC_CODECS[codec])
     body = {"transactional_id": None, "acks": 1, "timeout_ms": 30000,
             "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}
     return [encode_request(0, PRODUCE_VERSION, i, "wake-bench", body) for i in range(count)]
 
 
-class Sender:
-    """One connection that sends a frame and reads its whole answer (error codes are not decoded: figures only)."""
-
-    def __init__(self, bootstrap: str) -> None:
-        host, port = bootstrap.rsplit(":", 1)
-        self.sock = socket.create_connection((host, int(port)), 30)
-        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-
-    def round_trip(self, frame: bytes) -> None:
-        self.sock.sendall(frame)
-        head = self._read(4)
-        self._read(struct.unpack(">i", head)[0])
-
-    def _read(self, n: int) -> bytes:
-        parts, got = [], 0
-        while got < n:
-            chunk = self.sock.recv(n - got)
-            if not chunk:
-                raise ConnectionError("broker closed the connection")
-            parts.append(chunk)
-            got += len(chunk)
-        return b"".join(parts)
-
-    def close(self) -> None:
-        self.sock.close()
-
-
 def measure(target: Target, topic: str, frames: Sequence[bytes], requests: int, gap_ms: float) -> float:
     """Broker CPU µs per request over ``requests`` round trips with ``gap_ms`` of client sleep between them."""
-    s = Sender(target.bootstrap)
+    client = Client(target.bootstrap)
     try:
         for f in frames:  # warm-up: connection, topic, first segment
-            s.round_trip(f)
+            client.exchange(f)
         gap = gap_ms / 1000.0
         meter = CpuMeter(target.pid)
         for i in range(requests):
-            s.round_trip(frames[i % len(frames)])
+            client.exchange(frames[i % len(frames)])
             if gap:
                 time.sleep(gap)
         return meter.seconds() / requests * 1e6
     finally:
-        s.close()
+        client.sock.close()
 
 
 def main(argv: List[str] | None = None) -> int:
@@ -103,7 +70,7 @@ def main(argv: List[str] | None = None) -> int:
     ap.add_argument("--gaps", default="0,1,5", help="comma-separated idle gaps between requests, ms")
     ap.add_argument("--records", type=int, default=3300, help="records per request (librdkafka sent ~3,300 here)")
     ap.add_argument("--size", type=int, default=100)
-    ap.add_argument("--codec", choices=sorted(CODECS), default="lz4")
+    ap.add_argument("--codec", choices=sorted(TOPIC_CODECS), default="lz4")
     ap.add_argument("--rounds", type=int, default=3)
     a = ap.parse_args(argv)
     missing = missing_peer(a.peers)
@@ -111,16 +78,8 @@ def main(argv: List[str] | None = None) -> int:
         print(f"wake_bench: {missing}", file=sys.stderr)
         return 2
     gaps = [float(g) for g in a.gaps.split(",") if g.strip()]
-    work = Path(tempfile.mkdtemp(prefix="wake-bench-"))
-    zk = ZooKeeperServer()
-    zk.start()
-    targets = make_targets(work, zk.connect_string, a.peers)
-    results: Dict[str, Dict[float, List[float]]] = {t.name: {g: [] for g in gaps} for t in targets}
-    started: List[Target] = []
-    try:
-        for t in targets:
-            t.start()
-            started.append(t)
+    with running_targets("wake-bench-", a.peers) as targets:
+        results: Dict[str, Dict[float, List[float]]] = {t.name: {g: [] for g in gaps} for t in targets}
         topic = f"wake-{os.getpid()}"
         frames = produce_frames(topic, a.records, a.size, a.codec)
         print(f"wake_bench: one request is {len(frames[0])} bytes ({a.records} x {a.size} B, {a.codec})",
@@ -129,17 +88,12 @@ def main(argv: List[str] | None = None) -> int:
             create_topic(t.bootstrap, topic)
             if t.warm:  # the JVM's JIT: one unmeasured pass
                 measure(t, topic, frames, a.requests, 0)
-        for _ in range(max(1, a.rounds)):
+        for rnd in range(max(1, a.rounds)):
             for g in gaps:
                 for t in targets:  # interleaved, so a slower minute of the machine hits every target alike
                     results[t.name][g].append(measure(t, topic, frames, a.requests if not g else
                                                       max(200, a.requests // 4), g))
-            print(f"wake_bench: round {_ + 1} done", file=sys.stderr, flush=True)
-    finally:
-        for t in reversed(started):
-            t.stop()
-        zk.stop()
-        shutil.rmtree(work, ignore_errors=True)
+            print(f"wake_bench: round {rnd + 1} done", file=sys.stderr, flush=True)
 
     names = [t.name for t in targets]
     print(f"{'gap ms':>6s} {'target':8s} {'us/request':>10s} {'us/record':>9s} {'ours/peer':>9s}")

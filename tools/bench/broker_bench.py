@@ -455,12 +455,12 @@ def running_targets(prefix: str, peers: Sequence[str]) -> Iterator[List[Target]]
     (in reverse) and the directory removed on the way out."""
     work = Path(tempfile.mkdtemp(prefix=prefix))
     zk = ZooKeeperServer()
-    zk.start()
-    targets: List[Target] = [Ours(work, zk.connect_string)]
-    for p in peers:
-        targets.append(Kafka(work, zk.connect_string) if p == "kafka" else Tansu(work))
     started: List[Target] = []
     try:
+        zk.start()
+        targets: List[Target] = [Ours(work, zk.connect_string)]
+        for p in peers:
+            targets.append(Kafka(work, zk.connect_string) if p == "kafka" else Tansu(work))
         for t in targets:
             t.start()
             started.append(t)
